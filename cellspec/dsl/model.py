@@ -1,0 +1,175 @@
+"""The typed model of a loaded cell: geometry, robots, zones, rules and tests.
+
+Lengths are exact :class:`~fractions.Fraction` metres (whatever the file's
+units), so every backend lowers the same numbers.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from cellspec.solver.ir import Node
+
+Vec3 = tuple[Fraction, Fraction, Fraction]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class Source(_Frozen):
+    """Where something is written: display path, 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class Box(_Frozen):
+    """An axis-aligned box [lo, hi] per axis, metres."""
+
+    lo: Vec3
+    hi: Vec3
+
+
+class BoxZone(_Frozen):
+    name: str
+    kind: Literal["box"] = "box"
+    box: Box
+    source: Source
+
+
+class HalfSpaceZone(_Frozen):
+    """The region sum(coef[d] * axis_d) op rhs (op one of < <= > >=)."""
+
+    name: str
+    kind: Literal["half"] = "half"
+    coef: Vec3
+    op: str
+    rhs: Fraction
+    source: Source
+
+
+Zone = BoxZone | HalfSpaceZone
+
+
+class Surface(_Frozen):
+    name: str
+    z: Fraction
+    source: Source
+
+
+class PartType(_Frozen):
+    name: str
+    size: Vec3
+    mass: Fraction | None = None
+    source: Source
+
+
+class Gripper(_Frozen):
+    """A gripper; ``opening`` and ``depth`` matter for the parallel gripper only."""
+
+    kind: Literal["vacuum", "parallel"]
+    opening: Fraction | None = None
+    depth: Fraction | None = None
+
+
+class Robot(_Frozen):
+    name: str
+    model: str
+    base: Vec3
+    yaw_deg: Fraction = Fraction(0)
+    reach: Fraction | None = None
+    gripper: Gripper
+    source: Source
+
+
+class Rule(_Frozen):
+    """A named rule: its body is the IR, violated where the body is false."""
+
+    name: str
+    message: str
+    severity: Literal["error", "warning"]
+    body: Node
+    source: Source
+
+    @property
+    def top_vars(self) -> tuple[str, ...]:
+        """The variables of the outermost forall (they name a violation's parts)."""
+        from cellspec.solver.ir import top_domains
+
+        return tuple(top_domains(self.body))
+
+    @property
+    def part_vars(self) -> tuple[str, ...]:
+        """The outer forall variables that range over parts (a violation's parts)."""
+        from cellspec.solver.ir import top_domains
+
+        return tuple(v for v, d in top_domains(self.body).items() if d == "part")
+
+
+class InlinePart(_Frozen):
+    id: str
+    type: str
+    pos: Vec3
+    size: Vec3 | None = None
+    gripper: Literal["vacuum", "parallel"] | None = None
+
+
+class Expectation(_Frozen):
+    rule: str
+    parts: tuple[str, ...]
+    source: Source
+
+
+class TestCase(_Frozen):
+    """A regression test written in a rule file."""
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    parts: tuple[InlinePart, ...] | None = None
+    layout_path: str | None = None
+    order: tuple[str, ...] | None = None
+    expect: Literal["pass", "fail"]
+    expected: tuple[Expectation, ...] = ()
+    only: bool = False
+    source: Source
+
+
+class Cell(_Frozen):
+    """A loaded cell with every rule it imports and the tests of its own file."""
+
+    name: str
+    path: str
+    workspace: Box
+    surfaces: tuple[Surface, ...]
+    part_types: dict[str, PartType]
+    robots: tuple[Robot, ...]
+    default_gripper: Gripper
+    keepouts: tuple[Zone, ...]
+    epsilon: Fraction
+    rules: tuple[Rule, ...]
+    tests: tuple[TestCase, ...]
+    source: Source
+
+    def gripper_params(self, kind: str) -> Gripper:
+        """The parameters used for a part placed with a gripper of this kind."""
+        if self.default_gripper.kind == kind and self.default_gripper.opening is not None:
+            return self.default_gripper
+        for robot in self.robots:
+            if robot.gripper.kind == kind:
+                return robot.gripper
+        return Gripper(kind=kind)  # type: ignore[arg-type]
+
+    def rule(self, name: str) -> Rule | None:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        return None

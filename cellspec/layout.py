@@ -1,0 +1,203 @@
+"""Layout files (JSON): parsing, validation against hostile input, and resolution
+against a cell (default sizes, grippers, order).
+
+A bad layout never yields a traceback: every problem becomes a diagnostic naming
+the file and, where there is one, the line and column or the JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
+
+MAX_LAYOUT_BYTES = 32 * 1024 * 1024
+MAX_PARTS = 1_000_000
+ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
+
+Finite = Annotated[float, Field(allow_inf_nan=False, strict=False)]
+
+
+class PartIn(BaseModel):
+    """One part as written in a layout file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+    type: StrictStr
+    pos: tuple[Finite, Finite, Finite]
+    size: tuple[Finite, Finite, Finite] | None = None
+    gripper: Literal["vacuum", "parallel"] | None = None
+
+
+class LayoutIn(BaseModel):
+    """A layout file: parts (AABB centres), optional units and placement order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    units: Literal["m", "mm"] = "m"
+    parts: list[PartIn]
+    order: list[StrictStr] | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A validated layout in metres; ``size`` rows are NaN where the cell's type size applies."""
+
+    ids: tuple[str, ...]
+    types: tuple[str, ...]
+    pos: np.ndarray
+    size: np.ndarray
+    grippers: tuple[str | None, ...]
+    order: tuple[str, ...] | None
+    path: str = "<layout>"
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        assert self.pos.shape == (n, 3) and self.size.shape == (n, 3)
+        assert len(self.types) == n and len(self.grippers) == n
+        assert len(set(self.ids)) == n, "part ids must be unique"
+        self.pos.setflags(write=False)
+        self.size.setflags(write=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def to_json(self) -> dict[str, Any]:
+        """The layout as the DESIGN.md JSON object (metres)."""
+        parts = []
+        for i, pid in enumerate(self.ids):
+            d: dict[str, Any] = {"id": pid, "type": self.types[i],
+                                 "pos": [float(v) for v in self.pos[i]]}
+            if not np.isnan(self.size[i]).any():
+                d["size"] = [float(v) for v in self.size[i]]
+            if self.grippers[i]:
+                d["gripper"] = self.grippers[i]
+            parts.append(d)
+        out: dict[str, Any] = {"units": "m", "parts": parts}
+        if self.order is not None:
+            out["order"] = list(self.order)
+        return out
+
+
+def _fail(path: str, msg: str, line: int = 0, col: int = 0) -> CellspecError:
+    return CellspecError(Diagnostic(path, line, col, msg))
+
+
+def _json_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for k in loc:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out or "(top level)"
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
+    """Validate a decoded JSON object and build a Layout (metres)."""
+    if not isinstance(obj, dict):
+        raise _fail(path, "a layout must be a JSON object with a \"parts\" list")
+    parts = obj.get("parts")
+    if isinstance(parts, list) and len(parts) > MAX_PARTS:
+        raise _fail(path, f"{len(parts)} parts; the limit is {MAX_PARTS}")
+    try:
+        lay = LayoutIn.model_validate(obj)
+    except ValidationError as exc:
+        diags = []
+        for e in exc.errors()[:20]:
+            where = _json_path(tuple(e["loc"]))
+            msg = e["msg"]
+            if e["type"] == "finite_number":
+                msg = "must be a finite number (NaN and infinity are not positions)"
+            elif e["type"] == "extra_forbidden":
+                msg = "unknown field"
+            elif e["type"] == "string_pattern_mismatch":
+                msg = ("part ids are 1-128 characters: a letter or _ then letters, digits, "
+                       "_ . -")
+            diags.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
+        raise CellspecError(diags) from None
+    scale = 0.001 if lay.units == "mm" else 1.0
+    n = len(lay.parts)
+    ids = tuple(p.id for p in lay.parts)
+    seen: dict[str, int] = {}
+    diags: list[Diagnostic] = []
+    for i, pid in enumerate(ids):
+        if pid in seen:
+            diags.append(Diagnostic(path, 0, 0, f"parts[{i}].id: duplicate id '{pid}' "
+                                    f"(first at parts[{seen[pid]}])"))
+        else:
+            seen[pid] = i
+    pos = np.array([p.pos for p in lay.parts], dtype=np.float64).reshape(n, 3) * scale
+    size = np.array([p.size if p.size is not None else (math.nan,) * 3 for p in lay.parts],
+                    dtype=np.float64).reshape(n, 3) * scale
+    bad = np.argwhere(np.abs(pos) > MAX_ABS_COORD_M)
+    for i, k in bad[:10]:
+        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].pos[{k}]: {pos[i, k]:.6g} m is absurd "
+                                f"(|coordinate| must be at most {MAX_ABS_COORD_M:g} m)"))
+    with np.errstate(invalid="ignore"):
+        badsz = np.argwhere((size <= 0) | (size > MAX_SIZE_M))
+    for i, k in badsz[:10]:
+        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].size[{k}]: {size[i, k]:.6g} m; sizes "
+                                f"must be positive and at most {MAX_SIZE_M:g} m"))
+    order = None
+    if lay.order is not None:
+        order = tuple(lay.order)
+        oseen: set[str] = set()
+        for k, pid in enumerate(order):
+            if pid not in seen:
+                diags.append(Diagnostic(path, 0, 0, f"order[{k}]: unknown part '{pid}'"))
+            elif pid in oseen:
+                diags.append(Diagnostic(path, 0, 0, f"order[{k}]: '{pid}' is listed twice"))
+            oseen.add(pid)
+        missing = [pid for pid in ids if pid not in oseen]
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            diags.append(Diagnostic(path, 0, 0, "order: must list every part once; missing "
+                                    f"{', '.join(missing[:5])}{more}"))
+    if diags:
+        raise CellspecError(diags[:50])
+    return Layout(ids=ids, types=tuple(p.type for p in lay.parts), pos=pos, size=size,
+                  grippers=tuple(p.gripper for p in lay.parts), order=order, path=path)
+
+
+def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:
+    """Read and validate a layout JSON file; raise CellspecError (exit 2) on any problem."""
+    p = Path(path)
+    shown = str(path)
+    try:
+        if p.is_dir():
+            raise _fail(shown, "is a directory, expected a layout .json file")
+        size = p.stat().st_size
+    except OSError as exc:
+        raise _fail(shown, f"cannot read layout: {exc.strerror}") from None
+    if size > max_bytes:
+        raise _fail(shown, f"layout file is {size} bytes; the limit is {max_bytes} bytes "
+                    "(raise it with --max-bytes)")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise _fail(shown, f"cannot read layout: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(shown, f"not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise _fail(shown, "empty layout file: expected a JSON object with \"parts\"", 1, 1)
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise _fail(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except ValueError as exc:
+        raise _fail(shown, f"invalid JSON: {exc} (NaN and Infinity are not allowed)") from None
+    except RecursionError:
+        raise _fail(shown, "invalid JSON: nested too deeply") from None
+    return layout_from_obj(obj, shown)

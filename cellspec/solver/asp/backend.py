@@ -1,0 +1,134 @@
+"""The clingo backend: ground the compiled rules over the instance's facts and read
+back ``violation/2``. The only module that imports clingo (lazily)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from cellspec.solver import geometry as g
+from cellspec.solver.asp.compile import CompiledProgram
+from cellspec.solver.instance import BoxU, Instance
+
+GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in time
+
+
+@dataclass
+class BackendResult:
+    status: str  # "done" or "unknown"
+    violations: list[tuple[int, tuple]] = field(default_factory=list)
+    reason: str | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def supported() -> bool:
+    """True when the clingo module can be imported."""
+    try:
+        import clingo  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _builtins() -> str:
+    return resources.files("cellspec.solver.asp").joinpath("builtins.lp").read_text("utf-8")
+
+
+def _rows(pred: str, arr: np.ndarray) -> str:
+    if len(arr) == 0:
+        return ""
+    return "\n".join(f"{pred}({','.join(map(str, r))})." for r in arr.tolist())
+
+
+def facts(inst: Instance, prog: CompiledProgram, order_needed: bool) -> tuple[str, dict]:
+    """The instance as ASP facts, plus broad-phase statistics."""
+    n = inst.n
+    t0 = time.perf_counter()
+    out = [f"#const eps={inst.eps}."]
+    if n:
+        out.append(f"part(0..{n - 1}).")
+    idx = np.arange(n, dtype=np.int64)[:, None]
+    out.append(_rows("box", np.hstack([idx, inst.boxes])))
+    i, j = g.broad_phase(inst.boxes, max(prog.margin, inst.eps))
+    out.append(_rows("cand", np.stack([i, j], axis=1)))
+    stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
+    if prog.columns:
+        ci, cj = g.broad_phase(inst.boxes, max(prog.margin, inst.eps), columns=True)
+        out.append(_rows("col", np.stack([ci, cj], axis=1)))
+        stats["columns"] = float(len(ci))
+    if order_needed and inst.order_pos is not None:
+        out.append(_rows("ord", np.hstack([idx, inst.order_pos[:, None]])))
+    if prog.needs_grippers:
+        out.append("\n".join(f"pgrip({k},{gk})." for k, gk in enumerate(inst.grippers)))
+    if prog.needs_types:
+        out.append("\n".join(f'ptype({k},"{t}").' for k, t in enumerate(inst.types)))
+    for name, z in inst.surfaces.items():
+        out.append(f'surf("{name}",{z}).')
+    for name, z in inst.zones.items():
+        if isinstance(z, BoxU):
+            out.append(f'zbox("{name}",{z.lo[0]},{z.hi[0]},{z.lo[1]},{z.hi[1]},{z.lo[2]},'
+                       f'{z.hi[2]}).')
+        else:
+            sense = "gt" if z.op in (">", ">=") else "lt"
+            out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
+    for name in inst.keepouts:
+        out.append(f'keepout("{name}").')
+    stats["facts_s"] = time.perf_counter() - t0
+    return "\n".join(s for s in out if s), stats
+
+
+def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
+        timeout: float | None = None) -> BackendResult:
+    """Ground and solve; a time or size limit yields status ``unknown`` with a reason."""
+    import clingo
+
+    n = max(inst.n, 1)
+    for r in prog.rules:
+        if r.index in rule_ids and r.cost >= 2 and n ** r.cost > GROUND_LIMIT:
+            return BackendResult("unknown", reason=(
+                f"rule '{r.name}' relates {r.cost} parts with no spatial relation between them,"
+                f" so it needs {inst.n}^{r.cost} bindings (limit {GROUND_LIMIT}); add a "
+                "relation such as contact or near to its body"))
+    t0 = time.perf_counter()
+    order_needed = any(prog.rules[k].needs_order for k in rule_ids)
+    text, stats = facts(inst, prog, order_needed)
+    rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
+    ctl = clingo.Control(["--warn=none"])
+    ctl.add("base", [], _builtins())
+    ctl.add("base", [], rules_text + "\n#show violation/2.\n" + text)
+    parts = [("base", [])]
+    for p in sorted(prog.parts, key=str):
+        name, *args = p
+        if name == "flanks":
+            o = inst.opening if inst.opening is not None else -1
+            d = inst.depth if inst.depth is not None else -1
+            parts.append(("flanks", [clingo.Number(o), clingo.Number(d)]))
+        else:
+            parts.append((name, [clingo.Number(a) for a in args]))
+    t1 = time.perf_counter()
+    ctl.ground(parts)
+    t2 = time.perf_counter()
+    found: list[tuple[int, tuple]] = []
+
+    def on_model(m: clingo.Model) -> None:
+        found.clear()
+        for s in m.symbols(shown=True):
+            rid = s.arguments[0].number
+            args = tuple(a.number if a.type == clingo.SymbolType.Number else a.string
+                         for a in s.arguments[1].arguments)
+            found.append((rid, args))
+
+    with ctl.solve(on_model=on_model, async_=True) as handle:
+        finished = handle.wait(timeout) if timeout is not None else handle.wait()
+        if not finished:
+            handle.cancel()
+            return BackendResult("unknown", reason=f"clingo did not finish within {timeout} s")
+        res = handle.get()
+    if not res.satisfiable:
+        return BackendResult("unknown", reason="clingo found no model (internal error)")
+    stats.update({"facts_s": t1 - t0, "ground_s": t2 - t1, "solve_s": time.perf_counter() - t2})
+    found.sort()
+    return BackendResult("done", found, stats=stats)

@@ -1,0 +1,394 @@
+"""Lower rule IR to ASP: one ``violation(R, (Args))`` rule per disjunct of the
+negated rule body, with auxiliary predicates for nested quantifiers.
+
+Grounding stays near-linear because part variables are bound by derived relation
+atoms (themselves grounded over broad-phase candidate pairs), not by ``part/1``;
+a disjunct that leaves k part variables unconnected grounds n^k bindings, which
+the compiler reports (``cost``) so the verifier can refuse honestly (``unknown``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cellspec.dsl.model import Rule
+from cellspec.solver import geometry as g
+from cellspec.solver import ir
+from cellspec.solver.instance import lin_to_int
+from cellspec.solver.reference import free_vars
+
+MAX_DISJUNCTS = 256
+
+PAIR_PRED = {"contact": "contact", "overlaps": "overlaps", "supports": "supports",
+             "above": "above"}
+
+
+class CompileError(Exception):
+    """A rule this backend cannot lower (names the rule and the feature)."""
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    name: str
+    index: int
+    text: str
+    top_vars: tuple[str, ...]
+    top_domains: tuple[str, ...]
+    needs_order: bool
+    cost: int  # grounding exponent: n ** cost bindings in the worst disjunct
+
+
+@dataclass
+class CompiledProgram:
+    rules: list[CompiledRule]
+    parts: set[tuple] = field(default_factory=set)  # program parts to ground
+    margin: int = 0  # broad-phase margin, U
+    columns: bool = False
+    needs_types: bool = False
+    needs_grippers: bool = False
+
+
+@dataclass(frozen=True)
+class Lit:
+    """A literal of a conjunction (kind: rel, cmp, sym, aux, count, bool)."""
+
+    kind: str
+    positive: bool
+    node: object
+    extra: object = None
+
+
+def _lit_key(lit: Lit) -> tuple:
+    return (lit.kind, lit.positive, repr(lit.node), repr(lit.extra))
+
+
+class _Compiler:
+    def __init__(self, rule: Rule, index: int, prog: CompiledProgram, opening: int | None):
+        self.rule = rule
+        self.index = index
+        self.prog = prog
+        self.lines: list[str] = []
+        self.domains: dict[str, str] = {}
+        self.aux_count = 0
+        self.cost = 0
+        self.uid = itertools.count()
+        self.opening = opening
+
+    def var(self, name: str) -> str:
+        return ("P_" if self.domains.get(name, "part") == "part" else "K_") + name
+
+    # NNF/DNF -----------------------------------------------------------------
+    def dnf(self, node: ir.Node, positive: bool, scope: tuple[str, ...]) -> list[list[Lit]]:
+        """Disjunctive normal form of node (or of its negation when not positive)."""
+        if isinstance(node, ir.BoolConst):
+            return [[]] if node.value == positive else []
+        if isinstance(node, ir.Not):
+            return self.dnf(node.operand, not positive, scope)
+        if isinstance(node, ir.And | ir.Or):
+            conj = isinstance(node, ir.And) == positive
+            parts = [self.dnf(o, positive, scope) for o in node.ops]
+            if not conj:
+                out = [d for p in parts for d in p]
+            else:
+                out = [[]]
+                for p in parts:
+                    out = [a + b for a in out for b in p]
+                    if len(out) > MAX_DISJUNCTS:
+                        raise CompileError(f"rule '{self.rule.name}' expands to more than "
+                                           f"{MAX_DISJUNCTS} cases; split it into simpler rules")
+            return _dedup(out)
+        if isinstance(node, ir.Cmp):
+            fv = {a.var for a, _ in node.expr.terms}
+            if not fv:
+                coefs, const = lin_to_int([], node.expr.const)
+                val = {"<": const < 0, "<=": const <= 0, ">": const > 0, ">=": const >= 0,
+                       "==": const == 0, "!=": const != 0}[node.op]
+                return [[]] if val == positive else []
+            op = node.op if positive else ir.NEGATED_OP[node.op]
+            return [[Lit("cmp", True, ir.Cmp(op, node.expr))]]
+        if isinstance(node, ir.SymEq):
+            return [[Lit("sym", positive == node.equal, node)]]
+        if isinstance(node, ir.Rel):
+            return [[Lit("rel", positive, node)]]
+        if isinstance(node, ir.CountCmp):
+            op = node.op if positive else ir.NEGATED_OP[node.op]
+            return [[Lit("count", True, node, op)]]
+        if isinstance(node, ir.Quant):
+            for v in node.vars:
+                self.domains[v] = node.domain
+            if node.kind == "exists":
+                name, args = self.aux(node, node.body, scope)
+                return [[Lit("aux", positive, name, args)]]
+            # forall v: body  ==  not exists v: not body
+            name, args = self.aux(node, ir.Not(node.body), scope)
+            return [[Lit("aux", not positive, name, args)]]
+        raise CompileError(f"rule '{self.rule.name}': cannot compile {type(node).__name__}")
+
+    # auxiliary predicates for exists --------------------------------------------
+    def aux(self, q: ir.Quant, body: ir.Node, scope: tuple[str, ...]) -> tuple[str, tuple]:
+        self.aux_count += 1
+        name = f"aux_{self.index}_{self.aux_count}"
+        fv = sorted(free_vars(body) - set(q.vars))
+        inner_scope = scope + q.vars
+        disjuncts = self.dnf(body, True, inner_scope)
+        head_args = tuple(fv)
+        for d in disjuncts:
+            extra = self.distinct(q, fv)
+            body_txt = self.body(d, set(q.vars) | set(fv), extra)
+            args = ",".join(self.var(v) for v in head_args)
+            head = f"{name}({args})" if args else name
+            self.lines.append(f"{head} :- {body_txt}.")
+        return name, head_args
+
+    def distinct(self, q: ir.Quant | ir.CountCmp, outer: list[str] | tuple[str, ...]) -> list[str]:
+        """Distinctness of a quantifier's part variables (among themselves and from the
+        outer parts its body mentions)."""
+        if q.domain != "part":
+            return []
+        out = []
+        for a, b in itertools.combinations(q.vars, 2):
+            out.append(f"{self.var(a)} {'<' if q.unordered else '!='} {self.var(b)}")
+        for v in q.vars:
+            for o in outer:
+                if self.domains.get(o, "part") == "part":
+                    out.append(f"{self.var(v)} != {self.var(o)}")
+        return out
+
+    # literals to ASP text ----------------------------------------------------------
+    def body(self, lits: list[Lit], need: set[str], extra: list[str]) -> str:
+        """A rule body binding every variable in ``need``; records the grounding cost."""
+        atoms: list[str] = []
+        bound: set[str] = set()
+        links: list[set[str]] = []
+        box_needed: set[str] = set()
+        tail: list[str] = []
+        for lit in lits:
+            txt, binds, boxes, post = self.lit(lit)
+            atoms.append(txt) if lit.positive and binds else tail.append(txt)
+            if lit.positive and binds:
+                bound |= binds
+                links.append(set(binds))
+            box_needed |= boxes
+            tail.extend(post)
+        # every variable used anywhere must be bound
+        used = set(need) | box_needed
+        for lit in lits:
+            used |= self.lit_vars(lit)
+        dom: list[str] = []
+        for v in sorted(used):
+            if self.domains.get(v, "part") != "part":
+                dom.append(f"keepout({self.var(v)})")  # always: zones include the workspace
+            elif v not in bound:
+                dom.append(f"part({self.var(v)})")
+                links.append({v})
+        boxes = [self.box_atom(v) for v in sorted(box_needed)]
+        # cost: connected components among part variables
+        parts = {v for v in used if self.domains.get(v, "part") == "part"}
+        comps = _components(parts, [s & parts for s in links])
+        self.cost = max(self.cost, comps)
+        items = atoms + dom + boxes + tail + extra
+        return ", ".join(items) if items else "#true"
+
+    def box_atom(self, v: str) -> str:
+        V = self.var(v)
+        return f"box({V},{V}_X0,{V}_X1,{V}_Y0,{V}_Y1,{V}_Z0,{V}_Z1)"
+
+    def lit_vars(self, lit: Lit) -> set[str]:
+        if lit.kind == "aux":
+            return set(lit.extra)
+        if lit.kind == "count":
+            return free_vars(lit.node)
+        return free_vars(lit.node)  # type: ignore[arg-type]
+
+    def lit(self, lit: Lit) -> tuple[str, set[str], set[str], list[str]]:
+        """(text, variables it binds when positive, variables needing box/2, extra)."""
+        neg = "" if lit.positive else "not "
+        if lit.kind == "aux":
+            args = ",".join(self.var(v) for v in lit.extra)
+            return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
+                    set(lit.extra), set(), [])
+        if lit.kind == "sym":
+            n: ir.SymEq = lit.node  # type: ignore[assignment]
+            if n.attr == "type":
+                self.prog.needs_types = True
+                return f'{neg}ptype({self.var(n.var)},"{n.value}")', {n.var}, set(), []
+            self.prog.needs_grippers = True
+            return f"{neg}pgrip({self.var(n.var)},{n.value})", {n.var}, set(), []
+        if lit.kind == "cmp":
+            c: ir.Cmp = lit.node  # type: ignore[assignment]
+            return self.cmp_text(c), set(), {a.var for a, _ in c.expr.terms}, []
+        if lit.kind == "count":
+            return self.count_text(lit.node, lit.extra), set(), set(), []  # type: ignore[arg-type]
+        if lit.kind == "rel":
+            return self.rel_text(lit.node, lit.positive)  # type: ignore[arg-type]
+        raise CompileError(lit.kind)
+
+    def cmp_text(self, c: ir.Cmp) -> str:
+        coefs, const = lin_to_int([(a.attr, k) for a, k in c.expr.terms], c.expr.const)
+        terms = []
+        for (a, _), k in zip(c.expr.terms, coefs, strict=True):
+            terms.append(f"{k}*({self.attr_text(a)})")
+        lhs = " + ".join(terms) if terms else "0"
+        op = {"==": "=", "!=": "!="}.get(c.op, c.op)
+        return f"{lhs} {op} {-const}"
+
+    def attr_text(self, a: ir.Attr) -> str:
+        V = self.var(a.var)
+        at = a.attr
+        if at in ("x", "y", "z"):
+            A = at.upper()
+            return f"{V}_{A}0+{V}_{A}1"
+        if at.startswith("size."):
+            A = at[-1].upper()
+            return f"2*({V}_{A}1-{V}_{A}0)"
+        col = {"top": "Z1", "zmax": "Z1", "bottom": "Z0", "zmin": "Z0", "xmin": "X0",
+               "xmax": "X1", "ymin": "Y0", "ymax": "Y1"}[at]
+        return f"2*{V}_{col}"
+
+    def rel_text(self, r: ir.Rel, positive: bool) -> tuple[str, set[str], set[str], list[str]]:
+        neg = "" if positive else "not "
+        vs = [self.var(a.name) if isinstance(a, ir.VarArg) else None for a in r.args]
+        names = {a.name for a in r.args if isinstance(a, ir.VarArg)}
+        if r.name in PAIR_PRED:
+            if r.name == "above":
+                self.prog.parts.add(("above",))
+                self.prog.columns = True
+            else:
+                self.prog.parts.add((r.name,))
+                if r.name == "supports":
+                    self.prog.parts.add(("footprint",))
+            return f"{neg}{PAIR_PRED[r.name]}({vs[0]},{vs[1]})", names, set(), []
+        if r.name == "near":
+            d = int(g.to_u(r.args[2].value))  # type: ignore[union-attr]
+            self.prog.parts.add(("near", d))
+            self.prog.margin = max(self.prog.margin, d)
+            return f"{neg}near({vs[0]},{vs[1]},{d})", names, set(), []
+        if r.name == "flanks":
+            self.prog.parts.add(("flanks",))
+            return f"{neg}flanks({vs[0]},{vs[1]},{r.args[2].name})", names, set(), []  # type: ignore[union-attr]
+        if r.name == "before":
+            k = next(self.uid)
+            a, b = vs
+            op = "<" if positive else ">="
+            return (f"ord({a},O{k}a), ord({b},O{k}b), O{k}a {op} O{k}b", set(), set(), [])
+        if r.name in ("inside", "intersects"):
+            self.prog.parts.add(("zones",))
+            z = r.args[1]
+            zt = vs[1] if isinstance(z, ir.VarArg) else f'"{z.name}"'  # type: ignore[union-attr]
+            return f"{neg}{r.name}({vs[0]},{zt})", names, set(), []
+        if r.name == "on":
+            self.prog.parts.add(("surfaces",))
+            return f'{neg}on_surface({vs[0]},"{r.args[1].name}")', names, set(), []  # type: ignore[union-attr]
+        if r.name == "grounded":
+            self.prog.parts.add(("surfaces",))
+            return f"{neg}grounded({vs[0]})", names, set(), []
+        raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
+                           "the clingo backend")
+
+    def count_text(self, c: ir.CountCmp, op: str) -> str:
+        for v in c.vars:
+            self.domains[v] = c.domain
+        fv = sorted(free_vars(c.body))
+        disjuncts = self.dnf(c.body, True, tuple(fv))
+        elems = []
+        key = ",".join(self.var(v) for v in c.vars)
+        for d in disjuncts:
+            saved = self.cost
+            b = self.body(d, set(c.vars), self.distinct(c, fv))
+            self.cost = max(saved, self.cost)
+            elems.append(f"{key} : {b}")
+        aop = {"==": "=", "!=": "!="}.get(op, op)
+        inner = "; ".join(elems)
+        return f"#count{{ {inner} }} {aop} {c.n}"
+
+    # top level ----------------------------------------------------------------------
+    def compile(self) -> CompiledRule:
+        chain, body = ir.top_foralls(self.rule.body)
+        top: list[str] = []
+        for q in chain:
+            for v in q.vars:
+                self.domains[v] = q.domain
+            top.extend(q.vars)
+        for n in ir.walk(self.rule.body):
+            if isinstance(n, ir.Quant | ir.CountCmp):
+                for v in n.vars:
+                    self.domains.setdefault(v, n.domain)
+        extra: list[str] = []
+        seen_parts: list[str] = []
+        for q in chain:
+            if q.domain == "part":
+                for a, b in itertools.combinations(q.vars, 2):
+                    extra.append(f"{self.var(a)} {'<' if q.unordered else '!='} {self.var(b)}")
+                for v in q.vars:
+                    for o in seen_parts:
+                        extra.append(f"{self.var(v)} != {self.var(o)}")
+                seen_parts.extend(q.vars)
+        disjuncts = self.dnf(body, False, tuple(top))
+        args = ",".join(self.var(v) for v in top)
+        for d in disjuncts:
+            b = self.body(d, set(top), list(extra))
+            self.lines.append(f"violation({self.index},({args},)) :- {b}.")
+        needs_order = ir.uses_relation(self.rule.body, ir.ORDER_RELATIONS)
+        header = f"% rule {self.rule.name} ({self.rule.source})"
+        return CompiledRule(
+            name=self.rule.name,
+            index=self.index,
+            text="\n".join([header, *self.lines]),
+            top_vars=tuple(top),
+            top_domains=tuple(self.domains[v] for v in top),
+            needs_order=needs_order,
+            cost=self.cost,
+        )
+
+
+def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:
+    out, seen = [], set()
+    for d in disjuncts:
+        uniq, keys = [], set()
+        for lit in d:
+            k = _lit_key(lit)
+            if k not in keys:
+                keys.add(k)
+                uniq.append(lit)
+        # drop contradictory conjunctions (l and not l)
+        if any((k[0], not k[1], *k[2:]) in keys for k in keys if k[0] in ("rel", "sym", "aux")):
+            continue
+        sig = tuple(sorted(keys))
+        if sig not in seen:
+            seen.add(sig)
+            out.append(uniq)
+    return out
+
+
+def _components(nodes: set[str], links: list[set[str]]) -> int:
+    parent = {v: v for v in nodes}
+
+    def find(v: str) -> str:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for s in links:
+        s = [v for v in s if v in parent]
+        for a, b in zip(s, s[1:], strict=False):
+            parent[find(a)] = find(b)
+    return len({find(v) for v in nodes})
+
+
+def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
+                  opening: int | None) -> CompiledProgram:
+    """Compile rules into one program (rule i reports ``violation(i, (Args))``)."""
+    prog = CompiledProgram(rules=[])
+    prog.margin = max(prog.margin, eps)
+    for i, r in enumerate(rules):
+        prog.rules.append(_Compiler(r, i, prog, opening).compile())
+    if ("flanks",) in prog.parts:
+        # clearance per side (opening - size)/2 is at most opening/2
+        prog.margin = max(prog.margin, (opening or 0) // 2 + 1, eps)
+    return prog
+
+
+__all__ = ["CompileError", "CompiledProgram", "CompiledRule", "compile_rules", "Fraction"]

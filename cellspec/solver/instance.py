@@ -1,0 +1,129 @@
+"""A verification instance: a cell's constants and a layout lowered to exact integers.
+
+Every backend and the reference evaluator read this one object, so they agree on
+the numbers by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.dsl.model import BoxZone, Cell
+from cellspec.layout import Layout
+from cellspec.solver import geometry as g
+
+
+@dataclass(frozen=True)
+class BoxU:
+    lo: tuple[int, int, int]
+    hi: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Integer geometry (units U = 0.05 mm) plus the symbols rules may ask about."""
+
+    ids: tuple[str, ...]
+    types: tuple[str, ...]
+    grippers: tuple[str, ...]
+    boxes: np.ndarray  # (n, 6) int64
+    pos_m: np.ndarray  # (n, 3) float metres, as given
+    size_m: np.ndarray  # (n, 3) float metres, resolved
+    order_pos: np.ndarray | None  # (n,) position of each part in the order
+    eps: int
+    zones: dict[str, BoxU | g.HalfSpaceU]  # keep-outs plus "workspace"
+    keepouts: tuple[str, ...]
+    surfaces: dict[str, int]
+    opening: int | None  # parallel gripper opening, U
+    depth: int | None  # parallel finger depth, U
+    off_grid: bool
+    notes: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+def _box_u(lo, hi) -> BoxU:
+    return BoxU(tuple(g.to_u_int(v) for v in lo), tuple(g.to_u_int(v) for v in hi))
+
+
+def build_instance(cell: Cell, layout: Layout) -> Instance:
+    """Resolve default sizes and grippers against the cell and quantise the layout."""
+    diags = []
+    n = len(layout)
+    size = np.array(layout.size, dtype=np.float64, copy=True)
+    for i, t in enumerate(layout.types):
+        pt = cell.part_types.get(t)
+        if pt is None:
+            if len(diags) < 20:
+                known = ", ".join(sorted(cell.part_types)) or "none"
+                diags.append(Diagnostic(layout.path, 0, 0, f"parts[{i}].type: unknown part type "
+                                        f"'{t}' (the cell defines: {known})"))
+            continue
+        if np.isnan(size[i]).any():
+            size[i] = [float(v) for v in pt.size]
+    if diags:
+        raise CellspecError(diags)
+    q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), size.reshape(n, 3))
+    notes = []
+    eps_u = g.to_u(cell.epsilon)
+    eps = int(eps_u)
+    if eps_u.denominator != 1:
+        notes.append(f"contact tolerance {float(cell.epsilon)} m rounded down to "
+                     f"{eps * float(g.U):.5f} m (the 0.05 mm grid)")
+    zones: dict[str, BoxU | g.HalfSpaceU] = {"workspace": _box_u(cell.workspace.lo,
+                                                                 cell.workspace.hi)}
+    for z in cell.keepouts:
+        if isinstance(z, BoxZone):
+            zones[z.name] = _box_u(z.box.lo, z.box.hi)
+        else:
+            zones[z.name] = g.halfspace_u(z.coef, z.op, z.rhs)
+    grip = cell.gripper_params("parallel")
+    order_pos = None
+    if layout.order is not None:
+        index = {pid: k for k, pid in enumerate(layout.order)}
+        order_pos = np.array([index[pid] for pid in layout.ids], dtype=np.int64)
+    default = cell.default_gripper.kind
+    return Instance(
+        ids=layout.ids,
+        types=layout.types,
+        grippers=tuple(gk or default for gk in layout.grippers),
+        boxes=q.boxes,
+        pos_m=np.asarray(layout.pos, dtype=np.float64),
+        size_m=size,
+        order_pos=order_pos,
+        eps=eps,
+        zones=zones,
+        keepouts=tuple(z.name for z in cell.keepouts),
+        surfaces={s.name: g.to_u_int(s.z) for s in cell.surfaces},
+        opening=g.to_u_int(grip.opening) if grip.opening is not None else None,
+        depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
+        off_grid=q.off_grid,
+        notes=tuple(notes),
+    )
+
+
+def lin_to_int(terms: list[tuple[str, Fraction]], const_m: Fraction) -> tuple[list[int], int]:
+    """Scale a comparison whose attribute values are given in 2U units to integers.
+
+    Returns integer coefficients for the attribute values (each read as 2x its value
+    in U) and an integer constant; the comparison's direction is unchanged.
+    """
+    # value_m = val2u * U / 2  =>  coef_m * value_m = coef_m * U/2 * val2u
+    coefs = [c * g.U / 2 for _, c in terms]
+    const = Fraction(const_m)
+    den = 1
+    for f in (*coefs, const):
+        den = den * f.denominator // _gcd(den, f.denominator)
+    return [int(c * den) for c in coefs], int(const * den)
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a

@@ -1,0 +1,239 @@
+"""The typed rule IR every backend compiles: quantifiers, linear arithmetic, relations.
+
+Lengths are exact fractions of a metre, so lowering to fixed-point integers
+(clingo, CP-SAT) or to reals (Z3) never depends on float rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+NUMERIC_ATTRS: dict[str, str] = {
+    "x": "centre x",
+    "y": "centre y",
+    "z": "centre z",
+    "top": "top face z",
+    "bottom": "bottom face z",
+    "xmin": "lowest x of the box",
+    "xmax": "highest x of the box",
+    "ymin": "lowest y of the box",
+    "ymax": "highest y of the box",
+    "zmin": "lowest z of the box (= bottom)",
+    "zmax": "highest z of the box (= top)",
+    "size.x": "size along x",
+    "size.y": "size along y",
+    "size.z": "size along z",
+}
+SYMBOL_ATTRS: dict[str, str] = {"type": "part type name", "gripper": "vacuum or parallel"}
+
+# Built-in relations: argument kinds. "part" is a part variable, "zone" a keep-out
+# name, `workspace` or a keep-out variable, "surface_or_part" a surface name or a
+# part variable, "length" a constant in metres, "axis" x or y.
+RELATIONS: dict[str, tuple[str, ...]] = {
+    "contact": ("part", "part"),
+    "overlaps": ("part", "part"),
+    "supports": ("part", "part"),
+    "above": ("part", "part"),
+    "on": ("part", "surface_or_part"),
+    "near": ("part", "part", "length"),
+    "inside": ("part", "zone"),
+    "intersects": ("part", "zone"),
+    "before": ("part", "part"),
+    "flanks": ("part", "part", "axis"),
+    "grounded": ("part",),
+}
+RELATION_DOCS: dict[str, str] = {
+    "contact": "boxes touch or overlap: on every axis the gap is at most eps",
+    "overlaps": "interiors intersect by more than eps on every axis",
+    "supports": "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
+    "above": "above(p, q): p's bottom is at or above q's top (within eps), footprints overlap > eps",
+    "on": "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
+    "near": "near(p, q, d): on every axis the gap between the boxes is at most d",
+    "inside": "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
+    "intersects": "intersects(p, z): p's box enters zone z by more than eps",
+    "before": "before(p, q): p comes before q in the layout's order",
+    "flanks": "flanks(q, p, a): q stands beside p along axis a, within the parallel gripper's "
+    "finger clearance, at p's grasp height; q blocks a grip of p along a",
+    "grounded": "grounded(p): p rests on one of the cell's surfaces",
+}
+PAIR_RELATIONS = frozenset({"contact", "overlaps", "supports", "near", "flanks"})
+COLUMN_RELATIONS = frozenset({"above"})
+ORDER_RELATIONS = frozenset({"before"})
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A numeric attribute of a part variable, e.g. ``p.top``."""
+
+    var: str
+    attr: str
+
+
+@dataclass(frozen=True)
+class Lin:
+    """A linear expression sum(coef * attr) + const, in metres."""
+
+    terms: tuple[tuple[Attr, Fraction], ...]
+    const: Fraction
+
+    @staticmethod
+    def constant(value: Fraction) -> Lin:
+        return Lin((), Fraction(value))
+
+    @staticmethod
+    def of(attr: Attr) -> Lin:
+        return Lin(((attr, Fraction(1)),), Fraction(0))
+
+    def scale(self, k: Fraction) -> Lin:
+        return Lin(tuple((a, c * k) for a, c in self.terms if c * k != 0), self.const * k)
+
+    def add(self, other: Lin) -> Lin:
+        acc: dict[Attr, Fraction] = {}
+        for a, c in self.terms + other.terms:
+            acc[a] = acc.get(a, Fraction(0)) + c
+        return Lin(tuple((a, c) for a, c in acc.items() if c != 0), self.const + other.const)
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base class of boolean IR nodes."""
+
+
+@dataclass(frozen=True)
+class BoolConst(Node):
+    value: bool
+
+
+@dataclass(frozen=True)
+class Cmp(Node):
+    """``expr op 0`` with op one of < <= > >= == !=."""
+
+    op: str
+    expr: Lin
+
+
+@dataclass(frozen=True)
+class SymEq(Node):
+    """``p.type == cube`` (equal=True) or ``p.gripper != vacuum`` (equal=False)."""
+
+    var: str
+    attr: str
+    value: str
+    equal: bool
+
+
+@dataclass(frozen=True)
+class VarArg:
+    name: str
+
+
+@dataclass(frozen=True)
+class NameArg:
+    """A zone, surface or axis name, or the word ``workspace``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class NumArg:
+    value: Fraction
+
+
+Arg = VarArg | NameArg | NumArg
+
+
+@dataclass(frozen=True)
+class Rel(Node):
+    name: str
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    operand: Node
+
+
+@dataclass(frozen=True)
+class And(Node):
+    ops: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or(Node):
+    ops: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Quant(Node):
+    """forall/exists over parts (domain "part") or keep-out zones (domain "keepout")."""
+
+    kind: str
+    vars: tuple[str, ...]
+    domain: str
+    unordered: bool
+    body: Node
+
+
+@dataclass(frozen=True)
+class CountCmp(Node):
+    """``count(vars : body) op n``."""
+
+    vars: tuple[str, ...]
+    domain: str
+    unordered: bool
+    body: Node
+    op: str
+    n: int
+
+
+NEGATED_OP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def walk(node: Node):
+    """Yield every node of the tree, pre-order."""
+    yield node
+    if isinstance(node, Not):
+        yield from walk(node.operand)
+    elif isinstance(node, And | Or):
+        for op in node.ops:
+            yield from walk(op)
+    elif isinstance(node, Quant | CountCmp):
+        yield from walk(node.body)
+
+
+def uses_relation(node: Node, names: frozenset[str] | set[str]) -> bool:
+    """True if any relation in ``names`` occurs in the tree."""
+    return any(isinstance(n, Rel) and n.name in names for n in walk(node))
+
+
+def attrs_used(node: Node) -> set[Attr]:
+    """Every numeric attribute the tree reads."""
+    out: set[Attr] = set()
+    for n in walk(node):
+        if isinstance(n, Cmp):
+            out.update(a for a, _ in n.expr.terms)
+    return out
+
+
+def top_foralls(node: Node) -> tuple[list[Quant], Node]:
+    """The chain of directly nested outer foralls and the body beneath them.
+
+    Their variables name a violation: ``forall p: forall k in keepout: ...``
+    is violated by a pair (p, k).
+    """
+    chain: list[Quant] = []
+    while isinstance(node, Quant) and node.kind == "forall":
+        chain.append(node)
+        node = node.body
+    return chain, node
+
+
+def top_domains(node: Node) -> dict[str, str]:
+    """Outer forall variables mapped to their domain ("part" or "keepout"), in order."""
+    chain, _ = top_foralls(node)
+    return {v: q.domain for q in chain for v in q.vars}

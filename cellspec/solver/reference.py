@@ -1,0 +1,212 @@
+"""The reference evaluator: the meaning of a rule, by brute force over every binding.
+
+It is the oracle the clingo backend is tested against (and the "all-pairs" peer of
+the benchmark at small sizes). Quadratic or worse by design; no broad phase.
+
+Quantifier semantics shared with every backend: the variables of one quantifier
+range over distinct parts (``{p, q}`` over unordered pairs); the outer forall chain
+binds distinct parts; a nested quantifier's part variable ranges over all parts
+except the outer parts its body mentions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from fractions import Fraction
+
+import numpy as np
+
+from cellspec.dsl.model import Rule
+from cellspec.solver import geometry as g
+from cellspec.solver import ir
+from cellspec.solver.instance import BoxU, Instance, lin_to_int
+
+ViolationKey = tuple[str, tuple[str, ...]]
+
+
+def free_vars(node: ir.Node) -> set[str]:
+    """Variables a node reads that it does not bind."""
+    if isinstance(node, ir.Cmp):
+        return {a.var for a, _ in node.expr.terms}
+    if isinstance(node, ir.SymEq):
+        return {node.var}
+    if isinstance(node, ir.Rel):
+        return {a.name for a in node.args if isinstance(a, ir.VarArg)}
+    if isinstance(node, ir.Not):
+        return free_vars(node.operand)
+    if isinstance(node, ir.And | ir.Or):
+        out: set[str] = set()
+        for o in node.ops:
+            out |= free_vars(o)
+        return out
+    if isinstance(node, ir.Quant | ir.CountCmp):
+        return free_vars(node.body) - set(node.vars)
+    return set()
+
+
+class Reference:
+    """Evaluates rules on one instance with dense numpy relation matrices."""
+
+    def __init__(self, inst: Instance):
+        self.inst = inst
+        self.B = inst.boxes
+        self._pair: dict[tuple, np.ndarray] = {}
+        self._zone: dict[tuple, np.ndarray] = {}
+        self._attr: dict[str, np.ndarray] = {}
+        self.domains: dict[str, str] = {}
+
+    # relation matrices ---------------------------------------------------------
+    def pair(self, name: str, extra: tuple = ()) -> np.ndarray:
+        key = (name, *extra)
+        m = self._pair.get(key)
+        if m is None:
+            A = self.B[:, None, :]
+            Bm = self.B[None, :, :]
+            e = self.inst.eps
+            if name == "contact":
+                m = g.contact(A, Bm, e)
+            elif name == "overlaps":
+                m = g.overlaps(A, Bm, e)
+            elif name == "supports":
+                m = g.supports(A, Bm, e)
+            elif name == "above":
+                m = g.above(A, Bm, e)
+            elif name == "near":
+                m = g.near(A, Bm, extra[0])
+            elif name == "flanks":
+                m = g.flanks(A, Bm, extra[0], self.inst.opening, self.inst.depth, e)
+            else:
+                raise KeyError(name)
+            self._pair[key] = m
+        return m
+
+    def zone(self, name: str, zone: str) -> np.ndarray:
+        key = (name, zone)
+        m = self._zone.get(key)
+        if m is None:
+            z = self.inst.zones[zone]
+            e = self.inst.eps
+            if isinstance(z, BoxU):
+                fn = g.inside_box if name == "inside" else g.intersects_box
+                m = fn(self.B, z.lo, z.hi, e)
+            else:
+                fn = g.inside_half if name == "inside" else g.intersects_half
+                m = fn(self.B, z, e)
+            self._zone[key] = m
+        return m
+
+    def attr(self, a: str) -> np.ndarray:
+        v = self._attr.get(a)
+        if v is None:
+            v = g.attr_2u(self.B, a)
+            self._attr[a] = v
+        return v
+
+    # evaluation ------------------------------------------------------------------
+    def holds(self, node: ir.Node, env: dict[str, object]) -> bool:
+        if isinstance(node, ir.BoolConst):
+            return node.value
+        if isinstance(node, ir.Not):
+            return not self.holds(node.operand, env)
+        if isinstance(node, ir.And):
+            return all(self.holds(o, env) for o in node.ops)
+        if isinstance(node, ir.Or):
+            return any(self.holds(o, env) for o in node.ops)
+        if isinstance(node, ir.Cmp):
+            return self.cmp(node, env)
+        if isinstance(node, ir.SymEq):
+            i = env[node.var]
+            val = self.inst.types[i] if node.attr == "type" else self.inst.grippers[i]
+            return (val == node.value) == node.equal
+        if isinstance(node, ir.Rel):
+            return self.rel(node, env)
+        if isinstance(node, ir.Quant):
+            results = (self.holds(node.body, {**env, **b})
+                       for b in self.bindings(node.vars, node.domain, node.unordered,
+                                              free_vars(node.body), env))
+            return any(results) if node.kind == "exists" else all(results)
+        if isinstance(node, ir.CountCmp):
+            c = sum(1 for b in self.bindings(node.vars, node.domain, node.unordered,
+                                             free_vars(node.body), env)
+                    if self.holds(node.body, {**env, **b}))
+            return _compare(c, node.op, node.n)
+        raise TypeError(node)
+
+    def bindings(self, vars_: tuple[str, ...], domain: str, unordered: bool, used: set[str],
+                 env: dict[str, object]) -> Iterator[dict[str, object]]:
+        if domain == "keepout":
+            for combo in itertools.product(self.inst.keepouts, repeat=len(vars_)):
+                yield dict(zip(vars_, combo, strict=True))
+            return
+        exclude = {env[v] for v in used if v in env and self.domains.get(v) == "part"}
+        pool = [i for i in range(self.inst.n) if i not in exclude]
+        combos = (itertools.combinations(pool, len(vars_)) if unordered
+                  else itertools.permutations(pool, len(vars_)))
+        for combo in combos:
+            yield dict(zip(vars_, combo, strict=True))
+
+    def cmp(self, node: ir.Cmp, env: dict[str, object]) -> bool:
+        coefs, const = lin_to_int([(a.attr, c) for a, c in node.expr.terms], node.expr.const)
+        total = const
+        for (a, _), k in zip(node.expr.terms, coefs, strict=True):
+            total += k * int(self.attr(a.attr)[env[a.var]])
+        return _compare(total, node.op, 0)
+
+    def rel(self, node: ir.Rel, env: dict[str, object]) -> bool:
+        name = node.name
+        args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
+        if name in ("contact", "overlaps", "supports", "above"):
+            return bool(self.pair(name)[args[0], args[1]])
+        if name == "near":
+            d = int(g.to_u(args[2].value))  # floor: gaps are whole units
+            return bool(self.pair("near", (d,))[args[0], args[1]])
+        if name == "flanks":
+            return bool(self.pair("flanks", (args[2].name,))[args[0], args[1]])
+        if name == "before":
+            op = self.inst.order_pos
+            return bool(op[args[0]] < op[args[1]])
+        if name in ("inside", "intersects"):
+            z = args[1] if isinstance(args[1], str) else args[1].name
+            return bool(self.zone(name, z)[args[0]])
+        if name == "on":
+            z = self.inst.surfaces[args[1].name]
+            return bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
+        if name == "grounded":
+            return any(bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
+                       for z in self.inst.surfaces.values())
+        raise KeyError(name)
+
+    def violations(self, rule: Rule) -> list[tuple[object, ...]]:
+        """Every binding of the rule's outer forall variables under which the body fails."""
+        chain, body = ir.top_foralls(rule.body)
+        self.domains = {}
+        for q in chain:
+            for v in q.vars:
+                self.domains[v] = q.domain
+        out: list[tuple[object, ...]] = []
+
+        def rec(k: int, env: dict[str, object]) -> None:
+            if k == len(chain):
+                if not self.holds(body, env):
+                    out.append(tuple(env[v] for q in chain for v in q.vars))
+                return
+            q = chain[k]
+            used = {v for v, d in self.domains.items() if d == "part" and v in env}
+            for b in self.bindings(q.vars, q.domain, q.unordered, used, env):
+                rec(k + 1, {**env, **b})
+
+        self._mark_domains(rule.body)
+        rec(0, {})
+        return out
+
+    def _mark_domains(self, node: ir.Node) -> None:
+        for n in ir.walk(node):
+            if isinstance(n, ir.Quant | ir.CountCmp):
+                for v in n.vars:
+                    self.domains[v] = n.domain
+
+
+def _compare(a: int | Fraction, op: str, b: int | Fraction) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+            "!=": a != b}[op]

@@ -1,0 +1,127 @@
+"""verify: a cell and a layout in, a Verdict out (every violation, named and located).
+
+The clingo backend decides; the reference evaluator is the oracle used by tests
+and selectable with ``backend="reference"`` for small layouts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from cellspec.dsl.model import Cell, Rule
+from cellspec.layout import Layout
+from cellspec.solver import geometry as g
+from cellspec.solver import ir
+from cellspec.solver.instance import Instance, build_instance
+from cellspec.solver.messages import MessageContext
+from cellspec.solver.result import Verdict, Violation
+
+_COMPILED: dict[tuple, object] = {}
+
+
+def _compiled(cell: Cell, rules: tuple[Rule, ...], inst: Instance):
+    from cellspec.solver.asp.compile import compile_rules
+
+    key = (id(cell), tuple(r.name for r in rules), inst.eps, inst.opening)
+    prog = _COMPILED.get(key)
+    if prog is None:
+        prog = compile_rules(rules, inst.eps, inst.opening)
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+        _COMPILED[key] = prog
+    return prog
+
+
+def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: str = "clingo",
+                   timeout: float | None = None) -> tuple[str, list[tuple[int, tuple]], str | None]:
+    """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend."""
+    rules = tuple(rules)
+    if backend == "reference":
+        from cellspec.solver.reference import Reference
+
+        ref = Reference(inst)
+        out = []
+        for k, r in enumerate(rules):
+            out.extend((k, b) for b in ref.violations(r))
+        return "done", sorted(out), None
+    if backend != "clingo":
+        raise ValueError(f"unknown backend {backend!r} (clingo or reference)")
+    from cellspec.solver.asp.backend import run
+
+    prog = _compiled(cell, rules, inst)
+    res = run(inst, prog, list(range(len(rules))), timeout=timeout)
+    return res.status, res.violations, res.reason
+
+
+def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
+          timeout: float | None = None) -> Verdict:
+    """Check a layout against every rule of the cell; ``unknown`` if a limit was hit."""
+    t0 = time.perf_counter()
+    inst = build_instance(cell, layout)
+    notes = list(inst.notes)
+    rules = list(cell.rules)
+    skipped: list[str] = []
+    if layout.order is None:
+        skipped = [r.name for r in rules if ir.uses_relation(r.body, ir.ORDER_RELATIONS)]
+        rules = [r for r in rules if r.name not in skipped]
+        if skipped:
+            notes.append(f"not checked, the layout has no order: {', '.join(skipped)}")
+    status, found, reason = raw_violations(cell, inst, rules, backend, timeout)
+    if status != "done":
+        return Verdict(verdict="unknown", reason=reason or "solver limit", notes=tuple(notes),
+                       parts=inst.n, seconds=time.perf_counter() - t0, backend=backend,
+                       skipped_rules=tuple(skipped))
+    ctx = MessageContext(inst)
+    errors: list[Violation] = []
+    warnings: list[Violation] = []
+    for k, binding in found:
+        rule = rules[k]
+        top = ir.top_domains(rule.body)
+        env: dict[str, int | str] = dict(zip(top, binding, strict=True))
+        parts = tuple(inst.ids[int(env[v])] for v, d in top.items() if d == "part")
+        zones = tuple(str(env[v]) for v, d in top.items() if d != "part")
+        v = Violation(rule=rule.name, parts=parts, message=ctx.render(rule.message, env),
+                      source=str(rule.source), severity=rule.severity, zones=zones)
+        (errors if rule.severity == "error" else warnings).append(v)
+    if inst.off_grid:
+        notes.extend(rounding_notes(inst))
+    return Verdict(
+        verdict="fail" if errors else "pass",
+        violations=tuple(errors),
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        parts=inst.n,
+        seconds=time.perf_counter() - t0,
+        backend=backend,
+        skipped_rules=tuple(skipped),
+    )
+
+
+def rounding_notes(inst: Instance, limit: int = 5) -> list[str]:
+    """Relations among nearby parts whose truth changes between the grid and the exact
+    float positions: the verdict then depends on the 0.1 mm rounding, and we say so."""
+    pos, size = inst.pos_m, inst.size_m
+    exact = np.empty_like(inst.boxes, dtype=np.float64)
+    exact[:, 0::2] = (pos - size / 2) / float(g.U)
+    exact[:, 1::2] = (pos + size / 2) / float(g.U)
+    i, j = g.broad_phase(inst.boxes, inst.eps + 4)
+    out: list[str] = []
+    e = inst.eps
+    checks = [("contact", g.contact), ("overlaps", g.overlaps), ("supports", g.supports)]
+    for name, fn in checks:
+        a = fn(inst.boxes[i], inst.boxes[j], e)
+        b = fn(exact[i], exact[j], e)
+        for k in np.nonzero(a != b)[0][:limit]:
+            out.append(f"rounding to the 0.1 mm grid decides {name}({inst.ids[i[k]]}, "
+                       f"{inst.ids[j[k]]}): it is {bool(a[k])} on the grid, {bool(b[k])} "
+                       "exactly")
+    ws = inst.zones["workspace"]
+    a = g.inside_box(inst.boxes, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+    b = g.inside_box(exact, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+    for k in np.nonzero(a != b)[0][:limit]:
+        out.append(f"rounding to the 0.1 mm grid decides whether {inst.ids[k]} is inside the "
+                   "workspace")
+    return out[: 3 * limit]
