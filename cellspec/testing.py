@@ -1,0 +1,279 @@
+"""The LLM-free regression runner: every ``test`` block in every .cell file.
+
+Deterministic: files in sorted order, tests in file order, results in that order
+whatever the number of worker processes, and no timings unless asked for.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.dsl.model import Cell, TestCase
+from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
+from cellspec.layout import Layout, load_layout
+from cellspec.solver.result import Verdict, Violation
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """The outcome of one test block."""
+
+    __test__ = False
+
+    id: str
+    file: str
+    name: str
+    source: str
+    status: str  # passed | failed
+    expected: tuple[str, ...] = ()
+    actual: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    message: str = ""
+    seconds: float = 0.0
+
+    def to_json(self, timings: bool = False) -> dict:
+        d = {"id": self.id, "file": self.file, "name": self.name, "source": self.source,
+             "status": self.status, "expected": list(self.expected),
+             "actual": list(self.actual), "missing": list(self.missing),
+             "unexpected": list(self.unexpected), "message": self.message}
+        if timings:
+            d["seconds"] = round(self.seconds, 4)
+        return d
+
+
+@dataclass
+class RunReport:
+    results: list[TestResult] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(r.status == "passed" for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return sum(r.status != "passed" for r in self.results)
+
+
+def collect(paths: list[str]) -> list[Path]:
+    """The .cell files named or found (recursively) under the given paths, sorted."""
+    out: set[Path] = set()
+    missing = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.update(f for f in path.rglob("*.cell") if f.is_file())
+        elif path.is_file():
+            out.add(path)
+        else:
+            missing.append(Diagnostic(p, 0, 0, "no such file or directory"))
+    if missing:
+        raise CellspecError(missing)
+    return sorted(out, key=lambda f: str(f))
+
+
+def _fmt(rule: str, parts: tuple[str, ...]) -> str:
+    return f"{rule}({', '.join(parts)})"
+
+
+def _layout_for(cell: Cell, test: TestCase, cell_path: Path) -> Layout:
+    if test.parts is not None:
+        n = len(test.parts)
+        pos = np.array([[float(v) for v in p.pos] for p in test.parts], dtype=np.float64)
+        size = np.array([[float(v) for v in p.size] if p.size else [np.nan] * 3
+                         for p in test.parts], dtype=np.float64)
+        return Layout(ids=tuple(p.id for p in test.parts), types=tuple(p.type for p in test.parts),
+                      pos=pos.reshape(n, 3), size=size.reshape(n, 3),
+                      grippers=tuple(p.gripper for p in test.parts), order=test.order,
+                      path=f"{display_path(cell_path)}::{test.name}")
+    assert test.layout_path is not None
+    lay = load_layout(test.layout_path)
+    if test.order is not None:
+        unknown = [pid for pid in test.order if pid not in set(lay.ids)]
+        if unknown or sorted(test.order) != sorted(lay.ids):
+            raise CellspecError(Diagnostic(test.source.file, test.source.line, test.source.col,
+                                           f"test '{test.name}': order must list every part of "
+                                           f"{display_path(test.layout_path)} once"))
+        lay = Layout(ids=lay.ids, types=lay.types, pos=np.array(lay.pos), size=np.array(lay.size),
+                     grippers=lay.grippers, order=test.order, path=lay.path)
+    return lay
+
+
+def _matches(v: Violation, rule: str, parts: tuple[str, ...], unordered: bool) -> bool:
+    if v.rule != rule:
+        return False
+    return sorted(v.parts) == sorted(parts) if unordered else v.parts == parts
+
+
+def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
+    """Compare a verdict with the test's expectation: (status, details)."""
+    found = list(verdict.violations) + list(verdict.warnings)
+    actual = tuple(_fmt(v.rule, v.parts) for v in found)
+    expected = tuple(_fmt(e.rule, e.parts) for e in test.expected)
+    details = {"expected": expected, "actual": actual}
+    if verdict.verdict == "unknown":
+        return "failed", {**details, "message": f"verdict unknown: {verdict.reason}"}
+    if test.expect == "pass":
+        bad = list(verdict.violations) + (list(verdict.warnings) if test.only else [])
+        if bad:
+            return "failed", {**details, "unexpected": tuple(_fmt(v.rule, v.parts) for v in bad),
+                              "message": "expected pass"}
+        return "passed", details
+    if not test.expected and verdict.verdict != "fail":
+        return "failed", {**details, "message": "expected fail, got pass"}
+    used: set[int] = set()
+    missing = []
+    for e in test.expected:
+        rule = cell.rule(e.rule)
+        unordered = _unordered(rule)
+        hit = next((k for k, v in enumerate(found) if k not in used and
+                    _matches(v, e.rule, e.parts, unordered)), None)
+        if hit is None:
+            missing.append(_fmt(e.rule, e.parts))
+        else:
+            used.add(hit)
+    unexpected = tuple(_fmt(v.rule, v.parts) for k, v in enumerate(found) if k not in used) \
+        if test.only else ()
+    if missing or unexpected:
+        msg = []
+        if missing:
+            msg.append(f"{len(missing)} expected violation(s) missing")
+        if unexpected:
+            msg.append(f"{len(unexpected)} unexpected violation(s) (test says only)")
+        return "failed", {**details, "missing": tuple(missing), "unexpected": unexpected,
+                          "message": "; ".join(msg)}
+    return "passed", details
+
+
+def _unordered(rule) -> bool:
+    from cellspec.solver import ir
+
+    chain, _ = ir.top_foralls(rule.body) if rule else ([], None)
+    return any(q.unordered for q in chain)
+
+
+def run_file(path: str, pattern: str | None = None, timeout: float | None = None
+             ) -> tuple[list[TestResult], list[Diagnostic]]:
+    """Run the tests of one file; bad input comes back as diagnostics, never raised."""
+    import time
+
+    from cellspec.solver.verify import check
+
+    p = Path(path)
+    shown = display_path(p)
+    try:
+        text = read_rule_file(p)
+        model = parse_text(text, shown)
+        kinds = [type(s).__name__ for s in model.statements]
+        if "Test" not in kinds and "Cell" not in kinds:
+            return [], []  # a rule library: syntax-checked, nothing to run
+        cell = load_cell(p)
+    except CellspecError as exc:
+        return [], exc.diagnostics
+    results = []
+    errors: list[Diagnostic] = []
+    for test in cell.tests:
+        tid = f"{shown}::{test.name}"
+        if pattern and not _selected(tid, pattern):
+            continue
+        t0 = time.perf_counter()
+        try:
+            layout = _layout_for(cell, test, p)
+            verdict = check(cell, layout, timeout=timeout)
+        except CellspecError as exc:
+            errors.extend(exc.diagnostics)
+            continue
+        status, det = evaluate(cell, test, verdict)
+        results.append(TestResult(id=tid, file=shown, name=test.name, source=str(test.source),
+                                  status=status, seconds=time.perf_counter() - t0, **det))
+    return results, errors
+
+
+def _selected(tid: str, pattern: str) -> bool:
+    return pattern in tid or fnmatch.fnmatch(tid, pattern) or fnmatch.fnmatch(
+        tid.split("::", 1)[1], pattern)
+
+
+def _run_file_args(args: tuple[str, str | None, float | None]):
+    return run_file(*args)
+
+
+def run_tests(paths: list[str], pattern: str | None = None, workers: int = 1,
+              timeout: float | None = None) -> RunReport:
+    """Run every selected test under ``paths``; results in a fixed order."""
+    files = collect(paths)
+    jobs = [(str(f), pattern, timeout) for f in files]
+    report = RunReport()
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs), os.cpu_count() or 1)) as ex:
+            outs = list(ex.map(_run_file_args, jobs))
+    else:
+        outs = [_run_file_args(j) for j in jobs]
+    for res, errs in outs:
+        report.results.extend(res)
+        report.errors.extend(errs)
+    return report
+
+
+def junit_xml(report: RunReport, timings: bool = False) -> str:
+    """JUnit XML (one testsuite per file) for CI dashboards."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="cellspec", tests=str(len(report.results)),
+                      failures=str(report.failed), errors=str(len(report.errors)))
+    by_file: dict[str, list[TestResult]] = {}
+    for r in report.results:
+        by_file.setdefault(r.file, []).append(r)
+    for f, rs in by_file.items():
+        suite = ET.SubElement(root, "testsuite", name=f, tests=str(len(rs)),
+                              failures=str(sum(r.status != "passed" for r in rs)), errors="0")
+        for r in rs:
+            tc = ET.SubElement(suite, "testcase", classname=f.replace("/", "."), name=r.name,
+                               file=f, time=f"{r.seconds:.4f}" if timings else "0")
+            if r.status != "passed":
+                fail = ET.SubElement(tc, "failure", message=r.message or "failed")
+                fail.text = _failure_text(r)
+    if report.errors:
+        suite = ET.SubElement(root, "testsuite", name="errors", tests=str(len(report.errors)),
+                              failures="0", errors=str(len(report.errors)))
+        for k, d in enumerate(report.errors):
+            tc = ET.SubElement(suite, "testcase", classname="errors", name=f"error{k}")
+            err = ET.SubElement(tc, "error", message=d.message)
+            err.text = str(d)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _failure_text(r: TestResult) -> str:
+    lines = [f"{r.source}: {r.message}"]
+    lines.append("  expected: " + (", ".join(r.expected) or "pass"))
+    lines.append("  actual:   " + (", ".join(r.actual) or "pass (no violations)"))
+    if r.missing:
+        lines.append("  missing:  " + ", ".join(r.missing))
+    if r.unexpected:
+        lines.append("  unexpected: " + ", ".join(r.unexpected))
+    return "\n".join(lines)
+
+
+def pretty(report: RunReport) -> str:
+    """Human output: failures with expected vs actual, then ``N passed, N failed``."""
+    out = []
+    for r in report.results:
+        out.append(f"{'PASS' if r.status == 'passed' else 'FAIL'} {r.id}")
+    fails = [r for r in report.results if r.status != "passed"]
+    if fails:
+        out.append("")
+        for r in fails:
+            out.append(f"FAILED {r.id}")
+            out.append(_failure_text(r))
+            out.append("")
+    out.append(f"{report.passed} passed, {report.failed} failed")
+    return "\n".join(out) + "\n"
