@@ -299,12 +299,18 @@ class _Emitter:
                 self.cell_item, self.halfspace = text, False
         elif ctx in _BLOCKS and self.block_fresh:
             brk, indent = True, self._level()
-        elif self.stmt == "rule" and self.rule_body and t.nl > 0:
+        raw_indent = 0
+        if self.stmt == "rule" and self.rule_body and t.nl > 0 and not closing_block:
             brk = True
+            # keep a deeper continuation indent the author chose (nesting reads better)
+            deeper = (t.col - 1) // len(INDENT) * len(INDENT)
+            raw_indent = deeper if deeper > len(INDENT) * indent else 0
         if self.force:
             brk = True
         if brk:
             self._newline(indent, blank)
+            if raw_indent:
+                self.cur = " " * raw_indent
 
         glue_before = text in (",", ")", "]", ".")
         glue_after = text in ("(", "[", ".")

@@ -52,11 +52,12 @@ def facts(inst: Instance, prog: CompiledProgram, order_needed: bool) -> tuple[st
         out.append(f"part(0..{n - 1}).")
     idx = np.arange(n, dtype=np.int64)[:, None]
     out.append(_rows("box", np.hstack([idx, inst.boxes])))
-    i, j = g.broad_phase(inst.boxes, max(prog.margin, inst.eps))
+    margin = prog.margin_for(inst.boxes, inst.eps, inst.opening)
+    i, j = g.broad_phase(inst.boxes, margin)
     out.append(_rows("cand", np.stack([i, j], axis=1)))
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
     if prog.columns:
-        ci, cj = g.broad_phase(inst.boxes, max(prog.margin, inst.eps), columns=True)
+        ci, cj = g.broad_phase(inst.boxes, margin, columns=True)
         out.append(_rows("col", np.stack([ci, cj], axis=1)))
         stats["columns"] = float(len(ci))
     if order_needed and inst.order_pos is not None:

@@ -48,6 +48,21 @@ class CompiledProgram:
     columns: bool = False
     needs_types: bool = False
     needs_grippers: bool = False
+    flanks: bool = False
+
+    def margin_for(self, boxes, eps: int, opening: int | None) -> int:
+        """Broad-phase margin (U) covering every relation the rules use on this layout:
+        eps, the largest near() distance, and the widest finger clearance
+        (opening - smallest lateral part size) / 2."""
+        m = max(self.margin, eps)
+        if self.flanks and len(boxes):
+            if opening is None:
+                m = max(m, eps)
+            else:
+                smallest = int(min((boxes[:, 1] - boxes[:, 0]).min(),
+                                   (boxes[:, 3] - boxes[:, 2]).min()))
+                m = max(m, (opening - smallest) // 2 + 1)
+        return m
 
 
 @dataclass(frozen=True)
@@ -385,9 +400,7 @@ def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
     prog.margin = max(prog.margin, eps)
     for i, r in enumerate(rules):
         prog.rules.append(_Compiler(r, i, prog, opening).compile())
-    if ("flanks",) in prog.parts:
-        # clearance per side (opening - size)/2 is at most opening/2
-        prog.margin = max(prog.margin, (opening or 0) // 2 + 1, eps)
+    prog.flanks = ("flanks",) in prog.parts
     return prog
 
 
