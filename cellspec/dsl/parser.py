@@ -69,7 +69,8 @@ def read_rule_file(path: Path) -> str:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}"))
+        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}")) \
+            from None
     if path.is_dir():
         raise CellspecError(Diagnostic(shown, 0, 0, "is a directory, expected a .cell file"))
     if size > MAX_RULE_FILE_BYTES:
@@ -80,9 +81,11 @@ def read_rule_file(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CellspecError(Diagnostic(shown, 0, 0, f"not UTF-8 text (byte {exc.start})"))
+        raise CellspecError(Diagnostic(shown, 0, 0, f"not UTF-8 text (byte {exc.start})")) \
+            from None
     except OSError as exc:
-        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}"))
+        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}")) \
+            from None
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -301,7 +304,8 @@ class _Builder:
                 if rule is None:
                     continue
                 if rule.name in seen:
-                    self.err(st, f"rule '{rule.name}' is already defined at {seen[rule.name].source}")
+                    self.err(st, f"rule '{rule.name}' is already defined at "
+                             f"{seen[rule.name].source}")
                     continue
                 seen[rule.name] = rule
                 rules.append(rule)
@@ -370,7 +374,8 @@ class _Builder:
                     ws[r.axis] = (lo, hi)
             elif kind == "Surface":
                 if claim(item, item.name, "surface"):
-                    surfaces.append(Surface(name=item.name, z=self.n(item.z), source=self.src(item)))
+                    surfaces.append(Surface(name=item.name, z=self.n(item.z),
+                                            source=self.src(item)))
             elif kind == "PartType":
                 size = self.vec(item.size)
                 if any(s <= 0 for s in size):

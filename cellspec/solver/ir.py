@@ -47,7 +47,8 @@ RELATION_DOCS: dict[str, str] = {
     "contact": "boxes touch or overlap: on every axis the gap is at most eps",
     "overlaps": "interiors intersect by more than eps on every axis",
     "supports": "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
-    "above": "above(p, q): p's bottom is at or above q's top (within eps), footprints overlap > eps",
+    "above": "above(p, q): p's bottom is at or above q's top (within eps), "
+    "footprints overlap > eps",
     "on": "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
     "near": "near(p, q, d): on every axis the gap between the boxes is at most d",
     "inside": "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
