@@ -297,6 +297,14 @@ class _Emitter:
             blank = 1 if t.nl >= 2 and not self.block_fresh else 0
             if ctx == "cell":
                 self.cell_item, self.halfspace = text, False
+            if ctx == "test":
+                self.test_item = text
+        elif (ctx == "test" and getattr(self, "test_item", None) == "expect" and t.nl > 0
+              and t.kind == "name" and t.text not in ("pass", "fail")
+              and self._next_sig(i) is not None
+              and self.toks[self._next_sig(i)].text == "("):
+            # a long `expect fail` list keeps the author's line breaks, one level deeper
+            brk, indent = True, self._level() + 1
         elif ctx in _BLOCKS and self.block_fresh:
             brk, indent = True, self._level()
         raw_indent = 0

@@ -1,0 +1,63 @@
+"""Shared fixtures: repository paths, loaded cells and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+STATION = REPO / "rules" / "cells" / "dual_arm_station.cell"
+FEATURES = DATA / "features.cell"
+LAYOUTS = REPO / "rules" / "layouts"
+
+
+def run_cellspec(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m cellspec ARGS`` and capture text output."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("CELLSPEC_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "cellspec", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd or REPO, env=env,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The CLI runner: ``cli("check", cell, layout, "--format", "json")``."""
+    return run_cellspec
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def station_path() -> Path:
+    return STATION
+
+
+@pytest.fixture(scope="session")
+def station_cell():
+    import cellspec
+
+    return cellspec.load_cell(str(STATION))
+
+
+@pytest.fixture(scope="session")
+def features_cell():
+    import cellspec
+
+    return cellspec.load_cell(str(FEATURES))
