@@ -106,18 +106,19 @@ def parse_text(text: str, shown: str) -> Any:
     try:
         return mm.model_from_str(text, file_name=shown)
     except TextXSyntaxError as first:
-        diags = [_syntax_diag(first, shown)]
+        diags = [_syntax_diag(first, shown, text)]
         # Recovery: parse each top-level statement on its own to find further errors.
         starts = [m.start() for m in _STATEMENT_START.finditer(text)] + [len(text)]
         for a, b in zip(starts, starts[1:], strict=False):
             line0, _ = _line_col(text, a)
-            if line0 <= (first.line or 0):
+            if (line0, 1) < (first.line or 0, first.col or 0):
                 continue
             chunk = "\n" * (line0 - 1) + text[a:b]
             try:
                 mm.model_from_str(chunk, file_name=shown)
             except TextXSyntaxError as exc:
-                diags.append(_syntax_diag(exc, shown))
+                if (exc.line, exc.col) != (first.line, first.col):
+                    diags.append(_syntax_diag(exc, shown, text))
             except TextXError:
                 pass
             if len(diags) >= 20:
@@ -129,17 +130,15 @@ def parse_text(text: str, shown: str) -> Any:
         raise CellspecError(Diagnostic(shown, 0, 0, "expression nested too deeply")) from None
 
 
-def _syntax_diag(exc: TextXSyntaxError, shown: str) -> Diagnostic:
-    msg = str(exc.message) if hasattr(exc, "message") else str(exc)
-    msg = re.sub(r"^None:\d+:\d+:\s*", "", msg)
-    msg = re.sub(r"^\S+:\d+:\d+:\s*", "", msg)
-    expected = re.search(r"Expected (.*?) =>", msg, re.S)
+def _syntax_diag(exc: TextXSyntaxError, shown: str, text: str = "") -> Diagnostic:
+    msg = str(getattr(exc, "message", None) or exc)
+    msg = re.sub(r"^\S*:\d+:\d+:\s*", "", msg)
+    expected = re.search(r"Expected (.*?)(?: at position| =>|$)", msg, re.S)
     if expected:
-        items = [e.strip() for e in expected.group(1).split(" or ")]
-        pretty = []
-        for it in items:
+        pretty: list[str] = []
+        for it in (e.strip() for e in expected.group(1).split(" or ")):
             it = it.strip("'")
-            if it.startswith("[A-Za-z_]"):
+            if it.startswith("[A-Za-z_]") or it == "Name":
                 it = "a name"
             elif it.startswith("[-+]?") or it == "Num":
                 it = "a number"
@@ -147,18 +146,24 @@ def _syntax_diag(exc: TextXSyntaxError, shown: str) -> Diagnostic:
                 it = " or ".join(f"'{w}'" for w in it[1:-3].split("|"))
             elif it.startswith('"') or it == "STRING":
                 it = "a string"
+            elif it.startswith("\\/"):
+                it = "a comment"
             else:
                 it = f"'{it}'"
             if it not in pretty:
                 pretty.append(it)
-        found = msg.split("=>", 1)[1].strip() if "=>" in msg else ""
-        near = found.replace("*", " <here> ", 1).strip()
-        msg = f"syntax error: expected {', '.join(pretty[:8])}"
-        if near:
-            msg += f" near '{near[:40]}'"
+        msg = f"syntax error: expected {', '.join(pretty[:10])}"
     else:
         msg = "syntax error: " + msg
-    return Diagnostic(shown, exc.line or 0, exc.col or 0, msg)
+    line, col = exc.line or 0, exc.col or 0
+    if text and line:
+        rows = text.split("\n")
+        if line <= len(rows):
+            found = rows[line - 1][max(col - 1, 0):].strip()
+            msg += f", found '{found[:30]}'" if found else ", found the end of the line"
+        else:
+            msg += ", found the end of the file"
+    return Diagnostic(shown, line, col, msg)
 
 
 @dataclass

@@ -233,14 +233,19 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False) -> tuple[
     else:
         offsets = [((dx * dims[1] + dy) * dims[2] + dz) for dx in rng for dy in rng for dz in rng]
     ii, jj = [], []
-    for off in offsets:
+    # each unordered pair of cells once: the cell itself (i < j) and the forward half
+    for off in sorted({abs(int(o)) for o in offsets}):
         target = keys + off
         s = np.searchsorted(sk, target, side="left")
         e = np.searchsorted(sk, target, side="right")
         i, j = _pairs_from_ranges(order, s, e, owners)
-        keep = i < j
-        ii.append(i[keep])
-        jj.append(j[keep])
+        if off == 0:
+            keep = i < j
+            i, j = i[keep], j[keep]
+        else:
+            i, j = np.minimum(i, j), np.maximum(i, j)
+        ii.append(i)
+        jj.append(j)
     i = np.concatenate(ii)
     j = np.concatenate(jj)
     ok = np.ones(len(i), dtype=bool)

@@ -54,21 +54,24 @@ def _box_u(lo, hi) -> BoxU:
 
 def build_instance(cell: Cell, layout: Layout) -> Instance:
     """Resolve default sizes and grippers against the cell and quantise the layout."""
-    diags = []
     n = len(layout)
-    size = np.array(layout.size, dtype=np.float64, copy=True)
-    for i, t in enumerate(layout.types):
+    size = np.array(layout.size, dtype=np.float64, copy=True).reshape(n, 3)
+    types = np.array(layout.types, dtype=object)
+    missing = np.isnan(size).any(axis=1)
+    diags = []
+    for t in sorted(set(layout.types)):
         pt = cell.part_types.get(t)
+        rows = types == t
         if pt is None:
-            if len(diags) < 20:
-                known = ", ".join(sorted(cell.part_types)) or "none"
-                diags.append(Diagnostic(layout.path, 0, 0, f"parts[{i}].type: unknown part type "
-                                        f"'{t}' (the cell defines: {known})"))
+            first = int(np.argmax(rows))
+            known = ", ".join(sorted(cell.part_types)) or "none"
+            diags.append(Diagnostic(layout.path, 0, 0, f"parts[{first}].type: unknown part type "
+                                    f"'{t}' (the cell defines: {known}); {int(rows.sum())} "
+                                    "part(s) use it"))
             continue
-        if np.isnan(size[i]).any():
-            size[i] = [float(v) for v in pt.size]
+        size[rows & missing] = [float(v) for v in pt.size]
     if diags:
-        raise CellspecError(diags)
+        raise CellspecError(diags[:20])
     q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), size.reshape(n, 3))
     notes = []
     eps_u = g.to_u(cell.epsilon)

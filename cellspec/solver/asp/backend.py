@@ -43,29 +43,39 @@ def _rows(pred: str, arr: np.ndarray) -> str:
     return "\n".join(f"{pred}({','.join(map(str, r))})." for r in arr.tolist())
 
 
-def facts(inst: Instance, prog: CompiledProgram, order_needed: bool) -> tuple[str, dict]:
-    """The instance as ASP facts, plus broad-phase statistics."""
+def placement_permutation(inst: Instance) -> np.ndarray | None:
+    """ASP index k -> layout index: parts are numbered in placement order when there is
+    one, so ``before(P, Q)`` is simply ``P < Q`` (no order facts, no joins)."""
+    if inst.order_pos is None:
+        return None
+    return np.argsort(inst.order_pos, kind="stable")
+
+
+def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
+          ) -> tuple[str, dict]:
+    """The instance as ASP facts (parts numbered by ``perm``), plus broad-phase statistics."""
     n = inst.n
     t0 = time.perf_counter()
+    boxes = inst.boxes if perm is None else inst.boxes[perm]
+    grippers = inst.grippers if perm is None else [inst.grippers[k] for k in perm]
+    types = inst.types if perm is None else [inst.types[k] for k in perm]
     out = [f"#const eps={inst.eps}."]
     if n:
         out.append(f"part(0..{n - 1}).")
     idx = np.arange(n, dtype=np.int64)[:, None]
-    out.append(_rows("box", np.hstack([idx, inst.boxes])))
-    margin = prog.margin_for(inst.boxes, inst.eps, inst.opening)
-    i, j = g.broad_phase(inst.boxes, margin)
+    out.append(_rows("box", np.hstack([idx, boxes])))
+    margin = prog.margin_for(boxes, inst.eps, inst.opening)
+    i, j = g.broad_phase(boxes, margin)
     out.append(_rows("cand", np.stack([i, j], axis=1)))
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
     if prog.columns:
-        ci, cj = g.broad_phase(inst.boxes, margin, columns=True)
+        ci, cj = g.broad_phase(boxes, margin, columns=True)
         out.append(_rows("col", np.stack([ci, cj], axis=1)))
         stats["columns"] = float(len(ci))
-    if order_needed and inst.order_pos is not None:
-        out.append(_rows("ord", np.hstack([idx, inst.order_pos[:, None]])))
     if prog.needs_grippers:
-        out.append("\n".join(f"pgrip({k},{gk})." for k, gk in enumerate(inst.grippers)))
+        out.append("\n".join(f"pgrip({k},{gk})." for k, gk in enumerate(grippers)))
     if prog.needs_types:
-        out.append("\n".join(f'ptype({k},"{t}").' for k, t in enumerate(inst.types)))
+        out.append("\n".join(f'ptype({k},"{t}").' for k, t in enumerate(types)))
     for name, z in inst.surfaces.items():
         out.append(f'surf("{name}",{z}).')
     for name, z in inst.zones.items():
@@ -77,6 +87,7 @@ def facts(inst: Instance, prog: CompiledProgram, order_needed: bool) -> tuple[st
             out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
+    out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats
 
@@ -94,8 +105,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
                 f" so it needs {inst.n}^{r.cost} bindings (limit {GROUND_LIMIT}); add a "
                 "relation such as contact or near to its body"))
     t0 = time.perf_counter()
-    order_needed = any(prog.rules[k].needs_order for k in rule_ids)
-    text, stats = facts(inst, prog, order_needed)
+    perm = placement_permutation(inst)
+    text, stats = facts(inst, prog, perm)
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(["--warn=none"])
     ctl.add("base", [], _builtins())
@@ -120,6 +131,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
             rid = s.arguments[0].number
             args = tuple(a.number if a.type == clingo.SymbolType.Number else a.string
                          for a in s.arguments[1].arguments)
+            if perm is not None:
+                args = tuple(int(perm[a]) if isinstance(a, int) else a for a in args)
             found.append((rid, args))
 
     with ctl.solve(on_model=on_model, async_=True) as handle:

@@ -49,6 +49,7 @@ class CompiledProgram:
     needs_types: bool = False
     needs_grippers: bool = False
     flanks: bool = False
+    zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
 
     def margin_for(self, boxes, eps: int, opening: int | None) -> int:
         """Broad-phase margin (U) covering every relation the rules use on this layout:
@@ -284,14 +285,18 @@ class _Compiler:
             self.prog.parts.add(("flanks",))
             return f"{neg}flanks({vs[0]},{vs[1]},{r.args[2].name})", names, set(), []  # type: ignore[union-attr]
         if r.name == "before":
-            k = next(self.uid)
+            # the backend numbers parts in placement order, so before is index order
             a, b = vs
-            op = "<" if positive else ">="
-            return (f"ord({a},O{k}a), ord({b},O{k}b), O{k}a {op} O{k}b", set(), set(), [])
+            return f"{a} {'<' if positive else '>'} {b}", set(), set(), []
         if r.name in ("inside", "intersects"):
             self.prog.parts.add(("zones",))
             z = r.args[1]
-            zt = vs[1] if isinstance(z, ir.VarArg) else f'"{z.name}"'  # type: ignore[union-attr]
+            if isinstance(z, ir.VarArg):
+                zt = vs[1]
+                self.prog.zone_uses.add(f"zuse({r.name},K) :- keepout(K).")
+            else:
+                zt = f'"{z.name}"'  # type: ignore[union-attr]
+                self.prog.zone_uses.add(f"zuse({r.name},{zt}).")
             return f"{neg}{r.name}({vs[0]},{zt})", names, set(), []
         if r.name == "on":
             self.prog.parts.add(("surfaces",))
