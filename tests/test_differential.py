@@ -12,6 +12,7 @@ import json
 from fractions import Fraction
 
 import pytest
+from conftest import FEATURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,6 @@ from cellspec.layout import layout_from_obj
 from cellspec.solver import ir
 from cellspec.solver.instance import build_instance
 from cellspec.solver.verify import check, raw_violations
-
-from conftest import FEATURES
 
 H = 0.0005  # one grid step, metres (0.5 mm)
 EPS = 2  # the cells' contact tolerance (1 mm) in grid steps
@@ -132,31 +131,15 @@ def to_obj(parts: list[dict], order: list[str] | None, units: str = "m") -> dict
     return obj
 
 
-def violation_set(verdict) -> set[tuple]:
-    return {(v.rule, v.parts, v.zones, v.severity, v.message)
-            for v in (*verdict.violations, *verdict.warnings)}
-
-
-def assert_same(cell, obj: dict) -> set[tuple]:
-    """Check with both backends and require identical violations; returns the set."""
-    layout = layout_from_obj(obj, "<random>")
-    a = check(cell, layout, backend="clingo")
-    b = check(cell, layout, backend="reference")
-    va, vb = violation_set(a), violation_set(b)
-    if va != vb or a.verdict != b.verdict:
-        only_a = "\n  ".join(map(repr, sorted(va - vb))) or "-"
-        only_b = "\n  ".join(map(repr, sorted(vb - va))) or "-"
-        pytest.fail(f"backends disagree (clingo {a.verdict}, reference {b.verdict})\n"
-                    f"only clingo:\n  {only_a}\nonly reference:\n  {only_b}\n"
-                    f"layout: {json.dumps(obj)}", pytrace=False)
-    assert a.verdict in ("pass", "fail")
-    return va
-
+# --- known engine bugs: minimal reproducers (strict xfail) and detection ----------------
+# While a bug is present, the random tests work around it (leave the affected rules out,
+# or compare unordered pairs as sets) so that everything else stays covered; once it is
+# fixed, detection turns the workaround off and the reproducer XPASSes (strict), so the
+# xfail marker has to go.
 
 COUNT_BUG = ("clingo backend: count(...) never counts anything: asp/compile.py "
              "_Compiler.count_text passes free_vars(c.body), which still contains the count's "
              "own variables, to distinct() as the outer variables, emitting `P_q != P_q`")
-
 COUNT_CELL = """\
 cell c {
     workspace x [0, 1] y [0, 1] z [0, 1]
@@ -167,50 +150,180 @@ rule touches "{p} touches nothing" : forall p: count(q: contact(p, q)) >= 1
 TWO_TOUCHING = {"parts": [{"id": "a", "type": "cube", "pos": [0.5, 0.5, 0.025]},
                           {"id": "b", "type": "cube", "pos": [0.55, 0.5, 0.025]}]}
 
+FLANKS_BUG = ("flanks(q, p, a) when the cell gives no parallel-gripper opening: "
+              "asp/builtins.lp (#program flanks, the `o < 0` rules) blocks at a gap <= eps, "
+              "geometry.flanks (o = size + 2*eps, `gap2 < o - size_a`) only at a gap < eps; "
+              "the backends disagree for faces exactly eps apart")
+FLANKS_CELL = """\
+cell c {
+    workspace x [0, 1] y [0, 1] z [0, 1]
+    part cube size (0.05, 0.05, 0.05)
+    default gripper parallel
+}
+rule free_x "{p} is flanked along x" : forall p: not exists q: flanks(q, p, x)
+"""
+EPS_APART = {"parts": [{"id": "a", "type": "cube", "pos": [0.5, 0.5, 0.025]},
+                       {"id": "b", "type": "cube", "pos": [0.551, 0.5, 0.025]}]}
 
-def _count_bug_present() -> bool:
+PAIR_ORDER_BUG = ("unordered pairs {p, q}: since the ASP backend numbers parts in placement "
+                  "order (asp/backend.py placement_permutation), clingo reports each pair in "
+                  "placement order, the reference in layout order: with order [b, a] clingo "
+                  "says no_overlap(b, a), the reference no_overlap(a, b)")
+PAIR_CELL = """\
+cell c {
+    workspace x [0, 1] y [0, 1] z [0, 1]
+    part cube size (0.05, 0.05, 0.05)
+}
+rule apart "{p} and {q} overlap" : forall {p, q}: not overlaps(p, q)
+"""
+SAME_SPOT = {"parts": [{"id": "a", "type": "cube", "pos": [0.5, 0.5, 0.025]},
+                       {"id": "b", "type": "cube", "pos": [0.5, 0.5, 0.025]}],
+             "order": ["b", "a"]}
+
+
+def _load_string(text: str):
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "count.cell"
-        p.write_text(COUNT_CELL)
-        cell = cellspec.load_cell(str(p))
-    return check(cell, layout_from_obj(TWO_TOUCHING)).verdict != "pass"
+        p = Path(d) / "c.cell"
+        p.write_text(text)
+        return cellspec.load_cell(str(p))
+
+
+def _raw_set(verdict) -> set[tuple]:
+    return {(v.rule, v.parts, v.zones, v.severity, v.message)
+            for v in (*verdict.violations, *verdict.warnings)}
+
+
+def _disagree(text: str, obj: dict) -> bool:
+    cell = _load_string(text)
+    layout = layout_from_obj(obj)
+    return _raw_set(check(cell, layout)) != _raw_set(check(cell, layout, backend="reference"))
+
+
+_PRESENT: dict[str, bool] = {}
+
+
+def bug_present(name: str) -> bool:
+    if name not in _PRESENT:
+        text, obj = {"count": (COUNT_CELL, TWO_TOUCHING), "flanks": (FLANKS_CELL, EPS_APART),
+                     "pairs": (PAIR_CELL, SAME_SPOT)}[name]
+        _PRESENT[name] = _disagree(text, obj)
+    return _PRESENT[name]
 
 
 @pytest.mark.xfail(strict=True, reason=COUNT_BUG)
-def test_count_agrees_minimal(tmp_path):
-    p = tmp_path / "count.cell"
-    p.write_text(COUNT_CELL)
-    cell = cellspec.load_cell(str(p))
-    assert check(cell, layout_from_obj(TWO_TOUCHING), backend="reference").verdict == "pass"
-    assert_same(cell, TWO_TOUCHING)
+def test_count_agrees_minimal():
+    assert not bug_present("count")
+
+
+@pytest.mark.xfail(strict=True, reason=FLANKS_BUG)
+def test_flanks_without_opening_agree_minimal():
+    assert not bug_present("flanks")
+
+
+@pytest.mark.xfail(strict=True, reason=PAIR_ORDER_BUG)
+def test_unordered_pair_order_agrees_minimal():
+    assert not bug_present("pairs")
+
+
+# --- comparing the backends ------------------------------------------------------------
+
+def _unordered_slots(rule) -> list[tuple[int, int]]:
+    """(start, end) positions, in a violation's binding, of each unordered quantifier."""
+    chain, _ = ir.top_foralls(rule.body)
+    out, k = [], 0
+    for q in chain:
+        if q.unordered:
+            out.append((k, k + len(q.vars)))
+        k += len(q.vars)
+    return out
+
+
+def violation_set(verdict, cell, ids: tuple[str, ...]) -> set[tuple]:
+    """(rule, parts, zones, severity, message) of every violation and warning. While
+    PAIR_ORDER_BUG is present, unordered pairs are put in layout order (message dropped)."""
+    normalise = bug_present("pairs")
+    index = {pid: k for k, pid in enumerate(ids)}
+    out = set()
+    for v in (*verdict.violations, *verdict.warnings):
+        slots = _unordered_slots(cell.rule(v.rule)) if normalise else []
+        if slots:
+            parts = list(v.parts)
+            for a, b in slots:
+                parts[a:b] = sorted(parts[a:b], key=index.__getitem__)
+            out.add((v.rule, tuple(parts), v.zones, v.severity, "(pair)"))
+        else:
+            out.add((v.rule, v.parts, v.zones, v.severity, v.message))
+    return out
+
+
+def assert_same(cell, obj: dict) -> set[tuple]:
+    """Check with both backends and require identical violations; returns the set."""
+    layout = layout_from_obj(obj, "<random>")
+    a = check(cell, layout, backend="clingo")
+    b = check(cell, layout, backend="reference")
+    va, vb = violation_set(a, cell, layout.ids), violation_set(b, cell, layout.ids)
+    if va != vb or a.verdict != b.verdict:
+        only_a = "\n  ".join(map(repr, sorted(va - vb))) or "-"
+        only_b = "\n  ".join(map(repr, sorted(vb - va))) or "-"
+        pytest.fail(f"backends disagree (clingo {a.verdict}, reference {b.verdict})\n"
+                    f"only clingo:\n  {only_a}\nonly reference:\n  {only_b}\n"
+                    f"layout: {json.dumps(obj)}", pytrace=False)
+    assert a.verdict in ("pass", "fail")
+    assert a.skipped_rules == b.skipped_rules
+    return va
+
+
+def _without(cell, pred):
+    rules = tuple(r for r in cell.rules if not pred(r))
+    assert len(rules) < len(cell.rules)
+    return cell.model_copy(update={"rules": rules})
+
+
+def _has_count(rule) -> bool:
+    return any(isinstance(n, ir.CountCmp) for n in ir.walk(rule.body))
 
 
 @pytest.fixture(scope="module")
 def features(features_cell):
-    """The features cell; while COUNT_BUG is present its count rules are left out (the
-    minimal reproducer above xfails), so the other features stay covered."""
-    if not _count_bug_present():
-        return features_cell
-    rules = tuple(r for r in features_cell.rules
-                  if not any(isinstance(n, ir.CountCmp) for n in ir.walk(r.body)))
-    assert len(rules) < len(features_cell.rules)
-    return features_cell.model_copy(update={"rules": rules})
+    """The features cell (every standard rule plus every language feature); while
+    COUNT_BUG is present its count rules are left out."""
+    return _without(features_cell, _has_count) if bug_present("count") else features_cell
 
 
-@settings(max_examples=800, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.fixture(scope="module")
+def features_no_opening(features):
+    """The features cell with a parallel gripper of unknown opening (clearance eps);
+    while FLANKS_BUG is present the rules using flanks are left out."""
+    from cellspec.dsl.model import Gripper
+
+    cell = features.model_copy(update={"default_gripper": Gripper(kind="parallel")})
+    if bug_present("flanks"):
+        cell = _without(cell, lambda r: ir.uses_relation(r.body, {"flanks"}))
+    return cell
+
+
+SETTINGS = dict(deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@settings(max_examples=800, **SETTINGS)
 @given(layouts())
 def test_backends_agree_features(features, case):
-    """Every standard rule plus rules exercising every language feature."""
     parts, order = case
     assert_same(features, to_obj(parts, order))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=200, **SETTINGS)
+@given(layouts())
+def test_backends_agree_unknown_opening(features_no_opening, case):
+    parts, order = case
+    assert_same(features_no_opening, to_obj(parts, order))
+
+
+@settings(max_examples=200, **SETTINGS)
 @given(layouts(types=("cube",)))
 def test_backends_agree_station_mm(station_cell, case):
     """The standard rules of the station cell, with the layout written in millimetres;
@@ -233,75 +346,69 @@ def _raw(cell, obj):
     return sorted(a), sorted(b)
 
 
+def _cube(pid: str, c: tuple[int, int, int], gripper: str | None = None) -> dict:
+    return {"id": pid, "type": "cube", "c": c, "half": HALF["cube"], "custom": False,
+            "gripper": gripper}
+
+
 @pytest.mark.parametrize("gap", [-3, -2, -1, 0, 1, 2, 3, 4])
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_faces_at_tolerance(features, gap, axis):
     """Two cubes whose faces are eps and eps +/- half a millimetre apart on one axis."""
-    c0 = [800, 500, 50]
+    c0 = (800, 500, 50)
     c1 = list(c0)
     c1[axis] += 100 + gap
-    parts = [{"id": "a", "type": "cube", "c": tuple(c0), "half": HALF["cube"], "custom": False,
-              "gripper": None},
-             {"id": "b", "type": "cube", "c": tuple(c1), "half": HALF["cube"], "custom": False,
-              "gripper": "vacuum"}]
-    a, b = _raw(features, to_obj(parts, ["a", "b"]))
+    obj = to_obj([_cube("a", c0), _cube("b", tuple(c1), "vacuum")], ["a", "b"])
+    a, b = _raw(features, obj)
     assert a == b
+    assert_same(features, obj)
 
 
 def test_empty_layout_agrees(features):
     assert_same(features, {"parts": []})
 
 
+def test_mm_layout_equals_m_layout(station_cell):
+    parts = [_cube("a", (800, 400, 50)), _cube("b", (800, 400, 151))]
+    parts[1]["custom"] = True
+    m = assert_same(station_cell, to_obj(parts, ["b", "a"], "m"))
+    mm = assert_same(station_cell, to_obj(parts, ["b", "a"], "mm"))
+    assert m == mm and m
+
+
 # --- language semantics both backends share (so differential tests cannot see) ----
-
-MINUS_BUG = ("grammar expr.tx: `ops+=Unary`, `ops+=Prod` and `signs+=SumOp` are textX "
-             "one-or-more repetitions, so `a - b` parses as the product Prod[a, -b]: binary "
-             "minus between attributes is rejected, `p.x - 0.1` means p.x * -0.1, and "
-             "`a + -1 * b` reads signs ['+', '-'] against one Prod and means a + b")
-
 
 def _cell_text(rule: str) -> str:
     return FEATURES.read_text().split("\nrule ", 1)[0] + "\n" + rule + "\n"
 
 
-def _load_text(tmp_path, text: str):
-    p = tmp_path / "t.cell"
-    p.write_text(text)
-    return cellspec.load_cell(str(p))
-
-
 def _body(tmp_path, expr: str):
-    cell = _load_text(tmp_path, _cell_text(f'rule r "{{p}}" : forall p, q: {expr}'))
-    return cell.rule("r").body
+    p = tmp_path / "t.cell"
+    p.write_text(_cell_text(f'rule r "{{p}}" : forall p, q: {expr}'))
+    return cellspec.load_cell(str(p)).rule("r").body
 
 
-@pytest.mark.xfail(strict=True, reason=MINUS_BUG)
-def test_binary_minus_of_attributes_parses(tmp_path):
-    assert _body(tmp_path, "p.x - q.x < 0.3") == _body(tmp_path, "p.x < q.x + 0.3")
+@pytest.mark.parametrize(("left", "right"), [
+    ("p.x - q.x < 0.3", "p.x < q.x + 0.3"),
+    ("p.x - 0.1 < q.x", "p.x < q.x + 0.1"),
+    ("2 * p.x - q.x <= 0.55", "2 * p.x <= q.x + 0.55"),
+    ("p.x + -1 * q.x < 0.3", "p.x < q.x + 0.3"),
+    ("p.x + (-1) * q.x < 0.3", "p.x < q.x + 0.3"),
+    ("p.x - -q.x < 0.3", "p.x + q.x < 0.3"),
+    ("p.x - q.x - 0.1 < 0.2", "p.x < q.x + 0.3"),
+    ("3 * (p.top - p.bottom) <= q.x", "3 * p.top <= q.x + 3 * p.bottom"),
+])
+def test_arithmetic_means_the_same(tmp_path, left, right):
+    def norm(body):
+        cmp = body.body
+        return cmp.op, dict(cmp.expr.terms), cmp.expr.const
 
-
-@pytest.mark.xfail(strict=True, reason=MINUS_BUG)
-def test_binary_minus_of_constant_is_subtraction(tmp_path):
-    assert _body(tmp_path, "p.x - 0.1 < q.x") == _body(tmp_path, "p.x < q.x + 0.1")
-
-
-@pytest.mark.xfail(strict=True, reason=MINUS_BUG)
-def test_weighted_difference_parses(tmp_path):
-    assert _body(tmp_path, "2 * p.x - q.x <= 0.55") == _body(tmp_path, "2 * p.x <= q.x + 0.55")
-
-
-@pytest.mark.xfail(strict=True, reason=MINUS_BUG)
-def test_plus_negative_factor_keeps_its_sign(tmp_path):
-    assert _body(tmp_path, "p.x + -1 * q.x < 0.3") == _body(tmp_path, "p.x < q.x + 0.3")
-
-
-def test_parenthesised_negative_factor(tmp_path):
-    assert _body(tmp_path, "p.x + (-1) * q.x < 0.3") == _body(tmp_path, "p.x < q.x + 0.3")
+    assert norm(_body(tmp_path, left)) == norm(_body(tmp_path, right))
 
 
 @pytest.mark.xfail(strict=True, reason="grammar common.tx: `size` is a Keyword and Attr.path "
                    "uses Name (!Keyword), so the documented attributes p.size.x/y/z cannot be "
-                   "written (syntax error 'Expected Not')")
+                   "written (a syntax error)")
 def test_size_attribute_parses(tmp_path):
     body = _body(tmp_path, "p.size.x <= q.size.z")
     assert {(a.var, a.attr) for a, _ in body.body.expr.terms} == {("p", "size.x"),
@@ -316,13 +423,3 @@ def test_unary_minus_and_scaling(tmp_path):
     coefs = {(a.var, a.attr): c for a, c in cmp.expr.terms}
     assert coefs == {("p", "x"): Fraction(-1), ("q", "x"): Fraction(-2)}
     assert cmp.expr.const == Fraction(-1, 2)
-
-
-def test_mm_layout_equals_m_layout(station_cell):
-    parts = [{"id": "a", "type": "cube", "c": (800, 400, 50), "half": HALF["cube"],
-              "custom": False, "gripper": None},
-             {"id": "b", "type": "cube", "c": (800, 400, 151), "half": HALF["cube"],
-              "custom": True, "gripper": None}]
-    m = assert_same(station_cell, to_obj(parts, ["b", "a"], "m"))
-    mm = assert_same(station_cell, to_obj(parts, ["b", "a"], "mm"))
-    assert m == mm and m
