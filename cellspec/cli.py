@@ -133,7 +133,7 @@ def cmd_test(a: argparse.Namespace) -> int:
 
 def cmd_fmt(a: argparse.Namespace) -> int:
     from cellspec.dsl.formatter import FormatError, format_source
-    from cellspec.dsl.parser import display_path, read_rule_file
+    from cellspec.dsl.parser import display_path, parse_text, read_rule_file
     from cellspec.testing import collect
 
     changed = []
@@ -141,6 +141,7 @@ def cmd_fmt(a: argparse.Namespace) -> int:
     for f in collect(a.paths):
         try:
             text = read_rule_file(f)
+            parse_text(text, display_path(f))  # syntax errors with file:line:col, prettified
             new = format_source(text)
         except CellspecError as exc:
             _diag(exc)

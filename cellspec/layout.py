@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,7 +25,7 @@ MAX_LAYOUT_BYTES = 32 * 1024 * 1024
 MAX_PARTS = 1_000_000
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
 
-Finite = Annotated[float, Field(allow_inf_nan=False, strict=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
 
 class PartIn(BaseModel):
@@ -98,8 +99,20 @@ def _json_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+class _NotANumber(ValueError):
+    pass
+
+
+_NAN_RE = re.compile(r"(?<![\w\"])-?(NaN|Infinity)(?![\w\"])")
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number")
+    raise _NotANumber(f"{name} is not a number")
 
 
 def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
@@ -196,8 +209,13 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES)
         obj = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise _fail(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except _NotANumber as exc:
+        m = _NAN_RE.search(text)
+        line, col = _line_col(text, m.start()) if m else (0, 0)
+        raise _fail(shown, f"invalid JSON: {exc} (NaN and Infinity are not allowed)", line,
+                    col) from None
     except ValueError as exc:
-        raise _fail(shown, f"invalid JSON: {exc} (NaN and Infinity are not allowed)") from None
+        raise _fail(shown, f"invalid JSON: {exc}") from None
     except RecursionError:
         raise _fail(shown, "invalid JSON: nested too deeply") from None
     return layout_from_obj(obj, shown)

@@ -131,7 +131,7 @@ def to_obj(parts: list[dict], order: list[str] | None, units: str = "m") -> dict
     return obj
 
 
-# --- known engine bugs: minimal reproducers (strict xfail) and detection ----------------
+# --- engine bugs found and fixed: minimal reproducers (regression tests) ---------------
 # While a bug is present, the random tests work around it (leave the affected rules out,
 # or compare unordered pairs as sets) so that everything else stays covered; once it is
 # fixed, detection turns the workaround off and the reproducer XPASSes (strict), so the
@@ -213,17 +213,14 @@ def bug_present(name: str) -> bool:
     return _PRESENT[name]
 
 
-@pytest.mark.xfail(strict=True, reason=COUNT_BUG)
 def test_count_agrees_minimal():
     assert not bug_present("count")
 
 
-@pytest.mark.xfail(strict=True, reason=FLANKS_BUG)
 def test_flanks_without_opening_agree_minimal():
     assert not bug_present("flanks")
 
 
-@pytest.mark.xfail(strict=True, reason=PAIR_ORDER_BUG)
 def test_unordered_pair_order_agrees_minimal():
     assert not bug_present("pairs")
 
@@ -406,9 +403,6 @@ def test_arithmetic_means_the_same(tmp_path, left, right):
     assert norm(_body(tmp_path, left)) == norm(_body(tmp_path, right))
 
 
-@pytest.mark.xfail(strict=True, reason="grammar common.tx: `size` is a Keyword and Attr.path "
-                   "uses Name (!Keyword), so the documented attributes p.size.x/y/z cannot be "
-                   "written (a syntax error)")
 def test_size_attribute_parses(tmp_path):
     body = _body(tmp_path, "p.size.x <= q.size.z")
     assert {(a.var, a.attr) for a, _ in body.body.expr.terms} == {("p", "size.x"),

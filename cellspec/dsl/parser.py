@@ -104,7 +104,10 @@ def parse_text(text: str, shown: str) -> Any:
         raise CellspecError(Diagnostic(shown, 1, 1, "empty rule file: expected import, cell, "
                                        "rule or test"))
     try:
-        return mm.model_from_str(text, file_name=shown)
+        model = mm.model_from_str(text, file_name=shown)
+        if not hasattr(model, "statements"):  # only comments: textX gives ''
+            return _Empty()
+        return model
     except TextXSyntaxError as first:
         diags = [_syntax_diag(first, shown, text)]
         # Recovery: parse each top-level statement on its own to find further errors.
@@ -128,6 +131,12 @@ def parse_text(text: str, shown: str) -> Any:
         raise CellspecError(Diagnostic(shown, exc.line or 0, exc.col or 0, str(exc))) from None
     except RecursionError:
         raise CellspecError(Diagnostic(shown, 0, 0, "expression nested too deeply")) from None
+
+
+class _Empty:
+    """The model of a file holding only comments."""
+
+    statements: list[Any] = []
 
 
 def _syntax_diag(exc: TextXSyntaxError, shown: str, text: str = "") -> Diagnostic:

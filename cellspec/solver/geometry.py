@@ -103,7 +103,7 @@ def flanks(q: np.ndarray, p: np.ndarray, axis: str, opening: int | None, depth: 
     q overlaps p's extent on the other lateral axis (> eps), overlaps p's grasp band
     [p.top - depth, p.top] in z (> eps), and the gap between them along ``axis``
     is smaller than the finger clearance (opening - p's size) / 2. Without a known
-    opening the clearance is eps (only touching neighbours block).
+    opening the clearance is eps: a neighbour blocks when the gap is at most eps (it touches).
     """
     other = "y" if axis == "x" else "x"
     lat = olap(q, p, other) > eps
@@ -111,8 +111,9 @@ def flanks(q: np.ndarray, p: np.ndarray, axis: str, opening: int | None, depth: 
     zo = np.minimum(q[..., 5], p[..., 5]) - np.maximum(q[..., 4], band_lo)
     size_a = p[..., HI[axis]] - p[..., LO[axis]]
     gap2 = -2 * olap(q, p, axis)
-    o = size_a + 2 * eps if opening is None else opening
-    return lat & (zo > eps) & (gap2 < o - size_a)
+    if opening is None:  # unknown opening: only touching neighbours (gap <= eps) block
+        return lat & (zo > eps) & (gap2 <= 2 * eps)
+    return lat & (zo > eps) & (gap2 < opening - size_a)
 
 
 def inside_box(a: np.ndarray, lo: tuple[int, int, int], hi: tuple[int, int, int],

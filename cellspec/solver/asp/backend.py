@@ -133,6 +133,13 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
                          for a in s.arguments[1].arguments)
             if perm is not None:
                 args = tuple(int(perm[a]) if isinstance(a, int) else a for a in args)
+                for group in prog.rules[rid].unordered:
+                    # {p, q}: each pair once, named in layout order as without an order
+                    vals = sorted(args[k] for k in group)
+                    lst = list(args)
+                    for k, v in zip(group, vals, strict=True):
+                        lst[k] = v
+                    args = tuple(lst)
             found.append((rid, args))
 
     with ctl.solve(on_model=on_model, async_=True) as handle:

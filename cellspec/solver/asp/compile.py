@@ -38,6 +38,7 @@ class CompiledRule:
     top_domains: tuple[str, ...]
     needs_order: bool
     cost: int  # grounding exponent: n ** cost bindings in the worst disjunct
+    unordered: tuple[tuple[int, ...], ...] = ()  # argument positions of each {p, q} group
 
 
 @dataclass
@@ -310,7 +311,7 @@ class _Compiler:
     def count_text(self, c: ir.CountCmp, op: str) -> str:
         for v in c.vars:
             self.domains[v] = c.domain
-        fv = sorted(free_vars(c.body))
+        fv = sorted(free_vars(c.body) - set(c.vars))
         disjuncts = self.dnf(c.body, True, tuple(fv))
         elems = []
         key = ",".join(self.var(v) for v in c.vars)
@@ -351,6 +352,11 @@ class _Compiler:
             b = self.body(d, set(top), list(extra))
             self.lines.append(f"violation({self.index},({args},)) :- {b}.")
         needs_order = ir.uses_relation(self.rule.body, ir.ORDER_RELATIONS)
+        groups, pos = [], 0
+        for q in chain:
+            if q.unordered:
+                groups.append(tuple(range(pos, pos + len(q.vars))))
+            pos += len(q.vars)
         header = f"% rule {self.rule.name} ({self.rule.source})"
         return CompiledRule(
             name=self.rule.name,
@@ -360,6 +366,7 @@ class _Compiler:
             top_domains=tuple(self.domains[v] for v in top),
             needs_order=needs_order,
             cost=self.cost,
+            unordered=tuple(groups),
         )
 
 
