@@ -134,8 +134,8 @@ def to_obj(parts: list[dict], order: list[str] | None, units: str = "m") -> dict
 # --- engine bugs found and fixed: minimal reproducers (regression tests) ---------------
 # While a bug is present, the random tests work around it (leave the affected rules out,
 # or compare unordered pairs as sets) so that everything else stays covered; once it is
-# fixed, detection turns the workaround off and the reproducer XPASSes (strict), so the
-# xfail marker has to go.
+# fixed, detection turns the workaround off; if one comes back, its reproducer fails and
+# names it.
 
 COUNT_BUG = ("clingo backend: count(...) never counts anything: asp/compile.py "
              "_Compiler.count_text passes free_vars(c.body), which still contains the count's "
