@@ -31,9 +31,28 @@ def test_messages_carry_the_numbers(station) -> None:
     by = {(x.rule, x.parts): x for x in v.violations}
     assert by[("no_overlap", ("c3", "c4"))].message == "c3 overlaps c4 by 0.010 m on x"
     g = by[("gravity", ("c5",))]
-    assert g.message == "c5 rests on nothing: its bottom is 0.075 m above the nearest support"
+    assert g.message == ("c5 rests on nothing: its bottom is 0.075 m above the nearest support "
+                         "(the table)")
     assert g.source.startswith("cellspec/rules/physical.cell:")
     assert v.verdict == "fail" and set(by) == {("no_overlap", ("c3", "c4")), ("gravity", ("c5",))}
+
+
+def test_gravity_message_for_a_sunk_part(station) -> None:
+    lay = layout_from_obj({"parts": [cube("a", 0.4, 0.2, 0.025), cube("b", 0.4, 0.2, 0.065)]})
+    msgs = {(x.rule, x.parts): x.message for x in cellspec.check(station, lay).violations}
+    assert msgs[("gravity", ("b",))] == ("b rests on nothing: its bottom is 0.010 m below the "
+                                         "top of a, which it sinks into")
+
+
+def test_gravity_messages_on_a_large_layout_use_columns(station) -> None:
+    parts = [cube(f"t{i}_{k}", 0.25 + 0.06 * (i % 8), 0.1 + 0.06 * (i // 8), 0.025 + 0.05 * k)
+             for i in range(40) for k in range(2)]
+    parts[1]["pos"][2] += 0.004  # t0_1 floats 4 mm above t0_0
+    lay = layout_from_obj({"parts": parts})
+    v = cellspec.check(station, lay)
+    assert [(x.rule, x.parts, x.message) for x in v.violations] == [
+        ("gravity", ("t0_1",), "t0_1 rests on nothing: its bottom is 0.004 m above the nearest "
+                               "support (t0_0)")]
 
 
 def test_no_order_skips_order_rules_and_says_so(station) -> None:

@@ -30,6 +30,7 @@ class MessageContext:
         half = inst.size_m / 2
         self.lo = inst.pos_m - half
         self.hi = inst.pos_m + half
+        self._columns: dict[int, np.ndarray] | None = None
 
     def render(self, template: str, env: dict[str, int | str]) -> str:
         def sub(m: re.Match[str]) -> str:
@@ -74,22 +75,56 @@ class MessageContext:
         k = int(np.argmin(o))
         return f"{_m(float(o[k]))} on {'xyz'[k]}"
 
+    def _under(self, i: int) -> np.ndarray:
+        """Indices of parts whose footprint overlaps part i's (column partners)."""
+        if self._columns is None:
+            if self.inst.n <= 64:
+                self._columns = {}
+            else:  # many messages on a big layout: one column broad phase, not n scans
+                ci, cj = g.broad_phase(self.inst.boxes, self.inst.eps, columns=True)
+                cols: dict[int, list[int]] = {}
+                for a, b in zip(ci.tolist(), cj.tolist(), strict=True):
+                    cols.setdefault(a, []).append(b)
+                    cols.setdefault(b, []).append(a)
+                self._columns = {k: np.array(v, dtype=np.int64) for k, v in cols.items()}
+        if self.inst.n <= 64:
+            cand = np.arange(self.inst.n)
+        else:
+            cand = self._columns.get(i, np.empty(0, dtype=np.int64))
+        cand = cand[cand != i]
+        eps = self.inst.eps * U
+        fx = np.minimum(self.hi[cand, 0], self.hi[i, 0]) - np.maximum(self.lo[cand, 0],
+                                                                       self.lo[i, 0])
+        fy = np.minimum(self.hi[cand, 1], self.hi[i, 1]) - np.maximum(self.lo[cand, 1],
+                                                                       self.lo[i, 1])
+        return cand[(fx > eps) & (fy > eps)]
+
     def f_gap(self, i: int) -> str:
+        """Where p's bottom is relative to the nearest thing that could support it."""
         eps = self.inst.eps * U
         bottom = float(self.lo[i, 2])
-        tops = [float(z) * U for z in self.inst.surfaces.values() if z * U <= bottom + eps]
-        fx = (np.minimum(self.hi[:, 0], self.hi[i, 0]) - np.maximum(self.lo[:, 0], self.lo[i, 0]))
-        fy = (np.minimum(self.hi[:, 1], self.hi[i, 1]) - np.maximum(self.lo[:, 1], self.lo[i, 1]))
-        under = (fx > eps) & (fy > eps) & (self.hi[:, 2] <= bottom + eps)
-        under[i] = False
-        if under.any():
-            tops.append(float(self.hi[under, 2].max()))
-        if not tops:
+        best: tuple[float, str] | None = None  # (signed gap, what)
+        for name, z in self.inst.surfaces.items():
+            gap = bottom - z * U
+            if gap >= -eps and (best is None or gap < best[0]):
+                best = (gap, f"the {name}")
+        under = self._under(i)
+        below = under[self.lo[under, 2] < bottom - eps]  # parts lower than p, not above it
+        if len(below):
+            tops = self.hi[below, 2]
+            k = int(np.argmin(np.abs(bottom - tops)))
+            gap = bottom - float(tops[k])
+            if best is None or abs(gap) < abs(best[0]):
+                best = (gap, self.inst.ids[int(below[k])])
+        if best is None:
             if self.inst.surfaces:
-                z = min(self.inst.surfaces.values(), key=lambda s: abs(s * U - bottom)) * U
-                return f"{_m(z - bottom)} below the surface at z {z:.3f}"
-            return "nothing (the cell has no surface)"
-        return _m(bottom - max(tops))
+                name, z = min(self.inst.surfaces.items(), key=lambda s: abs(s[1] * U - bottom))
+                return f"{_m(z * U - bottom)} below the {name}"
+            return "over nothing (the cell has no surface)"
+        gap, what = best
+        if gap < 0:
+            return f"{_m(-gap)} below the top of {what}, which it sinks into"
+        return f"{_m(gap)} above the nearest support ({what})"
 
     def f_outside(self, i: int) -> str:
         ws = self.inst.zones["workspace"]

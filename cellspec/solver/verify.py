@@ -25,10 +25,11 @@ _COMPILED: dict[tuple, object] = {}
 def _compiled(cell: Cell, rules: tuple[Rule, ...], inst: Instance):
     from cellspec.solver.asp.compile import compile_rules
 
-    key = (id(cell), tuple(r.name for r in rules), inst.eps, inst.opening)
+    # keyed by the rules themselves (frozen, hashable), never by object identity
+    key = (rules, inst.eps, inst.opening, cell.default_gripper.kind)
     prog = _COMPILED.get(key)
     if prog is None:
-        prog = compile_rules(rules, inst.eps, inst.opening)
+        prog = compile_rules(rules, inst.eps, inst.opening, cell.default_gripper.kind)
         if len(_COMPILED) > 64:
             _COMPILED.clear()
         _COMPILED[key] = prog

@@ -49,6 +49,7 @@ class CompiledProgram:
     columns: bool = False
     needs_types: bool = False
     needs_grippers: bool = False
+    default_gripper: str = "parallel"
     flanks: bool = False
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
 
@@ -231,8 +232,14 @@ class _Compiler:
             if n.attr == "type":
                 self.prog.needs_types = True
                 return f'{neg}ptype({self.var(n.var)},"{n.value}")', {n.var}, set(), []
+            # only parts whose gripper differs from the cell's default get a grip/2 fact
             self.prog.needs_grippers = True
-            return f"{neg}pgrip({self.var(n.var)},{n.value})", {n.var}, set(), []
+            V = self.var(n.var)
+            if n.value == self.prog.default_gripper:
+                if lit.positive:
+                    return f"not other_grip({V})", set(), set(), []
+                return f"other_grip({V})", {n.var}, set(), []
+            return f"{neg}grip({V},{n.value})", {n.var}, set(), []
         if lit.kind == "cmp":
             c: ir.Cmp = lit.node  # type: ignore[assignment]
             return self.cmp_text(c), set(), {a.var for a, _ in c.expr.terms}, []
@@ -274,8 +281,6 @@ class _Compiler:
                 self.prog.columns = True
             else:
                 self.prog.parts.add((r.name,))
-                if r.name == "supports":
-                    self.prog.parts.add(("footprint",))
             return f"{neg}{PAIR_PRED[r.name]}({vs[0]},{vs[1]})", names, set(), []
         if r.name == "near":
             d = int(g.to_u(r.args[2].value))  # type: ignore[union-attr]
@@ -406,9 +411,9 @@ def _components(nodes: set[str], links: list[set[str]]) -> int:
 
 
 def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
-                  opening: int | None) -> CompiledProgram:
+                  opening: int | None, default_gripper: str = "parallel") -> CompiledProgram:
     """Compile rules into one program (rule i reports ``violation(i, (Args))``)."""
-    prog = CompiledProgram(rules=[])
+    prog = CompiledProgram(rules=[], default_gripper=default_gripper)
     prog.margin = max(prog.margin, eps)
     for i, r in enumerate(rules):
         prog.rules.append(_Compiler(r, i, prog, opening).compile())
