@@ -118,3 +118,26 @@ def test_mm_layout_same_verdict(station) -> None:
                                                    cube("b", 410, 200, 60)]})
     va, vb = cellspec.check(station, m), cellspec.check(station, mm)
     assert va.to_json(timing=False) == vb.to_json(timing=False)
+
+
+def test_too_fine_constants_are_refused_not_overflowed(tmp_path: Path) -> None:
+    from cellspec.dsl.errors import CellspecError
+
+    (tmp_path / "f.cell").write_text(
+        "cell c { workspace x [0, 1] y [0, 1] z [0, 1] part cube size (0.05, 0.05, 0.05) }\n"
+        'rule r "m" : forall p: 0.33333333 * p.x < 0.2\n')
+    cell = cellspec.load_cell(str(tmp_path / "f.cell"))
+    lay = layout_from_obj({"parts": [cube("a", 0.4, 0.2, 0.025)]})
+    with pytest.raises(CellspecError) as info:
+        cellspec.check(cell, lay)
+    d = info.value.diagnostics[0]
+    assert (d.line, d.col) == (2, 1) and "32-bit" in d.message
+    assert cellspec.check(cell, lay, backend="reference").verdict == "pass"
+
+
+def test_reference_backend_refuses_large_layouts(station) -> None:
+    from cellspec.dsl.errors import CellspecError
+
+    parts = [cube(f"c{i}", 0.25 + 0.001 * (i % 400), 0.1, 0.025) for i in range(2001)]
+    with pytest.raises(CellspecError, match="small layouts"):
+        cellspec.check(station, layout_from_obj({"parts": parts}), backend="reference")

@@ -484,8 +484,16 @@ class _Builder:
         if all(c == 0 for c in coef.values()):
             self.err(item, f"keep-out '{item.name}' has no x, y or z term")
             return None
-        return HalfSpaceZone(name=item.name, coef=(coef["x"], coef["y"], coef["z"]), op=h.op,
+        zone = HalfSpaceZone(name=item.name, coef=(coef["x"], coef["y"], coef["z"]), op=h.op,
                              rhs=self.n(h.rhs), source=self.src(item))
+        from cellspec.solver.geometry import halfspace_u
+
+        try:
+            halfspace_u(zone.coef, zone.op, zone.rhs)
+        except ValueError as exc:
+            self.err(item, f"keep-out '{item.name}': {exc}; use coarser decimals")
+            return None
+        return zone
 
     # -- rules -------------------------------------------------------------------
     def build_rule(self, st: Any, cell: dict[str, Any]) -> Rule | None:

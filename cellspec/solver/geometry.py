@@ -150,7 +150,10 @@ def halfspace_u(coef: tuple[Fraction, Fraction, Fraction], op: str, rhs_m: Fract
     den = 1
     for f in (*coef, rhs):
         den = den * f.denominator // np.gcd(den, f.denominator)
-    return HalfSpaceU(tuple(int(c * den) for c in coef), op, int(rhs * den))  # type: ignore[arg-type]
+    h = HalfSpaceU(tuple(int(c * den) for c in coef), op, int(rhs * den))  # type: ignore[arg-type]
+    if sum(abs(c) for c in h.coef) * 2 * int(MAX_ABS_COORD_M * U_PER_M) + abs(h.rhs) >= 2**31:
+        raise ValueError("half-space coefficients too fine for exact 32-bit integers")
+    return h
 
 
 def _lin_extremes(a: np.ndarray, h: HalfSpaceU) -> tuple[np.ndarray, np.ndarray]:

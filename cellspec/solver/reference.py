@@ -23,6 +23,7 @@ from cellspec.solver import ir
 from cellspec.solver.instance import BoxU, Instance, lin_to_int
 
 ViolationKey = tuple[str, tuple[str, ...]]
+MAX_PARTS = 2000  # dense n x n relation matrices: keep them small
 
 
 def free_vars(node: ir.Node) -> set[str]:

@@ -41,7 +41,13 @@ def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: s
     """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend."""
     rules = tuple(rules)
     if backend == "reference":
-        from cellspec.solver.reference import Reference
+        from cellspec.dsl.errors import CellspecError
+        from cellspec.solver.reference import MAX_PARTS, Reference
+
+        if inst.n > MAX_PARTS:
+            raise CellspecError(f"the reference backend evaluates every pair densely and is "
+                                f"meant for small layouts (at most {MAX_PARTS} parts, this "
+                                f"one has {inst.n}); use the clingo backend")
 
         ref = Reference(inst)
         out = []

@@ -251,6 +251,12 @@ class _Compiler:
 
     def cmp_text(self, c: ir.Cmp) -> str:
         coefs, const = lin_to_int([(a.attr, k) for a, k in c.expr.terms], c.expr.const)
+        # clingo integers are 32-bit: every attribute (2U) is at most 4*MAX_ABS_COORD/U
+        bound = sum(abs(k) for k in coefs) * 4 * int(g.MAX_ABS_COORD_M * g.U_PER_M) + abs(const)
+        if bound >= 2**31:
+            raise CompileError(f"rule '{self.rule.name}': the comparison's constants are too "
+                               "fine for exact 32-bit integer arithmetic on the 0.05 mm grid "
+                               "(use coarser decimals, e.g. 0.5 rather than 0.333333)")
         terms = []
         for (a, _), k in zip(c.expr.terms, coefs, strict=True):
             terms.append(f"{k}*({self.attr_text(a)})")
@@ -412,11 +418,22 @@ def _components(nodes: set[str], links: list[set[str]]) -> int:
 
 def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
                   opening: int | None, default_gripper: str = "parallel") -> CompiledProgram:
-    """Compile rules into one program (rule i reports ``violation(i, (Args))``)."""
+    """Compile rules into one program (rule i reports ``violation(i, (Args))``).
+
+    A rule this backend cannot lower is reported as bad input at the rule's source."""
+    from cellspec.dsl.errors import CellspecError, Diagnostic
+
     prog = CompiledProgram(rules=[], default_gripper=default_gripper)
     prog.margin = max(prog.margin, eps)
+    diags = []
     for i, r in enumerate(rules):
-        prog.rules.append(_Compiler(r, i, prog, opening).compile())
+        try:
+            prog.rules.append(_Compiler(r, i, prog, opening).compile())
+        except CompileError as exc:
+            diags.append(Diagnostic(r.source.file, r.source.line, r.source.col,
+                                    f"not supported by the clingo backend: {exc}"))
+    if diags:
+        raise CellspecError(diags)
     prog.flanks = ("flanks",) in prog.parts
     return prog
 
