@@ -141,3 +141,21 @@ def test_reference_backend_refuses_large_layouts(station) -> None:
     parts = [cube(f"c{i}", 0.25 + 0.001 * (i % 400), 0.1, 0.025) for i in range(2001)]
     with pytest.raises(CellspecError, match="small layouts"):
         cellspec.check(station, layout_from_obj({"parts": parts}), backend="reference")
+
+
+def test_grip_message_names_the_blockers(station) -> None:
+    # centre cube placed last between four earlier cubes, 5 mm away on x and y
+    c = (0.45, 0.25, 0.025)
+    parts = [cube("w", c[0] - 0.055, c[1], c[2]), cube("e", c[0] + 0.055, c[1], c[2]),
+             cube("s", c[0], c[1] - 0.055, c[2]), cube("n", c[0], c[1] + 0.055, c[2]),
+             cube("mid", *c)]
+    lay = layout_from_obj({"parts": parts, "order": ["w", "e", "s", "n", "mid"]})
+    v = cellspec.check(station, lay)
+    assert [(x.rule, x.parts, x.message) for x in v.violations] == [
+        ("grip_access", ("mid",), "mid cannot be gripped when it is placed: blocked along x "
+                                  "by w, e and along y by s, n")]
+    # one earlier part on a side blocks that axis; placed before s and n, y is free
+    assert cellspec.check(station, layout_from_obj(
+        {"parts": parts, "order": ["w", "e", "s", "mid", "n"]})).verdict == "fail"
+    assert cellspec.check(station, layout_from_obj(
+        {"parts": parts, "order": ["w", "e", "mid", "s", "n"]})).verdict == "pass"

@@ -41,7 +41,7 @@ MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
 STDLIB = ("physical",)
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2}
+MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1}
 
 
 def display_path(path: str | os.PathLike[str]) -> str:

@@ -126,6 +126,26 @@ class MessageContext:
             return f"{_m(-gap)} below the top of {what}, which it sinks into"
         return f"{_m(gap)} above the nearest support ({what})"
 
+    def f_blockers(self, i: int) -> str:
+        """Which already-placed parts block p's grip: per lateral axis for a parallel
+        gripper, the parts on its top for a vacuum cup (exact integer kernel)."""
+        inst = self.inst
+        if inst.order_pos is None:
+            return "no order given"
+        earlier = np.nonzero(inst.order_pos < inst.order_pos[i])[0]
+        B = inst.boxes
+        if inst.grippers[i] == "vacuum":
+            on_top = earlier[g.supports(B[i][None, :], B[earlier], inst.eps)]
+            names = ", ".join(inst.ids[k] for k in on_top) or "nothing"
+            return f"its top is covered by {names}"
+        parts = []
+        for axis in "xy":
+            hit = earlier[g.flanks(B[earlier], B[i][None, :], axis, inst.opening, inst.depth,
+                                   inst.eps)]
+            names = ", ".join(inst.ids[k] for k in hit[:4]) + (" …" if len(hit) > 4 else "")
+            parts.append(f"{axis} by {names}" if len(hit) else f"{axis} free")
+        return "blocked along " + " and along ".join(parts)
+
     def f_outside(self, i: int) -> str:
         ws = self.inst.zones["workspace"]
         assert isinstance(ws, BoxU)
