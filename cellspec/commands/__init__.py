@@ -1,0 +1,6 @@
+"""One module per command-line verb; each has ``register(subparsers)`` and ``run(args)``.
+
+To add a verb, write its module here and add its name to ``VERBS``.
+"""
+
+VERBS = ["check", "test", "fmt"]
