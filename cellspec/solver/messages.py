@@ -30,7 +30,9 @@ class MessageContext:
         half = inst.size_m / 2
         self.lo = inst.pos_m - half
         self.hi = inst.pos_m + half
-        self._columns: dict[int, np.ndarray] | None = None
+        self._xorder: np.ndarray | None = None
+        self._xsorted = np.empty(0)
+        self._maxw = 0.0
 
     def render(self, template: str, env: dict[str, int | str]) -> str:
         def sub(m: re.Match[str]) -> str:
@@ -76,21 +78,17 @@ class MessageContext:
         return f"{_m(float(o[k]))} on {'xyz'[k]}"
 
     def _under(self, i: int) -> np.ndarray:
-        """Indices of parts whose footprint overlaps part i's (column partners)."""
-        if self._columns is None:
-            if self.inst.n <= 64:
-                self._columns = {}
-            else:  # many messages on a big layout: one column broad phase, not n scans
-                ci, cj = g.broad_phase(self.inst.boxes, self.inst.eps, columns=True)
-                cols: dict[int, list[int]] = {}
-                for a, b in zip(ci.tolist(), cj.tolist(), strict=True):
-                    cols.setdefault(a, []).append(b)
-                    cols.setdefault(b, []).append(a)
-                self._columns = {k: np.array(v, dtype=np.int64) for k, v in cols.items()}
-        if self.inst.n <= 64:
-            cand = np.arange(self.inst.n)
-        else:
-            cand = self._columns.get(i, np.empty(0, dtype=np.int64))
+        """Indices of parts whose footprint overlaps part i's by more than eps.
+
+        Parts are sorted by their low x once; each query scans only the x-slab that can
+        reach part i, so many messages on a large layout stay cheap."""
+        if self._xorder is None:
+            self._xorder = np.argsort(self.lo[:, 0], kind="stable")
+            self._xsorted = self.lo[self._xorder, 0]
+            self._maxw = float((self.hi[:, 0] - self.lo[:, 0]).max()) if self.inst.n else 0.0
+        lo = np.searchsorted(self._xsorted, self.lo[i, 0] - self._maxw, side="left")
+        hi = np.searchsorted(self._xsorted, self.hi[i, 0], side="right")
+        cand = self._xorder[lo:hi]
         cand = cand[cand != i]
         eps = self.inst.eps * U
         fx = np.minimum(self.hi[cand, 0], self.hi[i, 0]) - np.maximum(self.lo[cand, 0],
@@ -98,6 +96,16 @@ class MessageContext:
         fy = np.minimum(self.hi[cand, 1], self.hi[i, 1]) - np.maximum(self.lo[cand, 1],
                                                                        self.lo[i, 1])
         return cand[(fx > eps) & (fy > eps)]
+
+    def _near(self, i: int) -> np.ndarray:
+        """Parts within the gripper's reach of part i along x (a superset for flanks)."""
+        if self._xorder is None:
+            self._under(i)
+        reach = (self.inst.opening or 0) * U + self.inst.eps * U
+        lo = np.searchsorted(self._xsorted, self.lo[i, 0] - self._maxw - reach, side="left")
+        hi = np.searchsorted(self._xsorted, self.hi[i, 0] + reach, side="right")
+        cand = self._xorder[lo:hi]
+        return np.sort(cand[cand != i])
 
     def f_gap(self, i: int) -> str:
         """Where p's bottom is relative to the nearest thing that could support it."""
@@ -132,7 +140,8 @@ class MessageContext:
         inst = self.inst
         if inst.order_pos is None:
             return "no order given"
-        earlier = np.nonzero(inst.order_pos < inst.order_pos[i])[0]
+        near = self._near(i)
+        earlier = near[inst.order_pos[near] < inst.order_pos[i]]
         B = inst.boxes
         if inst.grippers[i] == "vacuum":
             on_top = earlier[g.supports(B[i][None, :], B[earlier], inst.eps)]
