@@ -690,7 +690,9 @@ class _ExprCtx:
         self.err(node, f"expected a condition, found {cls}")
         return None
 
-    def quant(self, node: Any, scope: dict[str, str]) -> ir.Node | None:
+    def bind(self, node: Any, scope: dict[str, str]):
+        """The variables a quantifier or count binds and its body built in their scope:
+        (names, domain, unordered, type filter, body), or None after an error."""
         vs = self.qvars(node.vars, scope)
         if vs is None:
             return None
@@ -701,6 +703,13 @@ class _ExprCtx:
         body = self.boolean(node.body, inner)
         if body is None:
             return None
+        return names, domain, unordered, type_filter, body
+
+    def quant(self, node: Any, scope: dict[str, str]) -> ir.Node | None:
+        bound = self.bind(node, scope)
+        if bound is None:
+            return None
+        names, domain, unordered, type_filter, body = bound
         if type_filter is not None:
             guard = ir.And(tuple(ir.SymEq(v, "type", type_filter, True) for v in names)) \
                 if len(names) > 1 else ir.SymEq(names[0], "type", type_filter, True)
@@ -865,16 +874,10 @@ class _ExprCtx:
             b = self.boolean(node.expr, scope)
             return None if b is None else _BoolT(b)
         if cls == "Count":
-            vs = self.qvars(node.vars, scope)
-            if vs is None:
+            bound = self.bind(node, scope)
+            if bound is None:
                 return None
-            names, domain, unordered, tfilter = vs
-            inner = dict(scope)
-            for v in names:
-                inner[v] = domain
-            body = self.boolean(node.body, inner)
-            if body is None:
-                return None
+            names, domain, unordered, tfilter, body = bound
             if tfilter is not None:
                 body = ir.And((*(ir.SymEq(v, "type", tfilter, True) for v in names), body))
             return _CountT(tuple(names), domain, unordered, body)
