@@ -159,3 +159,19 @@ def test_grip_message_names_the_blockers(station) -> None:
         {"parts": parts, "order": ["w", "e", "s", "mid", "n"]})).verdict == "fail"
     assert cellspec.check(station, layout_from_obj(
         {"parts": parts, "order": ["w", "e", "mid", "s", "n"]})).verdict == "pass"
+
+
+def test_hostile_density_gives_unknown_not_pass(station) -> None:
+    lay = layout_from_obj({"parts": [cube(f"c{i}", 0.4, 0.2, 0.025) for i in range(5000)]})
+    v = cellspec.check(station, lay)
+    assert v.verdict == "unknown" and "denser than a buildable cell" in v.reason
+
+
+def test_many_violations_are_counted_beyond_the_listing_cap(station, monkeypatch) -> None:
+    import cellspec.solver.verify as verify
+
+    monkeypatch.setattr(verify, "MAX_LISTED", 3)
+    lay = layout_from_obj({"parts": [cube(f"c{i}", 0.4, 0.2, 0.025) for i in range(4)]})
+    v = cellspec.check(station, lay)
+    assert v.verdict == "fail" and len(v.violations) == 3
+    assert "no_overlap: 6 violations, the first 3 are listed" in v.notes

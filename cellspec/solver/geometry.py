@@ -195,6 +195,18 @@ def on_surface(a: np.ndarray, z: int, eps: int) -> np.ndarray:
 
 # --- broad phase ---------------------------------------------------------------------
 
+MAX_CANDIDATES = 2_000_000  # beyond this a layout is denser than anything buildable
+
+
+class TooDense(Exception):
+    """The broad phase would produce more candidate pairs than ``limit``."""
+
+    def __init__(self, count: int, limit: int):
+        super().__init__(f"{count} candidate pairs (limit {limit})")
+        self.count = count
+        self.limit = limit
+
+
 def _pairs_from_ranges(idx_sorted: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                        owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     counts = ends - starts
@@ -208,12 +220,13 @@ def _pairs_from_ranges(idx_sorted: np.ndarray, starts: np.ndarray, ends: np.ndar
     return i, j
 
 
-def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
+def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
+                limit: int | None = MAX_CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (i < j) whose boxes come within ``margin`` on every axis (x and y only when
     ``columns``), by hashing each box's low corner into a uniform grid whose cell is at
     least the largest grown box, so only the 27 (9 for columns) neighbouring cells are
-    searched. Exact filtering follows; the result is sorted and deterministic."""
+    searched. Exact filtering follows; the result is sorted and deterministic. Raises
+    TooDense (before building them) when the grid pairs alone would exceed ``limit``."""
     n = len(boxes)
     if n < 2:
         e = np.empty(0, dtype=np.int64)
@@ -238,10 +251,14 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False) -> tuple[
         offsets = [((dx * dims[1] + dy) * dims[2] + dz) for dx in rng for dy in rng for dz in rng]
     ii, jj = [], []
     # each unordered pair of cells once: the cell itself (i < j) and the forward half
+    total = 0
     for off in sorted({abs(int(o)) for o in offsets}):
         target = keys + off
         s = np.searchsorted(sk, target, side="left")
         e = np.searchsorted(sk, target, side="right")
+        total += int((e - s).sum())
+        if limit is not None and total > 2 * limit + n:
+            raise TooDense(total // 2, limit)
         i, j = _pairs_from_ranges(order, s, e, owners)
         if off == 0:
             keep = i < j

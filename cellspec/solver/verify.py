@@ -20,6 +20,7 @@ from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
 
 _COMPILED: dict[tuple, object] = {}
+MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note
 
 
 def _compiled(cell: Cell, rules: tuple[Rule, ...], inst: Instance):
@@ -84,8 +85,12 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     ctx = MessageContext(inst)
     errors: list[Violation] = []
     warnings: list[Violation] = []
+    listed: dict[str, int] = {}
     for k, binding in found:
         rule = rules[k]
+        listed[rule.name] = listed.get(rule.name, 0) + 1
+        if listed[rule.name] > MAX_LISTED:
+            continue
         top = ir.top_domains(rule.body)
         env: dict[str, int | str] = dict(zip(top, binding, strict=True))
         parts = tuple(inst.ids[int(env[v])] for v, d in top.items() if d == "part")
@@ -93,6 +98,9 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         v = Violation(rule=rule.name, parts=parts, message=ctx.render(rule.message, env),
                       source=str(rule.source), severity=rule.severity, zones=zones)
         (errors if rule.severity == "error" else warnings).append(v)
+    for name, count in listed.items():
+        if count > MAX_LISTED:
+            notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
     if inst.off_grid:
         notes.extend(rounding_notes(inst))
     return Verdict(
@@ -114,7 +122,10 @@ def rounding_notes(inst: Instance, limit: int = 5) -> list[str]:
     exact = np.empty_like(inst.boxes, dtype=np.float64)
     exact[:, 0::2] = (pos - size / 2) / float(g.U)
     exact[:, 1::2] = (pos + size / 2) / float(g.U)
-    i, j = g.broad_phase(inst.boxes, inst.eps + 4)
+    try:
+        i, j = g.broad_phase(inst.boxes, inst.eps + 4)
+    except g.TooDense:
+        return ["rounding to the 0.1 mm grid was not analysed: the layout is too dense"]
     out: list[str] = []
     e = inst.eps
     checks = [("contact", g.contact), ("overlaps", g.overlaps), ("supports", g.supports)]

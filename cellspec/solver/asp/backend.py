@@ -110,7 +110,13 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
                 "relation such as contact or near to its body"))
     t0 = time.perf_counter()
     perm = placement_permutation(inst)
-    text, stats = facts(inst, prog, perm)
+    try:
+        text, stats = facts(inst, prog, perm)
+    except g.TooDense as exc:
+        return BackendResult("unknown", reason=(
+            f"the layout has more than {exc.limit} pairs of parts within "
+            f"{prog.margin_for(inst.boxes, inst.eps, inst.opening) * float(g.U):.4f} m of each "
+            "other: far denser than a buildable cell (many parts at the same place?)"))
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(["--warn=none"])
     ctl.add("base", [], _builtins())
