@@ -1,6 +1,7 @@
 """cellspec: declarative rules for robot work cells, decided by solvers.
 
-Public API: :func:`load_cell`, :func:`load_layout`, :func:`check`.
+Public API: :func:`load_cell`, :func:`load_layout`, :func:`check`, :func:`plan`,
+:func:`repair`, :func:`prove_robust`, :func:`explain`, :func:`lint`.
 """
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
-__all__ = ["load_cell", "load_layout", "check", "CellspecError", "__version__"]
+__all__ = ["load_cell", "load_layout", "check", "plan", "repair", "generate", "prove_robust",
+           "explain", "lint", "CellspecError", "__version__"]
 
 if TYPE_CHECKING:
     from cellspec.dsl.model import Cell
     from cellspec.layout import Layout
+    from cellspec.solver.cpsat.results import PlanResult, RepairResult
     from cellspec.solver.result import Verdict
+    from cellspec.solver.smt.result import Explanation, LintReport, RobustResult
 
 from cellspec.dsl.errors import CellspecError
 
@@ -38,3 +42,60 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     from cellspec.solver.verify import check as _check
 
     return _check(cell, layout, backend=backend, timeout=timeout)
+
+
+def plan(cell: Cell, layout: Layout, *, time_limit: float = 10.0) -> PlanResult:
+    """A complete assembly sequence (support/contact order, grip axis per part) re-verified
+    with clingo, or a proof that none exists; frozen PlanResult."""
+    from cellspec.solver.cpsat.sequence import plan as _plan
+
+    return _plan(cell, layout, time_limit=time_limit)
+
+
+def repair(cell: Cell, layout: Layout, *, time_limit: float = 10.0,
+           blocked: tuple[str, ...] = (), keep_shape: bool = False) -> RepairResult:
+    """Minimal-change repair with CP-SAT (fewest parts moved, then fewest free moves, then
+    least L1; ``keep_shape``: rigid structure shifts first), re-verified with clingo;
+    ``blocked`` adds keep-out regions such as ``"x > 0.6"`` or ``"box x [0.3, 0.4]"``;
+    frozen RepairResult."""
+    from cellspec.solver.cpsat.repair import parse_blocked
+    from cellspec.solver.cpsat.repair import repair as _repair
+
+    zones = [parse_blocked(b, f"blocked_{k + 1}") for k, b in enumerate(blocked)]
+    return _repair(cell, layout, time_limit=time_limit, blocked=zones, keep_shape=keep_shape)
+
+
+def generate(cell: Cell, spec: object) -> None:
+    """Not implemented yet: always raises CellspecError (see ``cellspec generate``)."""
+    from cellspec.commands.generate import NOT_IMPLEMENTED
+
+    raise CellspecError(NOT_IMPLEMENTED)
+
+
+def prove_robust(cell: Cell, layout: Layout, tolerance: float, *, timeout: float | None = 60.0
+                 ) -> RobustResult:
+    """Z3: does the verdict hold for every x/y placement error of every part up to
+    ``tolerance`` metres (z follows the support)? Frozen RobustResult: ``proved``,
+    ``refuted`` with a witness layout re-checked by clingo, or ``unknown`` with the reason."""
+    from cellspec.formal import prove_robust as _prove
+
+    return _prove(cell, layout, tolerance, timeout=timeout)
+
+
+def explain(cell: Cell, layout: Layout, *, timeout: float | None = 60.0,
+            max_causes: int = 1) -> Explanation:
+    """Z3: a minimal subset of rules and parts that alone already fails (then, with
+    ``max_causes`` > 1, further independent ones); frozen Explanation."""
+    from cellspec.formal import explain as _explain
+
+    return _explain(cell, layout, timeout=timeout, max_causes=max_causes)
+
+
+def lint(cell: Cell, parts: dict[str, int] | None = None, *, timeout: float | None = 30.0
+         ) -> LintReport:
+    """Z3: can any layout of ``parts`` (e.g. ``{"cube": 12}``; default: the cell's largest
+    test layout) satisfy every error rule? Minimal conflict sets if not; rules that never
+    fire or are implied by others; frozen LintReport."""
+    from cellspec.formal import lint as _lint
+
+    return _lint(cell, parts, timeout=timeout)

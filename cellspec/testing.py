@@ -153,6 +153,30 @@ def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
     return "passed", details
 
 
+def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
+                    timeout: float | None = None) -> tuple[str, dict]:
+    """`robust T` / `not robust T`: prove (Z3) or refute that the verdict survives every
+    x/y placement error up to T; ``unknown`` fails the test."""
+    from cellspec.formal import DEFAULT_TIMEOUT, prove_robust
+
+    tol = float(test.robust)  # type: ignore[arg-type]
+    r = prove_robust(cell, layout, tol, timeout=timeout or DEFAULT_TIMEOUT)
+    want = "robust" if test.robust_expected else "not robust"
+    if r.status == "unknown":
+        return "failed", {**details, "message": f"expected {want} to {tol:g} m, robustness "
+                          f"unknown: {r.reason}"}
+    got = r.status == "proved"
+    if got == test.robust_expected:
+        return "passed", details
+    if got:
+        return "failed", {**details, "message": f"expected not robust to {tol:g} m, but the "
+                          "verdict is proved to hold for every displacement"}
+    where = f": {r.rule}({', '.join(r.parts)}) breaks" if r.rule else ": it passes"
+    moved = ", ".join(f"{k} by ({d[0]:+.4f}, {d[1]:+.4f})" for k, d in r.displacement.items())
+    return "failed", {**details, "message": f"expected robust to {tol:g} m{where} when "
+                      f"displaced: {moved}"}
+
+
 def _unordered(rule) -> bool:
     from cellspec.solver import ir
 
@@ -188,10 +212,12 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
         try:
             layout = _layout_for(cell, test, p)
             verdict = check(cell, layout, timeout=timeout)
+            status, det = evaluate(cell, test, verdict)
+            if test.robust is not None and status == "passed":
+                status, det = evaluate_robust(cell, test, layout, det, timeout)
         except CellspecError as exc:
             errors.extend(exc.diagnostics)
             continue
-        status, det = evaluate(cell, test, verdict)
         results.append(TestResult(id=tid, file=shown, name=test.name, source=str(test.source),
                                   status=status, seconds=time.perf_counter() - t0, **det))
     return results, errors

@@ -25,6 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="clingo (default) or the brute-force reference evaluator")
     c.add_argument("--max-bytes", type=int, default=None, metavar="N",
                    help="largest layout file accepted (default 32 MiB)")
+    c.add_argument("--robust", type=str, default=None, metavar="TOL",
+                   help="also prove (Z3) that the verdict holds when every part is placed up "
+                   "to TOL metres off in x and in y, or print a displaced layout that changes "
+                   "it; exit 0 only for a robust pass")
+    c.add_argument("--robust-timeout", type=float, default=60.0, metavar="S",
+                   help="Z3 time limit for --robust in seconds (default 60; unknown when hit)")
+    c.add_argument("--witness", default=None, metavar="FILE",
+                   help="with --robust: write the counterexample layout (JSON) to FILE")
 
     c.set_defaults(func=run)
 
@@ -37,9 +45,19 @@ def run(a: argparse.Namespace) -> int:
 
     if a.timeout is not None and not (a.timeout > 0):
         raise CellspecError("--timeout must be a positive number of seconds")
+    if a.robust is not None:
+        from cellspec.formal import validate_tolerance
+
+        validate_tolerance(a.robust)
+        if not (a.robust_timeout > 0):
+            raise CellspecError("--robust-timeout must be a positive number of seconds")
+    elif a.witness is not None:
+        raise CellspecError("--witness needs --robust TOL")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
     v = check(cell, layout, backend=a.backend, timeout=a.timeout)
+    if a.robust is not None:
+        return _run_robust(a, cell, layout, v)
     if a.format == "json":
         print(json.dumps(v.to_json(), indent=2))
     else:
@@ -60,3 +78,51 @@ def run(a: argparse.Namespace) -> int:
     if v.verdict == "pass":
         return EXIT_OK
     return EXIT_FAIL if v.verdict == "fail" else EXIT_INPUT
+
+
+def _run_robust(a: argparse.Namespace, cell, layout, v) -> int:
+    """check --robust: the verdict plus a Z3 proof (or counterexample) of its robustness."""
+    from pathlib import Path
+
+    from cellspec.commands.common import atomic_write
+    from cellspec.formal import prove_robust
+
+    r = prove_robust(cell, layout, float(a.robust), timeout=a.robust_timeout)
+    if a.witness is not None and r.witness is not None:
+        atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")
+    tol = f"{r.tolerance:g} m"
+    if a.format == "json":
+        out = v.to_json()
+        out["robust"] = r.to_json()
+        print(json.dumps(out, indent=2))
+    else:
+        for x in v.violations:
+            print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
+        for x in v.warnings:
+            print(f"{x.source}: warning: {x.rule}({', '.join(x.parts)}): {x.message}")
+        for n in (*v.notes, *r.notes):
+            print(f"note: {n}", file=sys.stderr)
+        summary = f"({v.parts} parts, {v.seconds + r.seconds:.3f} s)"
+        if r.status == "refuted":
+            moved = ", ".join(f"{p} by ({d[0]:+.4f}, {d[1]:+.4f})"
+                              for p, d in r.displacement.items())
+            if r.verdict == "pass":
+                print(f"{r.rule}({', '.join(r.parts)}) fails when displaced: {moved}")
+            else:
+                print(f"the layout passes when displaced: {moved}")
+            if a.witness is None:
+                print("witness layout (re-check it with cellspec check):")
+                print(json.dumps(r.witness))
+        if r.status == "unknown":
+            print(f"unknown: robustness to {tol} not decided: {r.reason} {summary}")
+        elif v.verdict == "pass":
+            print(f"pass (robust to {tol}) {summary}" if r.status == "proved" else
+                  f"pass, but not robust to {tol}: {r.rule} breaks {summary}")
+        elif v.verdict == "fail":
+            word = "robust" if r.status == "proved" else "not robust"
+            print(f"fail: {len(v.violations)} violation(s), {word} to {tol} {summary}")
+        else:
+            print(f"unknown: {v.reason} {summary}")
+    if r.status == "unknown" or v.verdict == "unknown":
+        return EXIT_INPUT
+    return EXIT_OK if r.ok else EXIT_FAIL

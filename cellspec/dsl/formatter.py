@@ -15,7 +15,8 @@ Canonical style
 * Indentation is 4 spaces per ``{ }`` block. In ``cell { }`` each item (``units``,
   ``workspace``, ``surface``, ``part``, ``robot``, ``default``, ``keepout``,
   ``tolerance``) gets its own line; in ``test { }`` each of ``layout``, ``order``,
-  ``expect``, ``only``; in an inline ``layout { }`` each part (``ID TYPE at (...)``).
+  ``expect``, ``robust`` (or ``not robust``), ``only``; in an inline ``layout { }``
+  each part (``ID TYPE at (...)``).
   A blank line between two items is kept (at most one); none after ``{`` or
   before ``}``. An empty block is written ``{}``. Items are joined onto one line.
 * ``rule NAME "msg" [severity X] :`` is one line. Line breaks the user wrote inside
@@ -61,11 +62,12 @@ KEYWORDS = frozenset(
 )
 _TOP = frozenset({"import", "cell", "rule", "test"})
 _CELL_ITEMS = frozenset(
-    {"units", "workspace", "surface", "part", "robot", "default", "keepout", "tolerance"}
+    {"units", "workspace", "surface", "part", "robot", "default", "keepout", "tolerance",
+     "friction"}
 )
 # Cell keywords whose next word is a user-chosen name (which may spell an item keyword).
 _NAME_SLOTS = frozenset({"surface", "part", "robot", "model", "keepout"})
-_TEST_ITEMS = frozenset({"layout", "order", "expect", "only"})
+_TEST_ITEMS = frozenset({"layout", "order", "expect", "robust", "only"})
 _BLOCKS = frozenset({"cell", "test", "layout"})
 
 _TOKEN_RE = re.compile(
@@ -201,7 +203,11 @@ class _Emitter:
             prev = self.last_sig.text if self.last_sig else ""
             return t.text in _CELL_ITEMS and prev not in _NAME_SLOTS
         if ctx == "test":
-            return t.text in _TEST_ITEMS
+            if t.text == "not":  # `not robust T` is one item
+                j = self._next_sig(i)
+                return j is not None and self.toks[j].text == "robust"
+            prev = self.last_sig.text if self.last_sig else ""
+            return t.text in _TEST_ITEMS and not (t.text == "robust" and prev == "not")
         if ctx == "layout" and t.text not in KEYWORDS:
             j1 = self._next_sig(i)
             j2 = self._next_sig(j1) if j1 is not None else None

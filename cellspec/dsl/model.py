@@ -140,6 +140,8 @@ class TestCase(_Frozen):
     expect: Literal["pass", "fail"]
     expected: tuple[Expectation, ...] = ()
     only: bool = False
+    robust: Fraction | None = None  # `robust T` / `not robust T`: the tolerance, metres
+    robust_expected: bool = True  # False for `not robust T`
     source: Source
 
 
@@ -158,6 +160,7 @@ class Cell(_Frozen):
     rules: tuple[Rule, ...]
     tests: tuple[TestCase, ...]
     source: Source
+    friction: Fraction | None = None  # `friction MU`: Coulomb coefficient (stability rule)
 
     def gripper_params(self, kind: str) -> Gripper:
         """The parameters used for a part placed with a gripper of this kind."""

@@ -38,7 +38,7 @@ from cellspec.dsl.model import (
 from cellspec.solver import ir
 
 MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
-STDLIB = ("physical",)
+STDLIB = ("physical", "stability")
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1}
@@ -358,6 +358,7 @@ class _Builder:
         keepouts: list[Zone] = []
         default: Gripper | None = None
         eps: Fraction | None = None
+        friction: Fraction | None = None
         names: dict[str, str] = {}
 
         def claim(obj: Any, name: str, what: str) -> bool:
@@ -435,6 +436,12 @@ class _Builder:
                     hi3 = tuple(rs.get(a, (-big, big))[1] for a in "xyz")
                     keepouts.append(BoxZone(name=item.name, box=Box(lo=lo3, hi=hi3),
                                             source=self.src(item)))
+            elif kind == "Friction":
+                if friction is not None:
+                    self.err(item, "friction is given twice")
+                friction = Fraction(item.mu)
+                if friction < 0:
+                    self.err(item, "friction must not be negative")
             elif kind == "Tolerance":
                 if eps is not None:
                     self.err(item, "tolerance contact is given twice")
@@ -458,6 +465,7 @@ class _Builder:
             default_gripper=default,
             keepouts=tuple(keepouts),
             epsilon=eps if eps is not None else Fraction(1, 1000),
+            friction=friction,
         )
 
     def vec(self, v: Any) -> tuple[Fraction, Fraction, Fraction]:
@@ -543,6 +551,8 @@ class _Builder:
         expect = None
         expected: list[Expectation] = []
         only = False
+        robust: Fraction | None = None
+        robust_expected = True
         layouts = 0
         for item in st.items:
             kind = type(item).__name__
@@ -591,6 +601,13 @@ class _Builder:
                                  f"here {len(e.parts)} are given")
                     expected.append(Expectation(rule=e.rule, parts=tuple(e.parts),
                                                 source=self.src(e)))
+            elif kind == "Robust":
+                if robust is not None:
+                    self.err(item, "robust is given twice")
+                robust = self.n(item.tol)
+                robust_expected = not item.negated
+                if robust < 0 or robust > Fraction(1, 10):
+                    self.err(item, "robust tolerance must be between 0 and 0.1 m")
             elif kind == "Only":
                 only = True
         if layouts == 0:
@@ -613,7 +630,8 @@ class _Builder:
             return None
         return TestCase(name=st.name, parts=tuple(parts) if parts is not None else None,
                         layout_path=layout_path, order=order, expect=expect or "pass",
-                        expected=tuple(expected), only=only, source=self.src(st))
+                        expected=tuple(expected), only=only, robust=robust,
+                        robust_expected=robust_expected, source=self.src(st))
 
 
 def _unescape(s: str) -> str:

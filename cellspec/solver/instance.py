@@ -42,6 +42,8 @@ class Instance:
     depth: int | None  # parallel finger depth, U
     off_grid: bool
     notes: tuple[str, ...] = ()
+    masses: np.ndarray | None = None  # (n,) kg; for stable(p)
+    friction: Fraction | None = None  # the cell's friction coefficient; for stable(p)
 
     @property
     def n(self) -> int:
@@ -108,7 +110,24 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
         off_grid=q.off_grid,
         notes=tuple(notes),
+        masses=_masses(cell, layout, size),
+        friction=getattr(cell, "friction", None),
     )
+
+
+def _masses(cell: Cell, layout: Layout, size: np.ndarray) -> np.ndarray:
+    """Each part's mass: its type's mass scaled by volume (a part's own size keeps the
+    type's density), else its volume times 1000 kg/m^3."""
+    vol = np.prod(size, axis=1)
+    out = vol * 1000.0
+    types = np.asarray(layout.types, dtype=object)
+    for t, pt in cell.part_types.items():
+        if pt.mass is not None:
+            rows = types == t
+            if rows.any():
+                nominal = float(pt.size[0] * pt.size[1] * pt.size[2])
+                out[rows] = float(pt.mass) * vol[rows] / nominal
+    return out
 
 
 def lin_to_int(terms: list[tuple[str, Fraction]], const_m: Fraction) -> tuple[list[int], int]:

@@ -42,6 +42,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "before": ("part", "part"),
     "flanks": ("part", "part", "axis"),
     "grounded": ("part",),
+    "stable": ("part",),
 }
 RELATION_DOCS: dict[str, str] = {
     "contact": "boxes touch or overlap: on every axis the gap is at most eps",
@@ -57,6 +58,9 @@ RELATION_DOCS: dict[str, str] = {
     "flanks": "flanks(q, p, a): q stands beside p along axis a, within the parallel gripper's "
     "finger clearance, at p's grasp height; q blocks a grip of p along a",
     "grounded": "grounded(p): p rests on one of the cell's surfaces",
+    "stable": "stable(p): p's structure is in static equilibrium: contact forces at the "
+    "corners of each contact patch, within the cell's friction, balance every part's weight "
+    "(cellspec/solver/stability.py)",
 }
 PAIR_RELATIONS = frozenset({"contact", "overlaps", "supports", "near", "flanks"})
 COLUMN_RELATIONS = frozenset({"above"})

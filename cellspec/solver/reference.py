@@ -176,6 +176,10 @@ class Reference:
         if name == "grounded":
             return any(bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
                        for z in self.inst.surfaces.values())
+        if name == "stable":
+            from cellspec.solver.stability import instance_stable
+
+            return bool(instance_stable(self.inst)[args[0]])
         raise KeyError(name)
 
     def violations(self, rule: Rule) -> list[tuple[object, ...]]:

@@ -91,6 +91,14 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
             out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
+    if prog.stable:  # static equilibrium, decided by an LP (cellspec/solver/stability.py)
+        from cellspec.solver.stability import instance_stable
+
+        mask = instance_stable(inst)
+        if perm is not None:
+            mask = mask[perm]
+        out.append("#defined stable/1.")
+        out.append(_rows("stable", np.nonzero(mask)[0][:, None]))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats

@@ -52,6 +52,7 @@ class CompiledProgram:
     default_gripper: str = "parallel"
     flanks: bool = False
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
+    stable: bool = False  # a rule uses stable/1: the backend adds its facts
 
     def margin_for(self, boxes, eps: int, opening: int | None) -> int:
         """Broad-phase margin (U) covering every relation the rules use on this layout:
@@ -316,6 +317,9 @@ class _Compiler:
         if r.name == "grounded":
             self.prog.parts.add(("surfaces",))
             return f"{neg}grounded({vs[0]})", names, set(), []
+        if r.name == "stable":  # facts computed by cellspec/solver/stability.py
+            self.prog.stable = True
+            return f"{neg}stable({vs[0]})", names, set(), []
         raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
                            "the clingo backend")
 

@@ -1,0 +1,72 @@
+"""cellspec lint: can the error rules of a cell be satisfied at all, and which fight?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.dsl.errors import CellspecError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``lint`` verb."""
+    c = sub.add_parser("lint", help="prove a cell's rules consistent, or name the conflicts",
+                       description="For each cell file, decide with Z3 whether any layout of "
+                       "the part set satisfies every error rule; if none does, print minimal "
+                       "sets of conflicting rules (file:line:col). Also warn about rules that "
+                       "can never fire and error rules implied by the others. Exit 0 clean, "
+                       "1 findings, 2 bad input or undecided (a time limit).")
+    c.add_argument("files", nargs="+", help=".cell files")
+    c.add_argument("--parts", action="append", default=None, metavar="TYPE=N",
+                   help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
+                   "inline test layout of the file)")
+    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="Z3 time limit per question in seconds (default 30)")
+    c.add_argument("--no-redundancy", action="store_true",
+                   help="skip the (slower) check for rules implied by the others")
+    c.set_defaults(func=run)
+
+
+def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
+    if not items:
+        return None
+    out: dict[str, int] = {}
+    for item in items:
+        for piece in item.split(","):
+            m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d{1,6})\s*", piece)
+            if not m:
+                raise CellspecError(f"--parts: expected TYPE=N (e.g. cube=12), got {piece!r}")
+            out[m.group(1)] = out.get(m.group(1), 0) + int(m.group(2))
+    return out
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    from cellspec.dsl.parser import load_cell
+    from cellspec.formal import lint
+
+    if not (a.timeout > 0):
+        raise CellspecError("--timeout must be a positive number of seconds")
+    parts = _parse_parts(a.parts)
+    cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
+    reports = [(f, lint(c, parts, timeout=a.timeout, redundancy=not a.no_redundancy))
+               for f, c in cells]
+    if a.format == "json":
+        print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))
+    else:
+        for f, r in reports:
+            what = ", ".join(f"{t}={n}" for t, n in sorted(r.part_set.items()))
+            for x in r.findings:
+                where = x.rules[0].source if len(x.rules) == 1 else f
+                label = {"inconsistent": "error", "unknown": "note"}.get(x.kind, "warning")
+                print(f"{where}: {label}: {x.message}")
+                for rr in x.rules if len(x.rules) > 1 else ():
+                    print(f"    {rr.source}: rule {rr.rule}")
+            print(f"{f}: {r.status} ({what}, {len(r.findings)} finding(s), {r.seconds:.2f} s)"
+                  + (f": {r.reason}" if r.reason else ""))
+    if any(r.status == "unknown" for _, r in reports):
+        return EXIT_INPUT
+    return EXIT_OK if all(r.clean for _, r in reports) else EXIT_FAIL

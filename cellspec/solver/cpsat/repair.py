@@ -1,0 +1,625 @@
+"""Minimal-change repair on the integer grid with CP-SAT.
+
+Variables are the parts' centres in 0.1 mm steps (so every repaired layout lies on the
+grid the verifier uses); boxes are ``2c - s .. 2c + s`` in units U = 0.05 mm exactly as in
+:mod:`cellspec.solver.geometry`. The standard geometric rules are encoded exactly:
+
+* ``workspace``: each box inside the workspace (eps allowed);
+* ``no_overlap``: for each pair, along some axis the overlap is at most eps;
+* ``gravity``: a part is grounded (bottom within eps of a surface) or some part supports
+  it (top meets bottom within eps, footprints overlap by more than eps);
+* ``keepout``: each box avoids every keep-out zone (box: separated by eps along some axis;
+  half-space: its extreme point stays within eps of the boundary);
+
+Each part moves with its connected structure (a rigid *shift*, one vector per structure
+of touching parts) plus an optional free move of its own. The objective is lexicographic:
+fewest parts moved, then fewest free (non-rigid) moves, then least total L1 displacement.
+A moved part gets no tolerance: its faces meet, and it stays inside, exactly; and where
+a moved part rests on another (or a moved part carries another) the upper part's centre
+lies over the supporting part's footprint, so repairs do not balance on a 1 mm ledge.
+Order rules (``support_order``, ``grip_access``) are then satisfied by re-sequencing
+(:mod:`.sequence`), keeping the layout's order when it is still valid. The result is
+re-verified with clingo; it is a success only if every error rule passes.
+
+When no repair exists, CP-SAT proves it and names the conflicting rules (an
+unsatisfiable core over one assumption literal per rule, found with a single worker).
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError
+from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
+from cellspec.layout import Layout
+from cellspec.solver import geometry as g
+from cellspec.solver.cpsat.results import Move, RepairResult
+from cellspec.solver.cpsat.sequence import order_rule_names, solve_order, with_order
+from cellspec.solver.instance import BoxU, build_instance
+
+DEFAULT_TIME_LIMIT = 10.0
+SEED = 1
+GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
+FULL_MODEL_PARTS = 80  # above this, only the structures named by violations may move
+LOOP_RULES = ("stability",)  # repaired by re-solving: an unstable structure must change
+MAX_STABILITY_ROUNDS = 8
+LOCAL_FIRST = 24  # above this, solve with those structures first, then prove on all parts
+
+
+def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
+    """The cell with extra keep-out zones (blocked regions reported by the twin or typed
+    by a user); names must be new."""
+    if not blocked:
+        return cell
+    have = {z.name for z in cell.keepouts}
+    for z in blocked:
+        if z.name in have or z.name == "workspace":
+            raise CellspecError(f"blocked region '{z.name}': the cell already has a zone of "
+                                "that name")
+        have.add(z.name)
+    return cell.model_copy(update={"keepouts": tuple(cell.keepouts) + tuple(blocked)})
+
+
+def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(boxes)
+    i, j = g.broad_phase(boxes, eps)
+    keep = g.contact(boxes[i], boxes[j], eps)
+    i, j = i[keep], j[keep]
+    m = coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
+    return connected_components(m, directed=False)[1]
+
+
+class _Geo:
+    """The CP-SAT model of the geometric rules."""
+
+    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,
+                 keep_shape: bool = False, grip_clear: bool = False,
+                 rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
+                 must_move: tuple[tuple[int, ...], ...] = ()):
+        tighten: dict[int, int] = {}
+        for group in must_move:  # each round a part was unstable tightens its support
+            for i in group:
+                tighten[i] = min(4, tighten.get(i, 0) + 1)
+        from ortools.sat.python import cp_model
+
+        self.cp = cp_model
+        inst = build_instance(cell, with_order(layout, None) if layout.order else layout)
+        self.inst = inst
+        n = inst.n
+        b = inst.boxes
+        eps = inst.eps
+        names = {r.name for r in cell.rules if r.severity == "error"}
+        self.rules = [r for r in GEOMETRY_RULES if r in names]
+        m = cp_model.CpModel()
+        self.m = m
+        self.guard: dict[str, Any] = {}
+        self.lit_rule: dict[int, str] = {}
+
+        def guard(name: str) -> list:
+            if not assumptions:
+                return []
+            if name not in self.guard:
+                lit = m.NewBoolVar(f"rule_{name}")
+                self.guard[name] = lit
+                self.lit_rule[lit.Index()] = name
+            return [self.guard[name]]
+
+        s2 = (b[:, 1::2] - b[:, 0::2])  # full size per axis, U (even)
+        self.half = s2 // 2  # half size in U = size in 0.1 mm
+        c0 = (b[:, 0::2] + b[:, 1::2]) // 2  # centre, U (even)
+        self.c0 = c0 // 2  # centre in 0.1 mm
+        ws = inst.zones["workspace"]
+        assert isinstance(ws, BoxU)
+        span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
+                for k in range(3)]
+        comp = _components(b, eps)
+        self.comp = comp
+        ncomp = int(comp.max()) + 1 if n else 0
+        mov_comp = np.zeros(ncomp, dtype=bool)
+        mov_comp[comp[movable]] = True
+        self.shift = {}
+        self.shifted = {}
+        for k in np.nonzero(mov_comp)[0].tolist():
+            self.shift[k] = [m.NewIntVar(-2 * span[a], 2 * span[a], f"T{k}{a}") for a in range(3)]
+            sh = m.NewBoolVar(f"sh{k}")
+            self.shifted[k] = sh
+            for a in range(3):
+                m.Add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
+        self.c: list[list[Any]] = []  # centre in 0.1 mm: int or var
+        self.free: dict[int, Any] = {}
+        self.moved: dict[int, Any] = {}
+        self.l1: list[Any] = []
+        for i in range(n):
+            if not movable[i]:
+                self.c.append([int(self.c0[i, a]) for a in range(3)])
+                continue
+            k = int(comp[i])
+            fr = m.NewBoolVar(f"free{i}")
+            mv = m.NewBoolVar(f"mv{i}")
+            self.free[i] = fr
+            self.moved[i] = mv
+            ci = []
+            for a in range(3):
+                f = m.NewIntVar(-2 * span[a], 2 * span[a], f"f{i}{a}")
+                m.Add(f == 0).OnlyEnforceIf(fr.Not())
+                v = m.NewIntVar(-span[a], span[a], f"c{i}{a}")
+                m.Add(v == int(self.c0[i, a]) + self.shift[k][a] + f)
+                d = m.NewIntVar(0, 4 * span[a], f"d{i}{a}")
+                m.AddAbsEquality(d, v - int(self.c0[i, a]))
+                m.Add(d == 0).OnlyEnforceIf(mv.Not())
+                self.l1.append(d)
+                ci.append(v)
+            m.AddImplication(fr, mv)
+            if rigid_only:
+                m.Add(fr == 0)
+            m.AddImplication(self.shifted[k], mv)
+            self.c.append(ci)
+        self.lo = lambda i, a: 2 * self.c[i][a] - int(self.half[i, a])  # noqa: E731
+        self.hi = lambda i, a: 2 * self.c[i][a] + int(self.half[i, a])  # noqa: E731
+        mov_idx = np.nonzero(movable)[0].tolist()
+        if "workspace" in self.rules:
+            for i in mov_idx:
+                for a in range(3):
+                    self.tight(ws.lo[a] - self.lo(i, a), guard("workspace"), (i,))
+                    self.tight(self.hi(i, a) - ws.hi[a], guard("workspace"), (i,))
+        if "keepout" in self.rules:
+            for zname in inst.keepouts:
+                z = inst.zones[zname]
+                gl = guard(f"keepout {zname}")
+                for i in mov_idx:
+                    if isinstance(z, BoxU):
+                        opts = []
+                        for a in range(3):
+                            for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
+                                lit = m.NewBoolVar("")
+                                self.tight(expr, [lit], (i,))
+                                opts.append(lit)
+                        m.AddBoolOr(opts).OnlyEnforceIf(gl)
+                    else:
+                        self._half(i, z, eps, gl)
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if movable[i] or movable[j]]
+        if "no_overlap" in self.rules:
+            gl = guard("no_overlap")
+            for i, j in pairs:
+                opts = []
+                for a in range(3):
+                    for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
+                        lit = m.NewBoolVar("")
+                        self.tight(expr, [lit], (i, j))
+                        opts.append(lit)
+                m.AddBoolOr(opts).OnlyEnforceIf(gl)
+        if "gravity" in self.rules:
+            gl = guard("gravity")
+            surf = sorted(set(inst.surfaces.values()))
+            need = set(mov_idx)
+            for i, j in pairs:
+                need.add(i)
+                need.add(j)
+            for i in sorted(need):
+                opts = []
+                done = False
+                for z in surf:
+                    lit = m.NewBoolVar("")
+                    self.tight(z - self.lo(i, 2), [lit], (i,))
+                    self.tight(self.lo(i, 2) - z, [lit], (i,))
+                    opts.append(lit)
+                for j in range(n):
+                    if j == i:
+                        continue
+                    if not movable[i] and not movable[j]:
+                        done = done or (bool(g.supports(b[j], b[i], eps))
+                                        and self._centred(i, j, tighten.get(i, 0)))
+                        continue
+                    lit = m.NewBoolVar("")
+                    self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
+                    self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
+                    for a in range(2):
+                        m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
+                        m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
+                        ctr = 2 * self.c[i][a]
+                        for t in self.changed((i, j)):  # a new support: centre over it
+                            m.Add(ctr >= self.lo(j, a)).OnlyEnforceIf([lit, t])
+                            m.Add(ctr <= self.hi(j, a)).OnlyEnforceIf([lit, t])
+                        if tighten.get(i):  # unstable before: centre well inside the support
+                            mu = tighten[i] * int(self.half[i, a]) // 4
+                            m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
+                            m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
+                    opts.append(lit)
+                if done:
+                    continue
+                m.AddBoolOr(opts).OnlyEnforceIf(gl)
+        if grip_clear:
+            self._grip_clear(movable)
+        for group in must_move[-1:]:  # the structure unstable last: something must move
+            lits = [self.moved[i] for i in group if i in self.moved]
+            if lits:
+                m.AddBoolOr(lits)
+            else:
+                m.AddBoolOr([m.NewConstant(0)])
+        # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
+        # keep_shape: free moves first (structures stay whole where geometry allows)
+        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free))
+        nf = len(self.free) + 1
+        lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
+        w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
+        m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
+                   + sum(self.l1))
+        for i in mov_idx:
+            if hint and i in hint:
+                m.AddHint(self.moved[i], 1)
+                for a in range(3):
+                    m.AddHint(self.c[i][a], hint[i][a])
+            else:
+                m.AddHint(self.moved[i], 0)
+        if assumptions:
+            m.AddAssumptions(list(self.guard.values()))
+
+    def _grip_clear(self, movable: np.ndarray) -> None:
+        """A sufficient, order-free condition for grip access: every moved part placed by
+        the parallel gripper (and every fixed one that had such an axis) keeps one lateral
+        axis with no flanking part at all, so any support order can grip it. Used when the
+        moved layout admits no order."""
+        inst, m, eps = self.inst, self.m, self.inst.eps
+        n = inst.n
+        op0 = None
+        from cellspec.solver.cpsat.sequence import order_problem
+
+        op0 = order_problem(inst)
+        par = [gk == "parallel" for gk in inst.grippers]
+        for p in range(n):
+            if not par[p]:
+                continue
+            if not movable[p] and op0.block[p][0] and op0.block[p][1]:
+                continue  # fixed and already flanked on both axes: leave it to the order
+            axes = []
+            for a, ax in enumerate("xy"):
+                o = 1 - a
+                clear = m.NewBoolVar("")
+                axes.append(clear)
+                size_a = 2 * int(self.half[p, a])
+                for q in range(n):
+                    if q == p or not (movable[p] or movable[q]):
+                        if q != p and not movable[p] and q in op0.block[p][a]:
+                            m.Add(clear == 0)
+                        continue
+                    lits = []
+                    exprs = [self.hi(q, o) - self.lo(p, o), self.hi(p, o) - self.lo(q, o),
+                             self.hi(p, 2) - self.lo(q, 2)]
+                    if inst.depth is None:
+                        exprs.append(self.hi(q, 2) - self.lo(p, 2))
+                    else:
+                        exprs.append(self.hi(q, 2) - self.hi(p, 2) + inst.depth)
+                    for e in exprs:
+                        lit = m.NewBoolVar("")
+                        m.Add(e <= eps).OnlyEnforceIf(lit)
+                        lits.append(lit)
+                    for e in (self.lo(q, a) - self.hi(p, a), self.lo(p, a) - self.hi(q, a)):
+                        lit = m.NewBoolVar("")
+                        if inst.opening is None:
+                            m.Add(e > eps).OnlyEnforceIf(lit)
+                        else:
+                            m.Add(2 * e >= inst.opening - size_a).OnlyEnforceIf(lit)
+                        lits.append(lit)
+                    m.AddBoolOr(lits).OnlyEnforceIf(clear)
+                del ax
+            m.AddBoolOr(axes)
+
+    def _centred(self, i: int, j: int, level: int) -> bool:
+        """For fixed i on fixed j: i's centre lies over j's footprint shrunk by
+        ``level`` quarters of i's half size (level 0: always true)."""
+        if not level:
+            return True
+        for a in range(2):
+            mu = level * int(self.half[i, a]) // 4
+            ctr = 2 * int(self.c[i][a])
+            if not (self.lo(j, a) + mu <= ctr <= self.hi(j, a) - mu):
+                return False
+        return True
+
+    def tight(self, expr: Any, lits: list, parts: tuple[int, ...]) -> None:
+        """``expr <= eps`` holds under ``lits``; a moved part gets no tolerance: ``expr <= 0``
+        (repairs put faces exactly together, inside, apart)."""
+        self.m.Add(expr <= self.inst.eps).OnlyEnforceIf(lits)
+        for t in self.changed(parts):
+            self.m.Add(expr <= 0).OnlyEnforceIf([*lits, t])
+
+    def changed(self, parts: tuple[int, ...]) -> list:
+        """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
+        for two parts of one structure, one of them left it (a rigid shift keeps their
+        relation, tolerance included)."""
+        if len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]:
+            return [self.free[k] for k in parts if k in self.free]
+        return [self.moved[k] for k in parts if k in self.moved]
+
+    def _half(self, i: int, z: g.HalfSpaceU, eps: int, gl: list) -> None:
+        lo = 0
+        hi = 0
+        for a in range(3):
+            c = z.coef[a]
+            if c > 0:
+                lo += c * self.lo(i, a)
+                hi += c * self.hi(i, a)
+            elif c < 0:
+                lo += c * self.hi(i, a)
+                hi += c * self.lo(i, a)
+        slack = eps * sum(abs(c) for c in z.coef)
+        if z.op in (">", ">="):
+            self.m.Add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
+        else:
+            self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
+
+    def solve(self, time_limit: float, workers: int) -> tuple[int, Any]:
+        s = self.cp.CpSolver()
+        s.parameters.max_time_in_seconds = time_limit
+        s.parameters.num_workers = workers
+        s.parameters.random_seed = SEED
+        st = s.Solve(self.m)
+        return st, s
+
+
+def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any) -> tuple[str, ...]:
+    """The rules that conflict: an unsatisfiable core over one assumption literal per rule
+    (single worker), made minimal by deletion (each rule dropped in turn; kept if the rest
+    becomes satisfiable). Empty when a limit is hit."""
+    geo = _Geo(cell, layout, movable, assumptions=True)
+    geo.m.ClearObjective()
+    st, s = geo.solve(left(), 1)
+    cp = geo.cp
+    if st != cp.INFEASIBLE:
+        return ()
+    core = [k for k in s.SufficientAssumptionsForInfeasibility() if k in geo.lit_rule]
+    lits = {lit.Index(): lit for lit in geo.guard.values()}
+    for k in list(core):
+        trial = [c for c in core if c != k]
+        geo.m.ClearAssumptions()
+        geo.m.AddAssumptions([lits[c] for c in trial])
+        st, _ = geo.solve(left(), 1)
+        if st == cp.INFEASIBLE:
+            core = trial
+        elif st != cp.OPTIMAL and st != cp.FEASIBLE:
+            break
+    return tuple(sorted(geo.lit_rule[k] for k in core))
+
+
+def _unstable_groups(cell: Cell, layout: Layout, verdict: Any) -> tuple[tuple[int, ...], ...]:
+    """The parts named by stability violations, one group per connected structure."""
+    index = {pid: i for i, pid in enumerate(layout.ids)}
+    flagged = sorted({index[p] for v in verdict.violations if v.rule in LOOP_RULES
+                      for p in v.parts})
+    if not flagged:
+        return ()
+    inst = build_instance(cell, with_order(layout, None))
+    comp = _components(inst.boxes, inst.eps)
+    groups: dict[int, list[int]] = {}
+    for i in flagged:
+        groups.setdefault(int(comp[i]), []).append(i)
+    return tuple(tuple(g_) for _, g_ in sorted(groups.items()))
+
+
+def _key(geo: _Geo, s: Any) -> tuple[int, int, int]:
+    """(parts moved, free moves, L1) of a solution."""
+    return (sum(s.Value(v) for v in geo.moved.values()),
+            sum(s.Value(v) for v in geo.free.values()), sum(s.Value(v) for v in geo.l1))
+
+
+def _solve_geo(cell: Cell, layout: Layout, movable: np.ndarray, local: np.ndarray | None,
+               keep_shape: bool, grip_clear: bool, left: Any, workers: int,
+               must_move: tuple[tuple[int, ...], ...] = ()) -> tuple[int, Any, _Geo]:
+    """Solve the placement. keep_shape: rigid shifts alone first (if they can repair, the
+    optimum has no free move, so that smaller model's optimum is the optimum). local: solve
+    with only those parts movable first, then with every part, hinted, in the time left;
+    the local answer alone is FEASIBLE (not proved minimal)."""
+
+    def stage(mask: np.ndarray, hint: dict[int, list[int]] | None):
+        if keep_shape:
+            geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=True,
+                       grip_clear=grip_clear, rigid_only=True, hint=hint, must_move=must_move)
+            st, s = geo.solve(left(), workers)
+            if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
+                return st, s, geo
+        geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=keep_shape,
+                   grip_clear=grip_clear, hint=hint, must_move=must_move)
+        st, s = geo.solve(left(), workers)
+        return st, s, geo
+
+    if local is None:
+        return stage(movable, None)
+    st_a, s_a, geo_a = stage(local, None)
+    cp = geo_a.cp
+    if st_a not in (cp.OPTIMAL, cp.FEASIBLE):
+        return stage(movable, None)
+    hint = {i: [s_a.Value(v) for v in geo_a.c[i]] for i, mv in geo_a.moved.items()
+            if s_a.Value(mv)}
+    st_b, s_b, geo_b = stage(movable, hint)
+    if st_b == cp.OPTIMAL:
+        return st_b, s_b, geo_b
+    if st_b == cp.FEASIBLE and _key(geo_b, s_b) <= _key(geo_a, s_a):
+        return cp.FEASIBLE, s_b, geo_b
+    return cp.FEASIBLE, s_a, geo_a
+
+
+def _pos_m(c01: list[int]) -> list[float]:
+    return [float(Fraction(int(v), 10000)) for v in c01]
+
+
+def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
+           blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
+           keep_shape: bool = False) -> RepairResult:
+    """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
+    free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
+    first, so structures move whole where geometry allows); then the order is kept or
+    re-sequenced. ``blocked`` adds keep-out zones (blocked regions).
+
+    If the minimal placement admits no assembly order, the placement is solved again with
+    a sufficient grip condition (each moved part keeps one lateral axis clear of
+    neighbours); that answer is at best ``feasible`` (not proved minimal)."""
+    from cellspec.solver.verify import check
+
+    t0 = time.perf_counter()
+    cell = with_blocked(cell, blocked)
+
+    reserve = min(0.2, 0.15 * time_limit)  # for building the answer and re-verifying
+
+    def left() -> float:
+        return max(0.05, time_limit - reserve - (time.perf_counter() - t0))
+
+    def done(**kw: Any) -> RepairResult:
+        return RepairResult(before=before, seconds=time.perf_counter() - t0, **kw)
+
+    before = check(cell, layout, timeout=time_limit)
+    if before.verdict == "pass":
+        return done(status="optimal", layout=layout.to_json(), already_valid=True,
+                    verdict=before)
+    if before.verdict == "unknown":
+        return done(status="unknown", reason=f"verification hit a limit: {before.reason}")
+    orules = set(order_rule_names(cell))
+    geo_bad = [v for v in before.violations if v.rule not in orules]
+    unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
+                            and v.rule not in LOOP_RULES})
+    if unknown_rules:
+        return done(status="unknown", reason="repair does not encode the rule(s) "
+                    f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, stability "
+                    "and the order rules): not repaired")
+    n = len(layout)
+    index = {pid: i for i, pid in enumerate(layout.ids)}
+    why: dict[str, list[str]] = {}
+    for v in before.violations:
+        for p in v.parts:
+            why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
+    movable = np.ones(n, dtype=bool)
+    local = None
+    status = "optimal"
+    if n > LOCAL_FIRST:
+        inst0 = build_instance(cell, layout)
+        comp = _components(inst0.boxes, inst0.eps)
+        bad = {comp[index[p]] for v in geo_bad for p in v.parts}
+        local = np.isin(comp, list(bad))
+        if n > FULL_MODEL_PARTS:
+            movable, local = local, None
+            status = "feasible"  # minimal among the violating structures only
+
+    must_move = _unstable_groups(cell, layout, before)
+    grip_clear = False
+    rounds = 0
+    while True:
+        new_pos = np.asarray(layout.pos, dtype=np.float64).copy()
+        moves: list[Move] = []
+        if must_move:
+            status = "feasible"  # stability is repaired by re-solving, not proved minimal
+        if geo_bad or grip_clear:
+            st, s, geo = _solve_geo(cell, layout, movable, local, keep_shape, grip_clear,
+                                    left, workers, must_move)
+            cp = geo.cp
+            if st not in (cp.OPTIMAL, cp.FEASIBLE):
+                if st == cp.INFEASIBLE and must_move:
+                    return done(status="unknown", reason="no placement found that also "
+                                "makes every structure stable (stability is not encoded in "
+                                "CP-SAT: unstable structures are made to change, round by round)")
+                if st == cp.INFEASIBLE and grip_clear:
+                    return done(status="unknown", reason="the minimal placement admits no "
+                                "assembly order, and no placement keeps a grip axis clear for "
+                                "every moved part")
+                if st == cp.INFEASIBLE and movable.all():
+                    core = _core(cell, layout, movable, left)
+                    rules_txt = ", ".join(core) if core else ", ".join(geo.rules)
+                    return done(status="infeasible", conflict=core, reason="no placement of "
+                                f"these parts satisfies the rules together: {rules_txt}")
+                return done(status="unknown", reason=(
+                    "no repair among the violating structures (other parts fixed)"
+                    if st == cp.INFEASIBLE else
+                    f"time limit ({time_limit:g} s) hit before a repair was found"))
+            if st == cp.FEASIBLE or grip_clear:
+                status = "feasible"
+            for i in range(n):
+                if i not in geo.moved or not s.Value(geo.moved[i]):
+                    continue
+                c_new = [s.Value(v) for v in geo.c[i]]
+                c_old = [int(v) for v in geo.c0[i]]
+                if c_new == c_old:
+                    continue
+                dst = _pos_m(c_new)
+                new_pos[i] = dst
+                pid = layout.ids[i]
+                free = bool(s.Value(geo.free[i]))
+                reason = "; ".join(why.get(pid, [])) or (
+                    "moved with its structure" if not free else
+                    "moved so the rules hold together")
+                moves.append(Move(part=pid, src=tuple(_pos_m(c_old)),  # type: ignore[arg-type]
+                                  dst=tuple(dst), how="free" if free else "shift",  # type: ignore
+                                  why=reason))
+        repaired = Layout(ids=layout.ids, types=layout.types, pos=new_pos, size=layout.size,
+                          grippers=layout.grippers, order=None, path=layout.path)
+        reordered = False
+        if layout.order is not None:
+            inst = build_instance(cell, repaired)
+            rank = {pid: k for k, pid in enumerate(layout.order)}
+            prefer = [rank[pid] for pid in layout.ids]
+            ost, steps, _, oreason, _ = solve_order(cell, inst, left(), prefer)
+            if ost == "infeasible" and not grip_clear:
+                grip_clear = True
+                continue  # try again, keeping a grip axis clear for every moved part
+            if ost != "optimal":
+                return done(status="infeasible" if ost == "infeasible" else "unknown",
+                            conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
+                            reason=f"positions repaired but no placement order: {oreason}")
+            new_order = tuple(st_.part for st_ in steps)
+            reordered = new_order != tuple(layout.order)
+            repaired = with_order(repaired, new_order)
+        after = check(cell, repaired, timeout=left())
+        if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
+                and all(v.rule in LOOP_RULES for v in after.violations)):
+            rounds += 1
+            must_move = must_move + _unstable_groups(cell, repaired, after)
+            continue
+        if after.verdict != "pass":
+            detail = (after.reason if after.verdict == "unknown" else
+                      "; ".join(f"{v.rule}({', '.join(v.parts)})" for v in after.violations[:5]))
+            return done(status="unknown", reason=f"the repaired layout does not re-verify: "
+                        f"{detail}")
+        return done(status=status, layout=repaired.to_json(), moves=tuple(moves),
+                    reordered=reordered, verdict=after)
+
+
+def parse_blocked(spec: str, name: str) -> Zone:
+    """A blocked region written like a keep-out zone, in metres: ``box x [a, b] y [c, d]``
+    (omitted axes unbounded) or a half-space such as ``x + y > 0.7``; parsed by the cell
+    grammar itself. Raises CellspecError naming the region."""
+    import tempfile
+    from pathlib import Path
+
+    from cellspec.dsl.errors import Diagnostic
+    from cellspec.dsl.parser import load_cell
+
+    body = spec.strip()
+    if not body.startswith("box") and not body.startswith(":"):
+        body = ": " + body
+    text = ("cell blocked {\n    units m\n    workspace x [-1000, 1000] y [-1000, 1000] "
+            f"z [-1000, 1000]\n    keepout {name} {body}\n}}\n")
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "blocked.cell"
+        f.write_text(text, encoding="utf-8")
+        try:
+            c = load_cell(f)
+        except CellspecError as exc:
+            msgs = "; ".join(dd.message for dd in exc.diagnostics)
+            raise CellspecError(Diagnostic("--block", 0, 0, f"blocked region {spec!r}: "
+                                           f"{msgs}")) from None
+    z = c.keepouts[0]
+    from cellspec.dsl.model import Box, Source
+
+    upd: dict[str, Any] = {"source": Source(file="--block", line=0, col=0)}
+    if isinstance(z, BoxZone):  # omitted axes: +-1000 m (the parser's +-10^6 m overflows
+        lim = Fraction(int(g.MAX_ABS_COORD_M))  # clingo's 32-bit integers)
+        upd["box"] = Box(lo=tuple(max(v, -lim) for v in z.box.lo),  # type: ignore[arg-type]
+                         hi=tuple(min(v, lim) for v in z.box.hi))  # type: ignore[arg-type]
+    return z.model_copy(update=upd)
+
+
+__all__ = ["repair", "with_blocked", "parse_blocked", "BoxZone", "HalfSpaceZone"]

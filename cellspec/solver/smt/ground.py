@@ -1,0 +1,485 @@
+"""Ground rule IR into folded formulas over symbolic part boxes.
+
+Each part's box is six linear expressions (U units, like the clingo backend and the
+reference evaluator): constants for a fixed layout, ``corner + 2*d`` for a part
+displaced by ``d`` grid steps (robust checks), ``2*X -+ size`` for a free part
+(lint). Every built-in relation is written exactly as in
+``cellspec/solver/geometry.py``, as a conjunction of difference constraints.
+
+Quantifiers follow the reference semantics (``cellspec/solver/reference.py``):
+variables of one quantifier are distinct, the outer forall chain binds distinct
+parts, a nested quantifier skips the outer parts its body mentions.
+
+Pruning: given neighbour sets (a broad phase widened by the largest possible
+displacement), a part ``q`` that is no neighbour of the already-bound parts the body
+mentions is evaluated once, generically (``Far``): every pair relation between it
+and those parts is false. When that generic value is decided (three-valued logic),
+it stands for all such parts; otherwise they are enumerated one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cellspec.dsl.model import Rule
+from cellspec.solver import geometry as g
+from cellspec.solver import ir
+from cellspec.solver.instance import BoxU, lin_to_int
+from cellspec.solver.reference import free_vars
+from cellspec.solver.smt.formula import UNK, Builder, add, const, scale
+
+PAIR_RELS = frozenset({"contact", "overlaps", "supports", "above", "near", "flanks"})
+# corner index: x0 x1 y0 y1 z0 z1
+_ATTR_COL = {"top": 5, "zmax": 5, "bottom": 4, "zmin": 4, "xmin": 0, "xmax": 1, "ymin": 2,
+             "ymax": 3}
+
+
+class LimitHit(Exception):
+    """Grounding would exceed the binding budget (the result is ``unknown``)."""
+
+
+class NotInFragment(Exception):
+    """A rule uses something this backend cannot encode (names rule and feature)."""
+
+
+@dataclass(frozen=True)
+class Far:
+    """A generic part that is no neighbour of any part in ``anchor``."""
+
+    anchor: frozenset
+
+
+@dataclass
+class Problem:
+    """What the grounder reads: symbolic boxes plus the fixed facts of the parts."""
+
+    n: int
+    corners: list  # n x 6 linear expressions (U)
+    types: tuple[str, ...]
+    grippers: tuple[str, ...]
+    eps: int
+    zones: dict
+    keepouts: tuple[str, ...]
+    surfaces: dict[str, int]
+    opening: int | None
+    depth: int | None
+    before: object  # callable (i, j) -> formula
+    neighbours: list | None = None  # list of sets, or None: every part is a neighbour
+    presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
+
+
+def pair_margin(rules, eps: int, opening: int | None, depth: int | None, min_lat: int) -> int:
+    """A broad-phase margin (U) beyond which no pair relation the rules use can hold."""
+    m = eps + 1
+    flanks = False
+    for r in rules:
+        for n in ir.walk(r.body):
+            if isinstance(n, ir.Rel):
+                if n.name == "near":
+                    m = max(m, int(g.to_u(n.args[2].value)) + 1)
+                elif n.name == "flanks":
+                    flanks = True
+    if flanks:
+        if opening is not None:
+            m = max(m, (opening - min_lat) // 2 + 1)
+        if depth is not None:
+            m = max(m, depth + 1)  # the grasp band may reach below a short part
+    return m
+
+
+class Grounder:
+    def __init__(self, prob: Problem, builder: Builder, max_bindings: int = 20_000_000):
+        self.p = prob
+        self.b = builder
+        self.max_bindings = max_bindings
+        self.bindings = 0
+        self.domains: dict[str, str] = {}
+
+    # attributes and relations ------------------------------------------------------
+    def corner(self, i, k):
+        return self.p.corners[i][k]
+
+    def attr2u(self, i: int, a: str):
+        c = self.p.corners[i]
+        if a in ("x", "y", "z"):
+            k = "xyz".index(a) * 2
+            return add(c[k], c[k + 1])
+        if a.startswith("size."):
+            k = "xyz".index(a[-1]) * 2
+            return scale(add(c[k + 1], c[k], -1), 2)
+        return scale(c[_ATTR_COL[a]], 2)
+
+    def olap_ge(self, i: int, j: int, ax: int, k: int):
+        """min(hi) - max(lo) >= k on axis ax (0, 1, 2)."""
+        b = self.b
+        ci, cj = self.p.corners[i], self.p.corners[j]
+        lo, hi = 2 * ax, 2 * ax + 1
+        return b.and_((b.ge(ci[hi], cj[lo], k), b.ge(cj[hi], ci[lo], k),
+                       b.ge(ci[hi], ci[lo], k), b.ge(cj[hi], cj[lo], k)))
+
+    def pair_rel(self, name: str, i: int, j: int, extra=None):
+        b, e = self.b, self.p.eps
+        if name == "contact":
+            return b.and_(self.olap_ge(i, j, a, -e) for a in range(3))
+        if name == "near":
+            return b.and_(self.olap_ge(i, j, a, -extra) for a in range(3))
+        if name == "overlaps":
+            return b.and_(self.olap_ge(i, j, a, e + 1) for a in range(3))
+        fp = b.and_((self.olap_ge(i, j, 0, e + 1), self.olap_ge(i, j, 1, e + 1)))
+        ci, cj = self.p.corners[i], self.p.corners[j]
+        if name == "supports":  # |j.z0 - i.z1| <= eps
+            return b.and_((b.ge(cj[4], ci[5], -e), b.ge(ci[5], cj[4], -e), fp))
+        if name == "above":  # i.z0 >= j.z1 - eps
+            return b.and_((b.ge(ci[4], cj[5], -e), fp))
+        if name == "flanks":  # flanks(q=i, p=j, axis)
+            return self.flanks(i, j, extra)
+        raise KeyError(name)
+
+    def flanks(self, q: int, p: int, axis: str):
+        b, e = self.b, self.p.eps
+        cq, cp = self.p.corners[q], self.p.corners[p]
+        other = 1 if axis == "x" else 0
+        ax = 0 if axis == "x" else 1
+        lat = self.olap_ge(q, p, other, e + 1)
+        band_lo = cp[4] if self.p.depth is None else add(cp[5], const(-self.p.depth))
+        # zo = min(q.z1, p.z1) - max(q.z0, band_lo) > eps
+        zo = b.and_((b.gt(cq[5], cq[4], e), b.gt(cq[5], band_lo, e), b.gt(cp[5], cq[4], e),
+                     b.gt(cp[5], band_lo, e)))
+        if self.p.opening is None:
+            gap = self.olap_ge(q, p, ax, -e)
+        else:
+            # -2 * olap < opening - size_a  <=>  2*(h - l) - size_a + opening > 0, all h, l
+            size_a = add(cp[2 * ax + 1], cp[2 * ax], -1)
+            his = (cq[2 * ax + 1], cp[2 * ax + 1])
+            los = (cq[2 * ax], cp[2 * ax])
+            gap = b.and_(b.le0(add(add(scale(add(h, l_, -1), -2), size_a), const(-self.p.opening
+                                                                                    + 1)))
+                         for h in his for l_ in los)
+        return b.and_((lat, zo, gap))
+
+    def zone_rel(self, name: str, i: int, zone: str):
+        b, e = self.b, self.p.eps
+        z = self.p.zones[zone]
+        c = self.p.corners[i]
+        if isinstance(z, BoxU):
+            out = []
+            for k in range(3):
+                lo, hi = c[2 * k], c[2 * k + 1]
+                if name == "inside":
+                    out.append(b.ge(lo, const(z.lo[k]), -e))
+                    out.append(b.ge(const(z.hi[k]), hi, -e))
+                else:
+                    zl, zh = const(z.lo[k]), const(z.hi[k])
+                    out.extend((b.gt(hi, lo, e), b.gt(hi, zl, e), b.gt(zh, lo, e),
+                                b.gt(zh, zl, e)))
+            return b.and_(out)
+        lo_e, hi_e = const(0), const(0)
+        for k in range(3):
+            ck = z.coef[k]
+            if ck > 0:
+                lo_e = add(lo_e, c[2 * k], ck)
+                hi_e = add(hi_e, c[2 * k + 1], ck)
+            elif ck < 0:
+                lo_e = add(lo_e, c[2 * k + 1], ck)
+                hi_e = add(hi_e, c[2 * k], ck)
+        slack = e * sum(abs(k) for k in z.coef)
+        gt_side = z.op in (">", ">=")
+        if name == "intersects":
+            if gt_side:  # hi - slack > rhs
+                return b.cmp(add(hi_e, const(-slack - z.rhs)), ">")
+            return b.cmp(add(lo_e, const(slack - z.rhs)), "<")
+        if gt_side:  # lo + slack >= rhs
+            return b.cmp(add(lo_e, const(slack - z.rhs)), ">=")
+        return b.cmp(add(hi_e, const(-slack - z.rhs)), "<=")
+
+    def on_surface(self, i: int, z: int):
+        b, e = self.b, self.p.eps
+        c0 = self.p.corners[i][4]
+        return b.and_((b.ge(c0, const(z), -e), b.ge(const(z), c0, -e)))
+
+    # evaluation --------------------------------------------------------------------------
+    def holds(self, node: ir.Node, env: dict):
+        b = self.b
+        if isinstance(node, ir.BoolConst):
+            return node.value
+        if isinstance(node, ir.Not):
+            return b.not_(self.holds(node.operand, env))
+        if isinstance(node, ir.And):
+            out = []
+            for o in node.ops:
+                f = self.holds(o, env)
+                if f is False:
+                    return False
+                out.append(f)
+            return b.and_(out)
+        if isinstance(node, ir.Or):
+            out = []
+            for o in node.ops:
+                f = self.holds(o, env)
+                if f is True:
+                    return True
+                out.append(f)
+            return b.or_(out)
+        if isinstance(node, ir.Cmp):
+            terms = [(a.attr, c) for a, c in node.expr.terms]
+            coefs, k0 = lin_to_int(terms, node.expr.const)
+            e = const(k0)
+            for (a, _), k in zip(node.expr.terms, coefs, strict=True):
+                i = env[a.var]
+                if isinstance(i, Far):
+                    return UNK
+                e = add(e, self.attr2u(i, a.attr), k)
+            return b.cmp(e, node.op)
+        if isinstance(node, ir.SymEq):
+            i = env[node.var]
+            if isinstance(i, Far):
+                return UNK
+            val = self.p.types[i] if node.attr == "type" else self.p.grippers[i]
+            return (val == node.value) == node.equal
+        if isinstance(node, ir.Rel):
+            return self.rel(node, env)
+        if isinstance(node, ir.Quant):
+            return self.quant(node, env)
+        if isinstance(node, ir.CountCmp):
+            items = self.count_items(node.vars, node.domain, node.unordered, node.body, env,
+                                     set(), -1)
+            return b.count(items, node.op, node.n)
+        raise NotInFragment(f"cannot encode {type(node).__name__}")
+
+    def rel(self, node: ir.Rel, env: dict):
+        name = node.name
+        args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
+        fars = [a for a in args if isinstance(a, Far)]
+        if fars:
+            if name in PAIR_RELS:
+                far = fars[0]
+                other = args[1] if args[0] is far else args[0]
+                if isinstance(other, int) and other in far.anchor:
+                    return False
+            return UNK
+        if name in ("contact", "overlaps", "supports", "above"):
+            return self.pair_rel(name, args[0], args[1])
+        if name == "near":
+            return self.pair_rel("near", args[0], args[1], int(g.to_u(args[2].value)))
+        if name == "flanks":
+            return self.pair_rel("flanks", args[0], args[1], args[2].name)
+        if name == "before":
+            return self.p.before(args[0], args[1])
+        if name in ("inside", "intersects"):
+            z = args[1] if isinstance(args[1], str) else args[1].name
+            return self.zone_rel(name, args[0], z)
+        if name == "on":
+            return self.on_surface(args[0], self.p.surfaces[args[1].name])
+        if name == "grounded":
+            return self.b.or_(self.on_surface(args[0], z) for z in self.p.surfaces.values())
+        raise NotInFragment(f"relation {name} is not supported by the Z3 backend")
+
+    # quantifiers ---------------------------------------------------------------------------
+    def _present(self, i: int):
+        return ("bool", ("present", i))
+
+    def _tick(self, k: int = 1) -> None:
+        self.bindings += k
+        if self.bindings > self.max_bindings:
+            raise LimitHit(f"grounding needs more than {self.max_bindings} bindings")
+
+    def _candidates(self, q_domain_vars, body, env, taken: set, prev: int, unordered: bool):
+        """(candidate parts to enumerate, far parts as a list or None, anchor)."""
+        n = self.p.n
+        used = free_vars(body)
+        excl = {env[v] for v in used if v in env and self.domains.get(v) == "part"
+                and isinstance(env[v], int)} | taken
+        lo = prev + 1 if unordered else 0
+        anchor = frozenset(excl)
+        if self.p.neighbours is None or not anchor:
+            return [k for k in range(lo, n) if k not in excl], [], anchor
+        cand: set = set()
+        for a in anchor:
+            cand |= self.p.neighbours[a]
+        cand = sorted(k for k in cand if k >= lo and k not in excl)
+        far_count = (n - lo) - sum(1 for k in excl if k >= lo) - len(cand)
+        if far_count <= 0:
+            return cand, [], anchor
+        return cand, None, anchor  # far: computed lazily (only when needed)
+
+    def _far_list(self, cand: list, excl_anchor, lo: int) -> list:
+        s = set(cand)
+        return [k for k in range(lo, self.p.n) if k not in s and k not in excl_anchor]
+
+    def quant(self, node: ir.Quant, env: dict):
+        if node.domain == "keepout":
+            return self._quant_zones(node, env)
+        for v in node.vars:
+            self.domains[v] = "part"
+        return self._quant_rec(node, 0, env, set(), -1)
+
+    def _quant_zones(self, node: ir.Quant, env: dict):
+        import itertools
+
+        for v in node.vars:
+            self.domains[v] = "keepout"
+        fs = []
+        for combo in itertools.product(self.p.keepouts, repeat=len(node.vars)):
+            self._tick()
+            fs.append(self.holds(node.body, {**env, **dict(zip(node.vars, combo, strict=True))}))
+        return self.b.or_(fs) if node.kind == "exists" else self.b.and_(fs)
+
+    def _quant_rec(self, node: ir.Quant, k: int, env: dict, taken: set, prev: int):
+        b = self.b
+        exists = node.kind == "exists"
+        v = node.vars[k]
+        last = k == len(node.vars) - 1
+        body = node.body
+        # the body as seen by this variable: the rest of the quantifier's variables too
+        sub = body if last else ir.Quant(node.kind, node.vars[k + 1:], node.domain,
+                                         node.unordered, body)
+
+        def inner(e2, taken2, idx):
+            if last:
+                return self.holds(body, e2)
+            return self._quant_rec(node, k + 1, e2, taken2, idx)
+
+        if any(isinstance(env.get(w), Far) for w in free_vars(sub)):
+            # inside a generic evaluation: this quantifier would have to skip the part the
+            # generic one stands for, which it cannot know; undecided (the caller enumerates)
+            return UNK
+        cand, far, anchor = self._candidates(node.vars, sub, env, taken, prev, node.unordered)
+        fs = []
+        lo = prev + 1 if node.unordered else 0
+        if far is None:
+            gen = inner({**env, v: Far(anchor)}, taken, prev)
+            if gen is UNK or (node.unordered and not last):
+                cand = [c for c in range(lo, self.p.n) if c not in anchor]
+            else:
+                self._tick()
+                if self.p.presence:
+                    pres = [self._present(c) for c in self._far_list(cand, anchor, lo)]
+                    if exists:
+                        fs.append(b.and_((gen, b.or_(pres))))
+                    else:
+                        fs.append(b.or_((gen, b.and_(b.not_(x) for x in pres))))
+                else:
+                    fs.append(gen)
+        for c in cand:
+            self._tick()
+            f = inner({**env, v: c}, taken | {c}, c)
+            if self.p.presence:
+                f = b.and_((self._present(c), f)) if exists else b.or_((b.not_(self._present(c)),
+                                                                        f))
+            if exists and f is True:
+                return True
+            if not exists and f is False:
+                return False
+            fs.append(f)
+        return b.or_(fs) if exists else b.and_(fs)
+
+    def count_items(self, vars_, domain, unordered, body, env, taken, prev) -> list:
+        """(formula, weight) pairs whose weights sum to the count."""
+        import itertools
+
+        b = self.b
+        if domain == "keepout":
+            for v in vars_:
+                self.domains[v] = "keepout"
+            out = []
+            for combo in itertools.product(self.p.keepouts, repeat=len(vars_)):
+                self._tick()
+                out.append((self.holds(body, {**env, **dict(zip(vars_, combo, strict=True))}), 1))
+            return out
+        for v in vars_:
+            self.domains[v] = "part"
+        v = vars_[0]
+        rest = vars_[1:]
+        sub = body if not rest else ir.CountCmp(rest, domain, unordered, body, ">=", 0)
+        if any(isinstance(env.get(w), Far) for w in free_vars(sub)):
+            return [(UNK, 1)]  # see _quant_rec: undecided inside a generic evaluation
+        lo = prev + 1 if unordered else 0
+        cand, far, anchor = self._candidates(vars_, sub, env, taken, prev, unordered)
+        out: list = []
+        if far is None:
+            if rest:
+                cand = [c for c in range(lo, self.p.n) if c not in anchor]
+            else:
+                gen = self.holds(body, {**env, v: Far(anchor)})
+                if gen is UNK:
+                    cand = [c for c in range(lo, self.p.n) if c not in anchor]
+                else:
+                    self._tick()
+                    fl = self._far_list(cand, anchor, lo)
+                    if self.p.presence:
+                        out.extend((b.and_((gen, self._present(c))), 1) for c in fl)
+                    else:
+                        out.append((gen, len(fl)))
+        for c in cand:
+            self._tick()
+            e2 = {**env, v: c}
+            if rest:
+                items = self.count_items(rest, domain, unordered, body, e2, taken | {c}, c)
+            else:
+                items = [(self.holds(body, e2), 1)]
+            if self.p.presence:
+                items = [(b.and_((self._present(c), f)), w) for f, w in items]
+            out.extend(items)
+        return out
+
+    # rule instances ---------------------------------------------------------------------------
+    def instances(self, rule: Rule) -> list[tuple[tuple, object]]:
+        """[(binding, formula that the rule HOLDS at that binding)] for every binding of the
+        outer forall chain whose formula is not the constant True."""
+        chain, body = ir.top_foralls(rule.body)
+        self.domains = {}
+        for q in chain:
+            for v in q.vars:
+                self.domains[v] = q.domain
+        for n in ir.walk(rule.body):
+            if isinstance(n, ir.Quant | ir.CountCmp):
+                for v in n.vars:
+                    self.domains.setdefault(v, n.domain)
+        flat: list[tuple[str, str, bool, int]] = []  # (var, domain, unordered, group)
+        for gi, q in enumerate(chain):
+            for v in q.vars:
+                flat.append((v, q.domain, q.unordered, gi))
+        out: list[tuple[tuple, object]] = []
+        order = [v for v, *_ in flat]
+        b = self.b
+
+        def rec(k: int, env: dict, prev: int):
+            if k == len(flat):
+                f = self.holds(body, env)
+                if f is not True:
+                    if self.p.presence:
+                        guard = [self._present(env[v]) for v in order
+                                 if self.domains[v] == "part"]
+                        f = b.or_((b.not_(b.and_(guard)), f))
+                        if f is True:
+                            return
+                    out.append((tuple(env[v] for v in order), f))
+                return
+            v, dom, unordered, gi = flat[k]
+            if dom == "keepout":
+                for z in self.p.keepouts:
+                    self._tick()
+                    rec(k + 1, {**env, v: z}, prev)
+                return
+            same_group = k > 0 and flat[k - 1][3] == gi and unordered
+            lo = prev + 1 if same_group else 0
+            taken = {env[w] for w, d, *_ in flat[:k] if d == "part"}
+            rest_body = body if k == len(flat) - 1 else None
+            cand = None
+            if self.p.neighbours is not None and taken and rest_body is not None:
+                # the last variable: parts far from every bound part, judged once
+                anchor = frozenset(taken)
+                c: set = set()
+                for a in anchor:
+                    c |= self.p.neighbours[a]
+                gen = self.holds(body, {**env, v: Far(anchor)})
+                if gen is True:
+                    cand = sorted(x for x in c if x >= lo and x not in taken)
+            if cand is None:
+                cand = [x for x in range(lo, self.p.n) if x not in taken]
+            for x in cand:
+                self._tick()
+                rec(k + 1, {**env, v: x}, x)
+
+        rec(0, {}, -1)
+        return out
