@@ -173,3 +173,23 @@ def test_empty_and_binary_files(tmp_path: Path) -> None:
     p.write_bytes(b"\x00\xff\xfe garbage")
     with pytest.raises(CellspecError, match="not UTF-8"):
         cellspec.load_cell(str(p))
+
+
+def test_keepout_with_omitted_axis_is_unbounded_and_exact(tmp_path: Path) -> None:
+    # regression: an omitted axis was bounded at 1e6 m, overflowing clingo's 32-bit ints
+    from cellspec.layout import layout_from_obj
+
+    cell = load(tmp_path, """import physical
+cell c { workspace x [0, 1] y [0, 1] z [0, 1] surface table z 0
+         part cube size (0.05, 0.05, 0.05)
+         keepout blocked box x [0.40, 0.50] y [0.225, 0.325] }
+""")
+    lay = layout_from_obj({"parts": [{"id": "a", "type": "cube", "pos": [0.40, 0.275, 0.025]}]})
+    for backend in ("clingo", "reference"):
+        v = cellspec.check(cell, lay, backend=backend)
+        assert [(x.rule, x.parts) for x in v.violations] == [("keepout", ("a",))], backend
+
+
+def test_absurd_cell_coordinates_rejected(tmp_path: Path) -> None:
+    errs = errors(tmp_path, "cell c { workspace x [0, 1e9] y [0, 1] z [0, 1] }\n")
+    assert any("absurd" in e for e in errs)

@@ -36,8 +36,10 @@ from cellspec.dsl.model import (
     Zone,
 )
 from cellspec.solver import ir
+from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 
 MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
+MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STDLIB = ("physical", "stability")
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -280,6 +282,13 @@ class _Builder:
     def n(self, text: str) -> Fraction:
         return _num(text, self.cur.scale if self.cur else Fraction(1))
 
+    def length(self, obj: Any, text: str) -> Fraction:
+        """A cell length; absurd magnitudes are an error (they would overflow the grid)."""
+        v = self.n(text)
+        if abs(v) > MAX_CELL_COORD_M:
+            self.err(obj, f"{text} is absurd for a cell (at most {MAX_CELL_COORD_M} m)")
+        return v
+
     # -- top level -----------------------------------------------------------
     def build(self, main_key: Path) -> Cell:
         cells: list[tuple[_File, Any]] = []
@@ -381,7 +390,7 @@ class _Builder:
                     continue
                 ws_seen = item
                 for r in item.ranges:
-                    lo, hi = self.n(r.lo), self.n(r.hi)
+                    lo, hi = self.length(r, r.lo), self.length(r, r.hi)
                     if r.axis in ws:
                         self.err(r, f"workspace axis {r.axis} is given twice")
                     elif lo >= hi:
@@ -389,7 +398,7 @@ class _Builder:
                     ws[r.axis] = (lo, hi)
             elif kind == "Surface":
                 if claim(item, item.name, "surface"):
-                    surfaces.append(Surface(name=item.name, z=self.n(item.z),
+                    surfaces.append(Surface(name=item.name, z=self.length(item, item.z),
                                             source=self.src(item)))
             elif kind == "PartType":
                 size = self.vec(item.size)
@@ -425,13 +434,15 @@ class _Builder:
                 else:
                     rs: dict[str, tuple[Fraction, Fraction]] = {}
                     for r in item.ranges:
-                        lo, hi = self.n(r.lo), self.n(r.hi)
+                        lo, hi = self.length(r, r.lo), self.length(r, r.hi)
                         if r.axis in rs:
                             self.err(r, f"keep-out axis {r.axis} is given twice")
                         if lo >= hi:
                             self.err(r, f"keep-out {r.axis} range is empty: {r.lo} >= {r.hi}")
                         rs[r.axis] = (lo, hi)
-                    big = Fraction(10**6)
+                    # an omitted axis is unbounded: beyond any part a layout may hold, and
+                    # small enough for clingo's 32-bit integers
+                    big = Fraction(int(MAX_ABS_COORD_M + MAX_SIZE_M) + 1)
                     lo3 = tuple(rs.get(a, (-big, big))[0] for a in "xyz")
                     hi3 = tuple(rs.get(a, (-big, big))[1] for a in "xyz")
                     keepouts.append(BoxZone(name=item.name, box=Box(lo=lo3, hi=hi3),
