@@ -66,7 +66,7 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
         out.append(f"part(0..{n - 1}).")
     idx = np.arange(n, dtype=np.int64)[:, None]
     out.append(_rows("box", np.hstack([idx, boxes])))
-    margin = prog.margin_for(boxes, inst.eps, inst.opening)
+    margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
     i, j = g.broad_phase(boxes, margin)
     out.append(_rows("cand", np.stack([i, j], axis=1)))
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
@@ -123,7 +123,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     except g.TooDense as exc:
         return BackendResult("unknown", reason=(
             f"the layout has more than {exc.limit} pairs of parts within "
-            f"{prog.margin_for(inst.boxes, inst.eps, inst.opening) * float(g.U):.4f} m of each "
+            f"{prog.margin_for(inst.boxes, inst.eps, inst.opening, inst.depth) * float(g.U):.4f}"
+            " m of each "
             "other: far denser than a buildable cell (many parts at the same place?)"))
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(["--warn=none"])

@@ -54,18 +54,20 @@ class CompiledProgram:
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
     stable: bool = False  # a rule uses stable/1: the backend adds its facts
 
-    def margin_for(self, boxes, eps: int, opening: int | None) -> int:
+    def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
         """Broad-phase margin (U) covering every relation the rules use on this layout:
-        eps, the largest near() distance, and the widest finger clearance
-        (opening - smallest lateral part size) / 2."""
+        eps, the largest near() distance, the widest finger clearance
+        (opening - smallest lateral part size) / 2, and how far fingers deeper than a
+        part reach below it (depth - smallest height)."""
         m = max(self.margin, eps)
         if self.flanks and len(boxes):
-            if opening is None:
-                m = max(m, eps)
-            else:
+            if opening is not None:
                 smallest = int(min((boxes[:, 1] - boxes[:, 0]).min(),
                                    (boxes[:, 3] - boxes[:, 2]).min()))
                 m = max(m, (opening - smallest) // 2 + 1)
+            if depth is not None:
+                lowest = int((boxes[:, 5] - boxes[:, 4]).min())
+                m = max(m, depth - lowest + 1)
         return m
 
 
