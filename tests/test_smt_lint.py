@@ -116,3 +116,24 @@ rule r "{p}" : forall p: p.top <= 0.2
 """)
     r = cli("lint", p2)
     assert r.returncode == 2 and "--parts" in r.stderr
+
+
+def test_z3_example_when_no_grid_works(tmp_path):
+    # every grounded cube must carry another: a flat grid never passes, Z3 builds stacks
+    cell, _ = _cell(tmp_path, """\
+import physical
+cell c {
+    workspace x [0, 0.5] y [0, 0.5] z [0, 0.3]
+    surface table z 0
+    part cube size (0.05, 0.05, 0.05)
+    default gripper parallel opening 0.07 depth 0.02
+}
+rule carry "{p} carries nothing" : forall p: grounded(p) implies exists q: supports(p, q)
+""")
+    from cellspec.formal import _grid_example
+
+    assert _grid_example(cell, ("cube",) * 4) is None
+    r = lint(cell, {"cube": 4})
+    assert r.status == "consistent"
+    v = check(cell, layout_from_obj(r.example))
+    assert v.verdict == "pass", v.violations

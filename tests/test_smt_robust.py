@@ -265,3 +265,68 @@ def test_robust_scenarios_pass(cli):
     r = cli("test", STATION.parent.parent / "scenarios" / "robust.cell")
     assert r.returncode == 0, r.stdout
     assert "6 passed, 0 failed" in r.stdout
+
+
+@pytest.mark.slow
+def test_property_features_cell_random_layouts(features_cell):
+    """Every language feature (count, nested quantifiers, zones, half-spaces, surfaces):
+    proved verdicts survive sampled displacements, witnesses change the verdict."""
+    from hypothesis import given, settings
+    from test_differential import SETTINGS, layouts, to_obj
+
+    rng = np.random.default_rng(11)
+    seen = {"proved": 0, "refuted": 0}
+
+    @settings(max_examples=150, **SETTINGS)
+    @given(layouts(max_parts=5))
+    def run(case):
+        parts, order = case
+        layout = layout_from_obj(to_obj(parts, order), "<random>")
+        tol = float(rng.choice([0.0005, 0.001, 0.002]))
+        # one or two rules at a time, so that passes and fails both occur
+        errs = [r for r in features_cell.rules if r.severity == "error"]
+        pick = rng.choice(len(errs), int(rng.integers(1, 3)), replace=False)
+        cell = features_cell.model_copy(update={"rules": tuple(errs[k] for k in sorted(pick))})
+        r = prove_robust(cell, layout, tol)
+        assert r.status in ("proved", "refuted"), r.reason
+        seen[r.status] += 1
+        inst = build_instance(cell, layout)
+        rules = _error_rules(cell, layout)
+        nominal_fail = r.verdict == "fail"
+        if r.status == "refuted":
+            w = build_instance(cell, layout_from_obj(r.witness))
+            assert _fails(cell, w, rules) != nominal_fail
+            return
+        t = r.steps
+        for _ in range(40):
+            dx = rng.integers(-t, t + 1, inst.n)
+            dy = rng.integers(-t, t + 1, inst.n)
+            b = inst.boxes.copy()
+            b[:, 0:2] += 2 * dx[:, None]
+            b[:, 2:4] += 2 * dy[:, None]
+            assert _fails(cell, dataclasses.replace(inst, boxes=b), rules) == nominal_fail, \
+                f"breaks at dx={dx.tolist()} dy={dy.tolist()}"
+
+    run()
+    assert seen["proved"] >= 5 and seen["refuted"] >= 3, seen
+
+
+def test_time_limit_gives_unknown_never_proved(tmp_path):
+    """A robust check that cannot finish within its limit says unknown, with the reason."""
+    p = tmp_path / "big.cell"
+    p.write_text("import physical\ncell big {\n    workspace x [0, 4] y [0, 4] z [0, 0.3]\n"
+                 "    surface table z 0\n    part cube size (0.05, 0.05, 0.05)\n"
+                 "    default gripper parallel opening 0.07 depth 0.02\n}\n")
+    cell = cellspec.load_cell(str(p))
+    parts = []
+    for u in range(100):  # bridges: a roof on two pillars, 2.5 mm overlap each (needs Z3)
+        i, j = divmod(u, 10)
+        x0, y = 0.1 + i * 0.16, round(0.1 + j * 0.065, 4)
+        parts += [{"id": f"l{u}", "type": "cube", "pos": [round(x0, 4), y, 0.025]},
+                  {"id": f"r{u}", "type": "cube", "pos": [round(x0 + 0.095, 4), y, 0.025]},
+                  {"id": f"t{u}", "type": "cube", "pos": [round(x0 + 0.0475, 4), y, 0.075]}]
+    obj = {"parts": parts, "order": [q["id"] for q in sorted(parts, key=lambda q: q["pos"][2])]}
+    layout = layout_from_obj(obj)
+    assert prove_robust(cell, layout, 0.001).status == "proved"
+    r = prove_robust(cell, layout, 0.001, timeout=0.001)
+    assert r.status == "unknown" and r.reason and not r.ok

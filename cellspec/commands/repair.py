@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--keep-shape", action="store_true",
                    help="prefer moving whole structures rigidly over moving fewer parts "
                    "(blocked-region recovery: shift and flatten only where needed)")
+    c.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="CP-SAT workers (default 1: deterministic; more often prove "
+                   "minimality sooner, but equally good repairs may then differ run to run)")
     c.add_argument("--format", choices=("pretty", "json"), default="pretty")
     c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                    help="solver time limit in seconds (default 10)")
@@ -45,11 +48,13 @@ def run(a: argparse.Namespace) -> int:
 
     if not (a.time_limit > 0):
         raise CellspecError("--time-limit must be a positive number of seconds")
+    if a.workers < 1:
+        raise CellspecError("--workers must be at least 1")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
     r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
-               keep_shape=a.keep_shape)
+               keep_shape=a.keep_shape, workers=a.workers)
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
