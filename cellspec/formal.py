@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver import geometry as g
@@ -392,8 +392,9 @@ MAX_CONFLICTS = 5
 def lint_part_set(cell: Cell, parts: dict[str, int] | None) -> dict[str, int]:
     """The part set to lint with: the one given, else the largest test layout of the file."""
     if not cell.part_types:
-        raise CellspecError(f"{cell.source}: cell '{cell.name}' defines no part types; lint "
-                            "needs parts to place")
+        raise CellspecError(Diagnostic(cell.source.file, cell.source.line, cell.source.col,
+                                       f"cell '{cell.name}' defines no part types; lint needs "
+                                       "parts to place"))
     if parts:
         bad = [t for t in parts if t not in cell.part_types]
         if bad:
@@ -413,8 +414,9 @@ def lint_part_set(cell: Cell, parts: dict[str, int] | None) -> dict[str, int]:
         if sum(counts.values()) > sum(best.values()):
             best = counts
     if not best:
-        raise CellspecError(f"{cell.source}: no part set to lint with: give --parts TYPE=N "
-                            "(e.g. --parts cube=12) or add a test with an inline layout")
+        raise CellspecError(Diagnostic(cell.source.file, cell.source.line, cell.source.col,
+                                       "no part set to lint with: give --parts TYPE=N (e.g. "
+                                       "--parts cube=12) or add a test with an inline layout"))
     return best
 
 
