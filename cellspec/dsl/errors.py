@@ -21,7 +21,7 @@ class Diagnostic:
     message: str
 
     def __str__(self) -> str:
-        where = self.file or "<input>"
+        where = self.file or "cellspec"  # usage errors name no file
         if self.line:
             where += f":{self.line}:{self.col}"
         return f"{where}: error: {self.message}"
