@@ -1,7 +1,7 @@
 """cellspec: declarative rules for robot work cells, decided by solvers.
 
 Public API: :func:`load_cell`, :func:`load_layout`, :func:`check`, :func:`plan`,
-:func:`repair`, :func:`prove_robust`, :func:`explain`, :func:`lint`.
+:func:`repair`, :func:`generate`, :func:`prove_robust`, :func:`explain`, :func:`lint`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ __all__ = ["load_cell", "load_layout", "check", "plan", "repair", "generate", "p
            "explain", "lint", "CellspecError", "__version__"]
 
 if TYPE_CHECKING:
+    from cellspec.dsl.design import DesignSpec
     from cellspec.dsl.model import Cell
     from cellspec.layout import Layout
+    from cellspec.solver.cpsat.generate import GenerateResult
     from cellspec.solver.cpsat.results import PlanResult, RepairResult
     from cellspec.solver.result import Verdict
     from cellspec.solver.smt.result import Explanation, LintReport, RobustResult
@@ -65,11 +67,19 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = 10.0,
     return _repair(cell, layout, time_limit=time_limit, blocked=zones, keep_shape=keep_shape)
 
 
-def generate(cell: Cell, spec: object) -> None:
-    """Not implemented yet: always raises CellspecError (see ``cellspec generate``)."""
-    from cellspec.commands.generate import NOT_IMPLEMENTED
+def generate(cell: Cell, spec: DesignSpec | str, *, design: str | None = None,
+             time_limit: float = 10.0) -> GenerateResult:
+    """Build a design (a DesignSpec, or the path of a .cell file holding designs; ``design``
+    picks one of several) with CP-SAT so every error rule of the cell holds, ordered by the
+    sequencer and re-verified with clingo; frozen GenerateResult (``infeasible`` with the
+    reason when the spec cannot be built in the cell)."""
+    from cellspec.dsl.design import DesignSpec as _Spec
+    from cellspec.dsl.design import load_designs, pick_design
+    from cellspec.solver.cpsat.generate import generate as _generate
 
-    raise CellspecError(NOT_IMPLEMENTED)
+    if not isinstance(spec, _Spec):
+        spec = pick_design(load_designs(spec), design, str(spec))
+    return _generate(cell, spec, time_limit=time_limit)
 
 
 def prove_robust(cell: Cell, layout: Layout, tolerance: float, *, timeout: float | None = 60.0

@@ -96,7 +96,7 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return line, col
 
 
-_STATEMENT_START = re.compile(r"^(import|cell|rule|test)\b", re.M)
+_STATEMENT_START = re.compile(r"^(import|cell|rule|test|design)\b", re.M)
 
 
 def parse_text(text: str, shown: str) -> Any:
