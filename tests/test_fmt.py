@@ -361,3 +361,13 @@ def test_shipped_rule_files_are_canonical() -> None:
     for f in files:
         text = f.read_text(encoding="utf-8")
         assert format_source(text) == text, f"{f} is not canonical: run `cellspec fmt {f}`"
+
+
+def test_design_blocks_format_canonically() -> None:
+    messy = ("design d {tower( n = 3 ) at(0.40,0.20) [max height 0.2 , count 3]\n"
+             "  wall(width=3,height=2,along=x) at (0.3, -0.1)\n keep clear :x + y > 1.1 }")
+    want = ("design d {\n    tower(n=3) at (0.40, 0.20) [max height 0.2, count 3]\n"
+            "    wall(width=3, height=2, along=x) at (0.3, -0.1)\n"
+            "    keep clear : x + y > 1.1\n}\n")
+    assert format_source(messy) == want
+    assert format_source(want) == want

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DATA, STATION, run_cellspec
+from conftest import STATION, run_cellspec
 
 import cellspec
 from cellspec.dsl.design import load_designs
 from cellspec.layout import layout_from_obj
 from cellspec.solver.cpsat.generate import generate
 
-DESIGNS = DATA / "designs.cell"
+DESIGNS = Path(__file__).resolve().parent.parent / "rules" / "scenarios" / "designs.cell"
 KINDS = {"tower3": 3, "wall_y": 6, "pyramid10": 10, "staircase10": 10, "bridge7": 7,
          "arch7": 7, "canopy21": 21, "enclosure16": 16, "block12": 12, "packing12": 12,
          "packing_flat": 8, "yard": 14}

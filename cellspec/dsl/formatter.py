@@ -58,9 +58,9 @@ INDENT = "    "
 
 KEYWORDS = frozenset(
     "import cell rule test forall exists in and or not implies severity expect pass fail "
-    "only layout order at size true false count".split()
+    "only layout order at size true false count design".split()
 )
-_TOP = frozenset({"import", "cell", "rule", "test"})
+_TOP = frozenset({"import", "cell", "rule", "test", "design"})
 _CELL_ITEMS = frozenset(
     {"units", "workspace", "surface", "part", "robot", "default", "keepout", "tolerance",
      "friction"}
@@ -68,7 +68,9 @@ _CELL_ITEMS = frozenset(
 # Cell keywords whose next word is a user-chosen name (which may spell an item keyword).
 _NAME_SLOTS = frozenset({"surface", "part", "robot", "model", "keepout"})
 _TEST_ITEMS = frozenset({"layout", "order", "expect", "robust", "only"})
-_BLOCKS = frozenset({"cell", "test", "layout"})
+_BLOCKS = frozenset({"cell", "test", "layout", "design"})
+# words that start a design-level constraint item
+_DESIGN_ITEMS = frozenset({"count", "max", "inside", "symmetric", "keep"})
 
 _TOKEN_RE = re.compile(
     r"""
@@ -78,7 +80,7 @@ _TOKEN_RE = re.compile(
     |(?P<str>"(?:\\"|[^"])*"|'(?:\\'|[^'])*')
     |(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)
     |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
-    |(?P<op><=|>=|==|!=|<|>|\+|-|\*)
+    |(?P<op><=|>=|==|!=|=|<|>|\+|-|\*)
     |(?P<punct>[:,.()\[\]{}])
     """,
     re.VERBOSE,
@@ -154,6 +156,7 @@ class _Emitter:
         self.prev_stmt: str | None = None
         self.after_top_comment = False
         self.stack: list[str] = []
+        self.depth = 0  # nesting of ( and [ (design items start only outside them)
         self.rule_body = False
         self.cell_item: str | None = None
         self.halfspace = False
@@ -208,6 +211,12 @@ class _Emitter:
                 return j is not None and self.toks[j].text == "robust"
             prev = self.last_sig.text if self.last_sig else ""
             return t.text in _TEST_ITEMS and not (t.text == "robust" and prev == "not")
+        if ctx == "design":
+            if self.depth:
+                return False  # inside a structure's ( ) or [ ]
+            j1 = self._next_sig(i)
+            nxt = self.toks[j1].text if j1 is not None else ""
+            return t.text in _DESIGN_ITEMS or (nxt == "(" and t.text not in KEYWORDS)
         if ctx == "layout" and t.text not in KEYWORDS:
             j1 = self._next_sig(i)
             j2 = self._next_sig(j1) if j1 is not None else None
@@ -326,12 +335,17 @@ class _Emitter:
             if raw_indent:
                 self.cur = " " * raw_indent
 
-        glue_before = text in (",", ")", "]", ".")
-        glue_after = text in ("(", "[", ".")
+        glue_before = text in (",", ")", "]", ".", "=")
+        glue_after = text in ("(", "[", ".", "=")
+        if text in ("(", "["):
+            self.depth += 1
+        elif text in (")", "]"):
+            self.depth = max(0, self.depth - 1)
         if text == ":":
             header = (self.stmt == "rule" and not self.rule_body and not self.stack) or (
                 ctx == "cell" and self.cell_item == "keepout"
-            )
+            ) or (self.stmt == "design" and self.last_sig is not None
+                  and self.last_sig.text in ("clear", "of"))
             glue_before = not header
             if self.stmt == "rule" and not self.stack:
                 self.rule_body = True
@@ -354,7 +368,7 @@ class _Emitter:
         self.glue = glue_after
 
         if text == "{":
-            if self.stmt in ("cell", "test") and not self.stack:
+            if self.stmt in ("cell", "test", "design") and not self.stack:
                 kind = self.stmt
             elif ctx == "test" and self.last_sig is not None and self.last_sig.text == "layout":
                 kind = "layout"
@@ -381,7 +395,8 @@ class _Emitter:
         self.block_fresh = False
 
     def _binary_sign(self, ctx: str | None) -> bool:
-        in_expr = (self.stmt == "rule" and self.rule_body) or (ctx == "cell" and self.halfspace)
+        in_expr = ((self.stmt == "rule" and self.rule_body) or (ctx == "cell" and self.halfspace)
+                   or self.stmt == "design")
         p = self.last_sig
         if not in_expr or p is None:
             return False
