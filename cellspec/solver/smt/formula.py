@@ -131,46 +131,35 @@ class Builder:
         return ("not", f)
 
     @staticmethod
-    def and_(ops: Iterable):
+    def _fold(ops: Iterable, tag: str, absorbing: bool):
+        """Fold a conjunction (tag "and", absorbing False) or a disjunction ("or", True):
+        constants simplify, nested same-tag nodes flatten, UNK is contagious."""
         out = []
         unk = False
         for f in ops:
-            if f is False:
-                return False
-            if f is True:
+            if f is absorbing:
+                return absorbing
+            if f is (not absorbing):
                 continue
             if f is UNK:
                 unk = True
-            elif f[0] == "and":
+            elif f[0] == tag:
                 out.extend(f[1])
             else:
                 out.append(f)
         if unk:
             return UNK
         if not out:
-            return True
-        return out[0] if len(out) == 1 else ("and", tuple(out))
+            return not absorbing
+        return out[0] if len(out) == 1 else (tag, tuple(out))
+
+    @staticmethod
+    def and_(ops: Iterable):
+        return Builder._fold(ops, "and", False)
 
     @staticmethod
     def or_(ops: Iterable):
-        out = []
-        unk = False
-        for f in ops:
-            if f is True:
-                return True
-            if f is False:
-                continue
-            if f is UNK:
-                unk = True
-            elif f[0] == "or":
-                out.extend(f[1])
-            else:
-                out.append(f)
-        if unk:
-            return UNK
-        if not out:
-            return False
-        return out[0] if len(out) == 1 else ("or", tuple(out))
+        return Builder._fold(ops, "or", True)
 
     @staticmethod
     def count(items: list[tuple[object, int]], op: str, n: int):
