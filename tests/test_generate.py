@@ -98,7 +98,7 @@ def test_constraints_honoured(station, designs):
 
 @pytest.mark.parametrize("name, words", [
     ("too_tall", "over the workspace top"),
-    ("too_many", "holds at most 54 parts"),
+    ("too_many", "even touching, the region holds at most 96 parts"),
     ("crowded", "too many parts for the workspace"),
     ("boxed_in", "no placement of the design in the cell satisfies: inside "),
 ])
@@ -109,12 +109,29 @@ def test_infeasible_specs_are_proved(station, designs, name, words):
     assert r.layout is None and r.seconds < 5
 
 
+def test_packing_beyond_the_gapped_lattice_is_unknown_not_infeasible(tmp_path, station):
+    """60 cubes: the generator's gapped lattice holds 54, touching columns hold 96, so the
+    generator cannot place them but has no proof that nobody can."""
+    f = tmp_path / "p.cell"
+    f.write_text("design p {\n    packing(n=60, region x [0.30, 0.50] y [0.10, 0.30])\n}\n",
+                 encoding="utf-8")
+    r = generate(station, load_designs(f)[0], time_limit=5)
+    assert r.status == "unknown" and "holds at most 54 parts" in r.reason
+    assert "not a proof" in r.reason
+
+
 def test_too_many_structures_proved(tmp_path, station):
-    """56 single cubes fit the station's workspace (8 x 7 with the finger gap), 57 do not."""
+    """90 single cubes fit the station's workspace touching (10 x 9): 91 are proved
+    impossible; 57 do not fit with the generator's finger gap (8 x 7 = 56), which is
+    no proof (touching towers could stand), so that answer is unknown, not infeasible."""
     f = tmp_path / "many.cell"
+    f.write_text("design m {\n" + "    tower(n=1)\n" * 91 + "}\n", encoding="utf-8")
+    r = generate(station, load_designs(f)[0], time_limit=5)
+    assert r.status == "infeasible" and "at most 90 fit" in r.reason
     f.write_text("design m {\n" + "    tower(n=1)\n" * 57 + "}\n", encoding="utf-8")
     r = generate(station, load_designs(f)[0], time_limit=5)
-    assert r.status == "infeasible" and "at most 56 fit (8 x 7)" in r.reason
+    assert r.status == "unknown" and "at most 56 fit (8 x 7)" in r.reason
+    assert "not a proof" in r.reason and r.layout is None
 
 
 def test_shape_constraints_infeasible(tmp_path, station):

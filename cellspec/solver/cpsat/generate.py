@@ -291,6 +291,12 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
     try:
         return _generate(cell, design, left, workers, done, time_limit)
     except _Infeasible as exc:
+        if "spacing between structures" in exc.conflict:
+            # relies on the generator's own spacing between structures: not a proof
+            return done(status="unknown", conflict=exc.conflict,
+                        reason=f"{exc.reason} (the generator keeps structures a finger "
+                        "clearance apart; placements where they touch are not searched, so "
+                        "this is not a proof)")
         return done(status="infeasible", reason=exc.reason, conflict=exc.conflict)
 
 
@@ -397,6 +403,22 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
 
     zones = [z for z in cell2.keepouts] if "keepout" in rules else list(extra.values())
     if "workspace" in rules and len(structs) > 1:
+        # a real proof first: footprints (no gap) of rigid shapes must be disjoint and lie in
+        # the workspace, so they cannot need more floor, or more lattice cells, than it has
+        tmpl0 = [st for st in structs if not st.packing]
+        if tmpl0:
+            W0, D0 = ws_hi[0] - ws_lo[0], ws_hi[1] - ws_lo[1]
+            a0 = min(st.w for st in tmpl0)
+            b0 = min(st.d for st in tmpl0)
+            fit0 = (W0 // a0) * (D0 // b0)
+            need0 = sum(st.w * st.d for st in tmpl0)
+            if len(tmpl0) > fit0 or need0 > W0 * D0:
+                raise _Infeasible(
+                    f"too many parts for the workspace: {len(tmpl0)} structures of footprint "
+                    f"at least {_m(a0):.4g} x {_m(b0):.4g} m need "
+                    f"{_m(need0) * float(g.U):.4g} m2 of floor even touching each other; at "
+                    f"most {fit0} fit and the workspace has {_m(W0 * D0) * float(g.U):.4g} m2",
+                    ("workspace",))
         # every structure's footprint grown by the gap is disjoint from the others' and
         # lies in the workspace grown by the gap: their areas must fit
         tmpl = [st for st in structs if not st.packing]
@@ -545,7 +567,15 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
         if r2 == cp_model.INFEASIBLE:
             core = tuple(sorted(names[k] for k in s2.SufficientAssumptionsForInfeasibility()
                                 if k in names))
-        why = "; ".join(core) if core else "the rules together"
+        if not core or "spacing between structures" in core:
+            # the generator keeps structures a finger clearance apart; touching structures
+            # are not searched, so this is no proof that the design cannot be built
+            why = "; ".join(core) if core else "the rules together"
+            return done(status="unknown", conflict=core,
+                        reason="no placement found with the structures a finger clearance "
+                        f"apart ({why}); placements where structures touch are not searched "
+                        "by the generator, so this is not a proof")
+        why = "; ".join(core)
         return done(status="infeasible", conflict=core,
                     reason=f"no placement of the design in the cell satisfies: {why}")
     if st_ not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -770,11 +800,18 @@ def _packing_vars(m: Any, st: _Struct, spec: StructureSpec, cons: list[Any], rul
             st.cols.append((cx, cy))
             st.cap.append(cap)
             cap_total += cap
+    # a real bound: even touching, no more than this many boxes fit the region's floor
+    dense = max(0, (x_hi - x_lo) // sx) * max(0, (y_hi - y_lo) // sy) * levels
+    if dense < n:
+        raise _Infeasible(f"{label}: even touching, the region holds at most {dense} parts "
+                          f"of type {st.ptype} (up to {levels} high), fewer than n={n}",
+                          ("workspace",))
     if cap_total < n:
         raise _Infeasible(f"{label}: the region holds at most {cap_total} parts of type "
                           f"{st.ptype} ({nx} x {ny} columns {_m(px):.4g} m apart so the "
                           f"gripper fits, up to {levels} high; keep-outs, the workspace and "
-                          f"max height counted), fewer than n={n}", ("workspace",))
+                          f"max height counted), fewer than n={n}",
+                          ("workspace", "spacing between structures"))
     for c, cap in enumerate(st.cap):
         h = m.NewIntVar(0, cap, f"h{st.idx}_{c}")
         u = m.NewBoolVar(f"u{st.idx}_{c}")
