@@ -3,4 +3,4 @@
 To add a verb, write its module here and add its name to ``VERBS``.
 """
 
-VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint"]
+VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint", "design"]

@@ -1,0 +1,258 @@
+"""The openai adapter (the real ``openai`` client) and the replay adapter.
+
+Any OpenAI-compatible server works (``base_url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp
+server, Ollama); the key comes from ``OPENAI_API_KEY`` (a dummy works for local servers).
+Structured outputs with strict JSON schemas generated from pydantic; a per-call timeout
+(30 s by default), explicit retries, a per-command budget of calls and tokens, temperature
+and seed options. Model output is only ever parsed as JSON and validated, never executed.
+
+With ``record=PATH`` every exchange is appended to a JSONL cassette
+``{"hash", "model", "messages", "response"}``; :class:`ReplayAdapter` answers from such a
+cassette byte-identically and never touches the network (a missing entry is an error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from cellspec.dsl.design import KINDS, DesignSpec
+from cellspec.dsl.errors import CellspecError
+from cellspec.llm_adapters.base import (
+    Adapter,
+    Budget,
+    Feedback,
+    LayoutOut,
+    SpecOut,
+    TranslateError,
+    strict_schema,
+)
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MODEL = "gpt-4o-mini"
+
+TRANSLATE_SYSTEM = (
+    "You translate a robot work-cell command into one cellspec design statement. Answer "
+    "with JSON {\"spec\": DSL text or null, \"cannot\": reason or null}. Grammar: "
+    "`design command {\\n    KIND(PARAM=VALUE, ...) [at (X, Y)] [[CONSTRAINT, ...]]\\n}`. "
+    "Kinds and parameters: " + "; ".join(f"{k}({', '.join(p)})" for k, p in KINDS.items())
+    + ". packing takes `region x [A, B] y [C, D]`. Constraints: `max height H`, "
+    "`count N`, `inside x [A, B] y [C, D]`, `symmetric x|y`. Lengths in metres. If the "
+    "command is not a structure you can express, set spec to null and say why in cannot.")
+PROPOSE_SYSTEM = (
+    "You place cubes for a robot work cell. Answer with JSON {\"parts\": [{\"id\", \"type\", "
+    "\"pos\": [x, y, z]}], \"order\": [ids] or null}; pos is the centre of each part's box in "
+    "metres. Every part inside the workspace, no two overlapping, each resting on the table "
+    "(z = half its height) or on parts below, placed bottom-up in order.")
+
+
+class ProposalError(CellspecError):
+    """A model answer that cannot be used (malformed, refused, truncated)."""
+
+
+def request_hash(model: str, messages: list[dict[str, str]], schema_name: str) -> str:
+    """The cassette key of one request."""
+    blob = json.dumps({"model": model, "messages": messages, "schema": schema_name},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cell_summary(cell: Any) -> str:
+    ws = cell.workspace
+    types = ", ".join(f"{n} size ({', '.join(f'{float(v):g}' for v in t.size)})"
+                      for n, t in cell.part_types.items())
+    return (f"workspace x [{float(ws.lo[0]):g}, {float(ws.hi[0]):g}] y [{float(ws.lo[1]):g}, "
+            f"{float(ws.hi[1]):g}] z [{float(ws.lo[2]):g}, {float(ws.hi[2]):g}]; part types: "
+            f"{types}")
+
+
+def spec_summary(spec: DesignSpec) -> str:
+    out = []
+    for s in spec.structures:
+        p = ", ".join(f"{k}={v}" for k, v in s.params.items())
+        at = f" at ({float(s.at[0]):g}, {float(s.at[1]):g})" if s.at else ""
+        out.append(f"{s.kind}({p}){at}")
+    return "; ".join(out)
+
+
+class ChatAdapter(Adapter):
+    """translate/propose over one ``_complete(kind, messages, schema)`` chat call."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, budget: Budget | None = None) -> None:
+        super().__init__(budget)
+        self.model = model
+
+    def _complete(self, kind: str, messages: list[dict[str, str]],
+                  schema: type[BaseModel]) -> dict[str, Any]:
+        """The response record: {"content", "finish_reason", "refusal", "usage"}."""
+        raise NotImplementedError
+
+    def _ask(self, kind: str, messages: list[dict[str, str]],
+             schema: type[BaseModel]) -> BaseModel:
+        self.check_budget()
+        t0 = time.perf_counter()
+        try:
+            resp = self._complete(kind, messages, schema)
+        except CellspecError as exc:
+            self.record(kind, t0, error=str(exc))
+            raise
+        usage = resp.get("usage") or {}
+        pt, ct = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        err = None
+        try:
+            if resp.get("refusal"):
+                raise ProposalError(f"the model refused: {resp['refusal']}")
+            if resp.get("finish_reason") == "length":
+                raise ProposalError("the model output was truncated (finish_reason length)")
+            content = resp.get("content")
+            if not isinstance(content, str):
+                raise ProposalError("the model returned no content")
+            try:
+                obj = json.loads(content)
+            except ValueError as exc:
+                raise ProposalError(f"the model returned malformed JSON: {exc}") from None
+            try:
+                return schema.model_validate(obj)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise ProposalError("the model answer does not match the schema: "
+                                    f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+                                    ) from None
+        except ProposalError as exc:
+            err = str(exc)
+            raise
+        finally:
+            self.record(kind, t0, pt, ct, err)
+
+    retranslates = True
+
+    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+        user = f"cell: {cell_summary(cell)}\ncommand: {command}"
+        if feedback:
+            user += f"\nyour last spec was rejected by the parser; fix it: {feedback}"
+        messages = [{"role": "system", "content": TRANSLATE_SYSTEM},
+                    {"role": "user", "content": user}]
+        try:
+            out = self._ask("translate", messages, SpecOut)
+        except ProposalError as exc:
+            raise TranslateError(f"cannot translate: {exc.diagnostics[0].message}") from None
+        assert isinstance(out, SpecOut)
+        if out.spec is None:
+            raise TranslateError(f"cannot translate: {out.cannot or 'the model gave no spec'}")
+        return out.spec
+
+    def propose(self, spec: DesignSpec, cell: Any,
+                feedback: Feedback | None) -> dict[str, Any] | None:
+        user = f"cell: {cell_summary(cell)}\nbuild: {spec_summary(spec)}"
+        if feedback is not None:
+            user += ("\nyour last layout violated these constraints; fix only these: "
+                     + json.dumps(feedback.to_json(), sort_keys=True))
+        messages = [{"role": "system", "content": PROPOSE_SYSTEM},
+                    {"role": "user", "content": user}]
+        out = self._ask("propose", messages, LayoutOut)
+        assert isinstance(out, LayoutOut)
+        obj: dict[str, Any] = {"units": "m",
+                               "parts": [p.model_dump() for p in out.parts]}
+        if out.order is not None:
+            obj["order"] = list(out.order)
+        return obj
+
+
+class OpenAIAdapter(ChatAdapter):
+    """The real ``openai`` client against any OpenAI-compatible server."""
+
+    name = "openai"
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 max_retries: int = 2, temperature: float | None = 0.0,
+                 seed: int | None = 0, budget: Budget | None = None,
+                 record: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(model, budget)
+        from openai import OpenAI
+
+        if not (timeout > 0):
+            raise CellspecError("the LLM timeout must be a positive number of seconds")
+        if max_retries < 0:
+            raise CellspecError("max_retries must be 0 or more")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "
+                                "local server) or use --adapter offline")
+        self.client = OpenAI(api_key=key, base_url=base_url or os.environ.get("OPENAI_BASE_URL")
+                             or None, timeout=timeout, max_retries=max_retries)
+        self.temperature = temperature
+        self.seed = seed
+        self.record_path = Path(record) if record else None
+
+    def _complete(self, kind: str, messages: list[dict[str, str]],
+                  schema: type[BaseModel]) -> dict[str, Any]:
+        import openai
+
+        kw: dict[str, Any] = {}
+        if self.temperature is not None:
+            kw["temperature"] = self.temperature
+        if self.seed is not None:
+            kw["seed"] = self.seed
+        try:
+            r = self.client.chat.completions.create(
+                model=self.model, messages=messages,  # type: ignore[arg-type]
+                response_format={"type": "json_schema", "json_schema": {
+                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema)}},
+                **kw)
+        except openai.APITimeoutError:
+            raise CellspecError("the LLM call timed out") from None
+        except openai.APIStatusError as exc:
+            raise CellspecError(f"the LLM server answered HTTP {exc.status_code}") from None
+        except openai.APIConnectionError as exc:
+            raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+        if not r.choices:
+            raise ProposalError("the model returned no choices")
+        ch = r.choices[0]
+        resp = {"content": ch.message.content, "finish_reason": ch.finish_reason,
+                "refusal": getattr(ch.message, "refusal", None),
+                "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
+                          "completion_tokens": r.usage.completion_tokens if r.usage else 0}}
+        if self.record_path is not None:
+            line = json.dumps({"hash": request_hash(self.model, messages, schema.__name__),
+                               "model": self.model, "messages": messages, "response": resp},
+                              sort_keys=True)
+            with self.record_path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+        return resp
+
+
+class ReplayAdapter(ChatAdapter):
+    """Answers from a JSONL cassette; never uses the network."""
+
+    name = "replay"
+
+    def __init__(self, cassette: str | os.PathLike[str], model: str = DEFAULT_MODEL,
+                 budget: Budget | None = None) -> None:
+        super().__init__(model, budget)
+        p = Path(cassette)
+        if not p.exists():
+            raise CellspecError(f"{p}: no such cassette")
+        self.entries: dict[str, dict[str, Any]] = {}
+        for k, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                e = json.loads(line)
+                self.entries.setdefault(e["hash"], e["response"])
+            except (ValueError, KeyError, TypeError):
+                raise CellspecError(f"{p}:{k}: not a cassette entry") from None
+
+    def _complete(self, kind: str, messages: list[dict[str, str]],
+                  schema: type[BaseModel]) -> dict[str, Any]:
+        h = request_hash(self.model, messages, schema.__name__)
+        if h not in self.entries:
+            raise CellspecError(f"replay: no cassette entry for this {kind} request "
+                                f"(hash {h[:12]}); record it with the openai adapter")
+        return self.entries[h]

@@ -1,0 +1,137 @@
+"""The offline translator (exact spec text), cannot-translate messages, and `cellspec design`
+with the offline adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cellspec
+from cellspec.cli import main
+from cellspec.llm_adapters.base import TranslateError, parse_spec
+from cellspec.llm_adapters.loop import run_design
+from cellspec.llm_adapters.offline import OfflineAdapter
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return cellspec.load_cell(CELL)
+
+
+def spec(*lines: str) -> str:
+    return "design command {\n" + "".join(f"    {x}\n" for x in lines) + "}\n"
+
+
+CASES = [
+    ("build a 3-cube tower at x 0.4 y 0.2", spec("tower(n=3) at (0.4, 0.2)")),
+    ("Build a tower of four cubes at (0.45, 0.25).", spec("tower(n=4) at (0.45, 0.25)")),
+    ("build a tower 2 high", spec("tower(n=2)")),
+    ("build a wall three wide two high along y", spec("wall(width=3, height=2, along=y)")),
+    ("a wall with a width of 4 and a height of 1", spec("wall(width=4, height=1)")),
+    ("a pyramid with a base of 4", spec("pyramid(base=4)")),
+    ("pyramid with base 3 along y", spec("pyramid(base=3, along=y)")),
+    ("a staircase of five steps", spec("staircase(steps=5)")),
+    ("build a 3-step staircase in the corner", spec("staircase(steps=3) at (0.2, 0.05)")),
+    ("a bridge with a span of two", spec("bridge(span=2)")),
+    ("an arch with a span of 1", spec("arch(span=1)")),
+    ("build a canopy", spec("canopy()")),
+    ("an enclosure 4 by 3 2 high", spec("enclosure(w=4, d=3, h=2)")),
+    ("a dense block 3x2x2", spec("block(w=3, d=2, h=2)")),
+    ("pack 12 cubes in x 0.3 to 0.5 y 0.1 to 0.3",
+     spec("packing(n=12, region x [0.3, 0.5] y [0.1, 0.3])")),
+    ("pack six cubes", spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.5])")),
+    ("a tower in the back right corner", spec("tower() at (0.7, 0.5)")),
+    ("build a tower no higher than 0.1 m", spec("tower()", "max height 0.1")),
+    ("a 2-cube tower no higher than 20 cm", spec("tower(n=2)", "max height 0.2")),
+    ("a tower of four cubes next to a wall 3 wide",
+     spec("tower(n=4) at (0.6, 0.275)", "wall(width=3) at (0.45, 0.275)")),
+    ("a 2-cube tower left of a pyramid with base 3 at x 0.5 y 0.3",
+     spec("tower(n=2) at (0.35, 0.3)", "pyramid(base=3) at (0.5, 0.3)")),
+    ("a tower right of a wall 2 wide at x 0.4 y 0.2",
+     spec("tower() at (0.55, 0.2)", "wall(width=2) at (0.4, 0.2)")),
+    ("a tower behind a wall 3 wide at x 0.4 y 0.2",
+     spec("tower() at (0.4, 0.35)", "wall(width=3) at (0.4, 0.2)")),
+    ("a tower in front of a wall 3 wide at x 0.4 y 0.2",
+     spec("tower() at (0.4, 0.05)", "wall(width=3) at (0.4, 0.2)")),
+    ("build a 3 cube tower and a wall 2 wide 2 high",
+     spec("tower(n=3)", "wall(width=2, height=2)")),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), CASES)
+def test_translate_exact(cell, command, expected):
+    text = OfflineAdapter().translate(command, cell)
+    assert text == expected
+    parse_spec(text)  # the DSL accepts it
+    assert OfflineAdapter().translate(command, cell) == text  # deterministic
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("build a spaceship", "spaceship"),
+    ("build a tower very quickly", "very quickly"),
+    ("a pyramid 3 wide", "wide"),
+    ("a tower along the diagonal", "along diagonal"),
+    ("build a 3-cube tower next to the wall", "the wall"),
+    ("a tower wall", "a tower wall"),
+    ("", None),
+])
+def test_cannot_translate(cell, command, words):
+    with pytest.raises(TranslateError) as ei:
+        OfflineAdapter().translate(command, cell)
+    msg = str(ei.value)
+    assert "cannot translate" in msg
+    if words:
+        assert f"did not understand '{words}'" in msg
+
+
+def test_offline_proposes_nothing(cell):
+    assert OfflineAdapter().propose(parse_spec(spec("tower(n=2)")), cell, None) is None
+
+
+def test_loop_generates_and_verifies(cell):
+    from cellspec.layout import layout_from_obj
+
+    r = run_design("build a 3-cube tower at x 0.4 y 0.2", cell, OfflineAdapter())
+    assert r.outcome == "generated" and r.reason is None and r.calls == 0
+    assert [p["pos"] for p in r.layout["parts"]] == [[0.4, 0.2, 0.025], [0.4, 0.2, 0.075],
+                                                     [0.4, 0.2, 0.125]]
+    assert r.plan["order"] == r.layout["order"]
+    assert cellspec.check(cell, layout_from_obj(r.layout)).verdict == "pass"
+
+
+def test_loop_rejects_unbuildable(cell):
+    r = run_design("a tower of 9 cubes", cell, OfflineAdapter())
+    assert r.outcome == "rejected" and r.layout is None
+    assert "cannot build" in r.reason and "workspace top" in r.reason
+
+
+def test_cli_design_json(tmp_path, capsys):
+    out = tmp_path / "l.json"
+    rc = main(["design", "build a 3-cube tower at x 0.4 y 0.2", "--cell", CELL, "-o", str(out),
+               "--format", "json"])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds"]
+    assert obj["outcome"] == "generated" and obj["calls"] == 0
+    assert obj["spec"] == spec("tower(n=3) at (0.4, 0.2)")
+    assert json.loads(out.read_text()) == obj["layout"]
+    assert [g["part"] for g in obj["plan"]["grips"]] == obj["plan"]["order"]
+
+
+def test_cli_design_pretty_and_exit_codes(capsys):
+    assert main(["design", "a dense block 3x2x2", "--cell", CELL]) == 0
+    text = capsys.readouterr().out
+    assert "block(w=3, d=2, h=2)" in text and "outcome: generated" in text
+    assert "re-verified pass" in text
+    assert main(["design", "build a spaceship", "--cell", CELL]) == 1
+    assert "did not understand 'spaceship'" in capsys.readouterr().out
+    assert main(["design", "a tower", "--cell", CELL, "--adapter", "replay"]) == 2
+    assert main(["design", "a tower", "--cell", CELL, "--max-calls", "0"]) == 2
+    with pytest.raises(SystemExit) as ei:
+        main(["design", "a tower"])
+    assert ei.value.code == 2

@@ -1,0 +1,267 @@
+"""The real `openai` client against a fake OpenAI-compatible server started here on
+127.0.0.1 (standard library http.server in a thread; no external network), the replay
+adapter, and the loop driven by a model."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import cellspec
+from cellspec.dsl.errors import CellspecError
+from cellspec.llm_adapters.base import Budget, BudgetExceeded, TranslateError, parse_spec
+from cellspec.llm_adapters.loop import run_design
+from cellspec.llm_adapters.openai_adapter import (
+    OpenAIAdapter,
+    ProposalError,
+    ReplayAdapter,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
+TOWER = "design command {\n    tower(n=2) at (0.4, 0.2)\n}\n"
+GOOD = {"parts": [{"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025]},
+                  {"id": "b", "type": "cube", "pos": [0.4, 0.2, 0.075]}], "order": None}
+FLOAT = {"parts": [{"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025]},
+                   {"id": "b", "type": "cube", "pos": [0.4, 0.2, 0.1]}], "order": None}
+
+
+def completion(content, finish="stop", refusal=None):
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content,
+                                     "refusal": refusal}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+
+
+class FakeServer:
+    """Answers POST /v1/chat/completions from a script of (status, body, delay)."""
+
+    def __init__(self):
+        self.script: list[tuple[int, object, float]] = []
+        self.requests: list[dict] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("content-length") or 0)
+                outer.requests.append(json.loads(self.rfile.read(n) or b"{}"))
+                status, body, delay = (outer.script.pop(0) if outer.script
+                                       else (500, {"error": {"message": "no script"}}, 0))
+                if delay:
+                    time.sleep(delay)
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    if status == 429:
+                        self.send_header("retry-after-ms", "10")
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
+                                       daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def ok(self, obj, **kw):
+        self.script.append((200, completion(json.dumps(obj), **kw), 0))
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return cellspec.load_cell(CELL)
+
+
+def adapter(server, **kw):
+    kw.setdefault("max_retries", 0)
+    kw.setdefault("timeout", 5.0)
+    return OpenAIAdapter("fake-model", base_url=server.url, api_key="dummy", **kw)
+
+
+def test_request_body_strict_schema(server, cell):
+    server.ok({"spec": TOWER, "cannot": None})
+    a = adapter(server, temperature=0.2, seed=7)
+    assert a.translate("a 2-cube tower", cell) == TOWER
+    body = server.requests[0]
+    assert body["model"] == "fake-model" and body["temperature"] == 0.2 and body["seed"] == 7
+    rf = body["response_format"]
+    assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
+    schema = rf["json_schema"]["schema"]
+    assert schema["additionalProperties"] is False
+    assert schema["required"] == ["spec", "cannot"]
+    assert {"type": "null"} in schema["properties"]["spec"]["anyOf"]  # nullable, required
+    assert a.records[0].prompt_tokens == 11 and a.records[0].ok
+
+
+def test_429_then_success_with_retries(server, cell):
+    server.script.append((429, {"error": {"message": "slow down"}}, 0))
+    server.ok({"spec": TOWER, "cannot": None})
+    a = adapter(server, max_retries=2)
+    assert a.translate("a tower", cell) == TOWER
+    assert len(server.requests) == 2 and a.calls == 1
+
+
+def test_500_without_retries_is_an_error(server, cell):
+    server.script.append((500, {"error": {"message": "boom"}}, 0))
+    with pytest.raises(CellspecError, match="HTTP 500"):
+        adapter(server).translate("a tower", cell)
+    assert len(server.requests) == 1
+
+
+def test_stalled_response_times_out(server, cell):
+    server.script.append((200, completion(json.dumps({"spec": TOWER, "cannot": None})), 1.5))
+    t0 = time.perf_counter()
+    with pytest.raises(CellspecError, match="timed out"):
+        adapter(server, timeout=0.3).translate("a tower", cell)
+    assert time.perf_counter() - t0 < 1.4
+
+
+@pytest.mark.parametrize(("reply", "match"), [
+    (completion('{"parts": [ {"id": '), "malformed JSON"),
+    (completion(None, refusal="I cannot do that"), "refused"),
+    (completion('{"parts": []', finish="length"), "truncated"),
+    (completion('{"parts": [{"id": "a"}], "order": null}'), "does not match the schema"),
+])
+def test_bad_answers_are_errors(server, cell, reply, match):
+    server.script.append((200, reply, 0))
+    a = adapter(server)
+    with pytest.raises(ProposalError, match=match):
+        a.propose(parse_spec(TOWER), cell, None)
+    assert a.records[-1].ok is False
+
+
+def test_translate_refusal_and_cannot(server, cell):
+    server.script.append((200, completion(None, refusal="no"), 0))
+    server.ok({"spec": None, "cannot": "not a structure"})
+    a = adapter(server)
+    with pytest.raises(TranslateError, match="cannot translate: the model refused"):
+        a.translate("sing", cell)
+    with pytest.raises(TranslateError, match="not a structure"):
+        a.translate("sing", cell)
+
+
+def test_budget(server, cell):
+    server.ok({"spec": TOWER, "cannot": None})
+    a = adapter(server, budget=Budget(max_calls=1))
+    a.translate("a tower", cell)
+    with pytest.raises(BudgetExceeded, match="budget exceeded"):
+        a.translate("a tower", cell)
+    a = adapter(server, budget=Budget(max_tokens=10))
+    server.ok({"spec": TOWER, "cannot": None})
+    a.translate("a tower", cell)
+    with pytest.raises(BudgetExceeded, match="tokens"):
+        a.translate("a tower", cell)
+
+
+def test_loop_accepts_repairs_reprompts(server, cell):
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(GOOD)
+    r = run_design("a tower", cell, adapter(server))
+    assert (r.outcome, r.calls) == ("accepted", 2)
+    rec = r.record()
+    assert [c.kind for c in rec.calls] == ["translate", "propose"] and rec.tokens == 36
+    assert all(c.seconds > 0 for c in rec.calls) and rec.repairs == 0
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(FLOAT)
+    r = run_design("a tower", cell, adapter(server))
+    assert r.outcome == "repaired" and r.layout["parts"][1]["pos"][2] == pytest.approx(0.075)
+    # wrong count: re-prompted with only the violated constraint, then accepted
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok({"parts": GOOD["parts"][:1], "order": None})
+    server.ok(GOOD)
+    r = run_design("a tower", cell, adapter(server))
+    assert (r.outcome, r.calls) == ("accepted", 3)
+    fb = server.requests[-1]["messages"][-1]["content"]
+    assert "spec_count" in fb and "needs 2 parts" in fb
+    # budget runs out: the solver builds it, and says why
+    server.ok({"spec": TOWER, "cannot": None})
+    r = run_design("a tower", cell, adapter(server, budget=Budget(max_calls=1)))
+    assert r.outcome == "generated" and "budget exceeded" in r.reason
+
+
+def test_record_then_replay_byte_identical(server, cell, tmp_path):
+    tape = tmp_path / "tape.jsonl"
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(FLOAT)
+    live = run_design("a tower", cell, adapter(server, record=tape))
+    lines = tape.read_text().splitlines()
+    assert len(lines) == 2 and {"hash", "model", "messages", "response"} <= set(json.loads(
+        lines[0]))
+    n = len(server.requests)
+    rep = run_design("a tower", cell, ReplayAdapter(tape, "fake-model"))
+    assert len(server.requests) == n  # no network
+    a, b = live.to_json(), rep.to_json()
+    a.pop("seconds")
+    b.pop("seconds")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    # a request not on the tape is an error, never a network call
+    miss = run_design("another tower", cell, ReplayAdapter(tape, "other-model"))
+    assert miss.outcome == "rejected" and "no cassette entry" in miss.reason
+    with pytest.raises(CellspecError, match="no such cassette"):
+        ReplayAdapter(tmp_path / "none.jsonl")
+
+
+def test_cli_openai_record_and_replay(server, tmp_path, monkeypatch, capsys):
+    from cellspec.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    tape = tmp_path / "t.jsonl"
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(GOOD)
+    args = ["design", "a tower", "--cell", CELL, "--model", "fake-model", "--format", "json"]
+    assert main([*args, "--base-url", server.url, "--record", str(tape), "--retries",
+                 "0"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    assert live["outcome"] == "accepted" and live["calls"] == 2
+    assert main([*args, "--adapter", "replay", "--cassette", str(tape)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    live.pop("seconds")
+    rep.pop("seconds")
+    assert rep == live
+    # the model cannot translate: exit 1 with its reason
+    server.ok({"spec": None, "cannot": "a song is not a structure"})
+    assert main([*args, "--base-url", server.url, "--retries", "0"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "rejected" and "a song is not a structure" in out["reason"]
+    # the model's spec does not parse: rejected, with the DSL's position
+    # (it is asked once more with the DSL's diagnostics)
+    bad = {"spec": "design d {\n    towr(n=2)\n}\n", "cannot": None}
+    server.ok(bad)
+    server.ok(bad)
+    assert main([*args, "--base-url", server.url, "--retries", "0"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert "<spec>:2:5" in out["reason"] and "unknown structure 'towr'" in out["reason"]
+    assert out["calls"] == 2
+    assert "towr" in server.requests[-1]["messages"][-1]["content"]
+    server.ok(bad)
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(GOOD)
+    assert main([*args, "--base-url", server.url, "--retries", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "accepted" and out["calls"] == 3
