@@ -60,6 +60,28 @@ CASES = [
      spec("tower() at (0.4, 0.05)", "wall(width=3) at (0.4, 0.2)")),
     ("build a 3 cube tower and a wall 2 wide 2 high",
      spec("tower(n=3)", "wall(width=2, height=2)")),
+    # operator phrasing: verbs, size words without numbers (the kind's defaults), synonyms
+    ("stack four cubes into a tower at x 0.45 y 0.25", spec("tower(n=4) at (0.45, 0.25)")),
+    ("make me a small wall", spec("wall()")),
+    ("a little staircase please", spec("staircase()")),
+    ("stack some blocks into stairs", spec("staircase()")),
+    ("build a closed pen 3 by 3 two cubes high", spec("enclosure(w=3, d=3, h=2)")),
+    ("an enclosure 4 by 3 with walls 2 high", spec("enclosure(w=4, d=3, h=2)")),
+    # placement by named places of the workspace
+    ("build an arch somewhere in the middle", spec("arch() at (0.45, 0.275)")),
+    ("a tower in the centre of the table", spec("tower() at (0.45, 0.275)")),
+    ("put up a wall along the back edge", spec("wall(along=x) at (0.45, 0.5)")),
+    ("a wall along the left edge", spec("wall(along=y) at (0.2, 0.275)")),
+    ("a tower along the front edge", spec("tower() at (0.45, 0.05)")),
+    # packing regions and layers
+    ("put 15 cubes into the left half of the table",
+     spec("packing(n=15, region x [0.2, 0.45] y [0.05, 0.5])")),
+    ("store 12 cubes in the back right area",
+     spec("packing(n=12, region x [0.45, 0.7] y [0.275, 0.5])")),
+    ("pack 6 cubes in the front half",
+     spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.275])")),
+    ("pack eleven cubes in one layer",
+     spec("packing(n=11, region x [0.2, 0.7] y [0.05, 0.5])", "max height 0.05")),
 ]
 
 
@@ -78,6 +100,11 @@ def test_translate_exact(cell, command, expected):
     ("a tower along the diagonal", "along diagonal"),
     ("build a 3-cube tower next to the wall", "the wall"),
     ("a tower wall", "a tower wall"),
+    ("build a big enclosure 5 by 3", "big"),
+    ("put a few cubes in a stack over there", "few in over there"),
+    ("pack ten cubes as tightly as possible", "as tightly as possible"),
+    ("put 5 cubes over there", "5 over there"),
+    ("a tower in the left half", "in x .. y .."),
     ("", None),
 ])
 def test_cannot_translate(cell, command, words):

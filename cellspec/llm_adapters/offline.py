@@ -8,7 +8,14 @@ No model, no network. Numbers are digits or words (one..twenty). Vocabulary:
   ``pack N cubes [in x A to B y C to D]`` (default region: the workspace floor);
 * placement: ``at x X y Y`` / ``at (X, Y)``; ``in the [front|back] [left|right] corner``;
   ``A next to|left of|right of|in front of|behind B`` (A is anchored beside B);
-* ``no higher than H [m|cm|mm|cubes]`` -> ``max height``.
+* ``in the middle|centre [of the table]``; ``along the front|back|left|right edge`` (at
+  the middle of that workspace edge, and along it for kinds that have ``along``);
+* packing regions: ``in the left|right|front|back half``, ``in the front|back left|right
+  area|quarter``; ``put|place|store N cubes in|into <region>`` means ``pack N cubes``;
+* ``no higher than H [m|cm|mm|cubes]`` / ``in N layers`` -> ``max height``;
+* ``stack N cubes into a tower``, ``pen`` (enclosure), ``with walls H high``; size words
+  without numbers (``small``, ``little``, ``short``) keep the kind's defaults; ``big``,
+  ``tightly``, ``over there`` and the like are refused.
 
 A word it does not understand is never guessed: :class:`TranslateError` names it.
 """
@@ -27,10 +34,11 @@ WORDS = {w: i for i, w in enumerate(
     "fifteen sixteen seventeen eighteen nineteen twenty".split())}
 KIND_WORDS = {"tower": "tower", "wall": "wall", "pyramid": "pyramid", "staircase": "staircase",
               "stairs": "staircase", "bridge": "bridge", "arch": "arch", "canopy": "canopy",
-              "enclosure": "enclosure", "block": "block", "pack": "packing",
+              "enclosure": "enclosure", "pen": "enclosure", "block": "block", "pack": "packing",
               "packing": "packing"}
 FILLER = set("a an the please build make create put place stack with of and cubes cube "
-             "blocks parts part me i want dense solid one single".split())
+             "blocks parts part me i want dense solid one single closed up some somewhere "
+             "small little short".split())  # size words without numbers: the kind's defaults
 RELATIONS = {"next to": "next", "beside": "next", "to the left of": "left", "left of": "left",
              "to the right of": "right", "right of": "right", "in front of": "front",
              "front of": "front", "behind": "back", "in back of": "back", "back of": "back"}
@@ -48,6 +56,10 @@ def _normalise(command: str) -> str:
     t = re.sub(r"(\d)\s*[x×]\s*(?=\d)", r"\1 by ", t)  # 3x2x2 -> 3 by 2 by 2
     t = re.sub(r"(\d)-(?=[a-z])", r"\1 ", t)  # 3-cube -> 3 cube
     t = re.sub(r"[(),;:!?]|\.(?!\d)", " ", t)
+    # put|place|store N cubes in|into <a region> -> pack N cubes in <the region>
+    t = re.sub(r"\b(?:put|place|store) (\d+) (?:cubes?|blocks?|parts?) in(?:to)? "
+               r"(?=(?:the|x) )", r"pack \1 cubes in ", t)
+    t = re.sub(r"\binto (?:a |an )?", "", t)  # stack 4 cubes into a tower
     t = re.sub(r"\b(" + "|".join(WORDS) + r")\b", lambda m: str(WORDS[m.group(1)]), t)
     return " ".join(t.split())
 
@@ -92,6 +104,10 @@ class OfflineAdapter(Adapter):
             else:
                 h = float(v * {"cm": Decimal("0.01"), "mm": Decimal("0.001")}.get(u, 1))
             design_cons.append(f"max height {_fmt(h)}")
+            text = (text[:m.start()] + text[m.end():]).strip()
+        m = re.search(r"\bin " + INT + r" layers?\b", text)  # pack 9 cubes in one layer
+        if m:
+            design_cons.append(f"max height {_fmt(int(m.group(1)) * unit)}")
             text = (text[:m.start()] + text[m.end():]).strip()
         # split on relations: "A next to B"
         pattern = r"\b(" + "|".join(sorted(RELATIONS, key=len, reverse=True)) + r")\b"
@@ -160,11 +176,31 @@ class OfflineAdapter(Adapter):
             x = ws.hi[0] if m.group(2) == "right" else ws.lo[0]
             y = ws.hi[1] if m.group(1) == "back" else ws.lo[1]
             at = (float(x), float(y))
+        m = c.take(r"in the (?:middle|centre|center)(?: of the (?:table|workspace))?")
+        if m:
+            at = (float(ws.lo[0] + ws.hi[0]) / 2, float(ws.lo[1] + ws.hi[1]) / 2)
+        m = c.take(r"along the (front|back|left|right) edge(?: of the (?:table|workspace))?")
+        if m:
+            cx, cy = float(ws.lo[0] + ws.hi[0]) / 2, float(ws.lo[1] + ws.hi[1]) / 2
+            at = {"front": (cx, float(ws.lo[1])), "back": (cx, float(ws.hi[1])),
+                  "left": (float(ws.lo[0]), cy), "right": (float(ws.hi[0]), cy)}[m.group(1)]
+            if "along" in KINDS[kind]:
+                attrs["along"] = "x" if m.group(1) in ("front", "back") else "y"
         m = c.take(r"in (?:the )?(?:region )?x (?:from )?" + NUM + r" (?:to )?" + NUM
                    + r" (?:and )?y (?:from )?" + NUM + r" (?:to )?" + NUM)
         region = None
         if m:
             region = tuple(float(m.group(i)) for i in range(1, 5))
+        m = c.take(r"in the (?:(left|right|front|back) half|(front|back) (left|right) "
+                   r"(?:area|quarter))(?: of the (?:table|workspace))?")
+        if m:
+            x0, x1, y0, y1 = (float(ws.lo[0]), float(ws.hi[0]), float(ws.lo[1]),
+                              float(ws.hi[1]))
+            mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+            sides = {m.group(1), m.group(2), m.group(3)}
+            x0, x1 = (x0, mx) if "left" in sides else (mx, x1) if "right" in sides else (x0, x1)
+            y0, y1 = (y0, my) if "front" in sides else (my, y1) if "back" in sides else (y0, y1)
+            region = (x0, x1, y0, y1)
         m = c.take(r"along (?:the )?(x|y)(?: axis)?")
         if m:
             attrs["along"] = m.group(1)
@@ -173,6 +209,7 @@ class OfflineAdapter(Adapter):
                          ("dims", INT + r" by " + INT + r"(?: by " + INT + r")?"),
                          ("wide", INT + r" (?:cubes? )?wide"),
                          ("wide", r"(?:a )?width (?:of )?" + INT),
+                         ("high", r"with walls " + INT + r" (?:cubes? )?(?:high|tall)"),
                          ("high", INT + r" (?:cubes? |layers? |courses? )?(?:high|tall)"),
                          ("high", r"(?:a )?height (?:of )?" + INT),
                          ("steps", r"(?:of |with )?" + INT + r" steps?"),
