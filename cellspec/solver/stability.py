@@ -76,8 +76,8 @@ def stable_mask(boxes: np.ndarray, eps: int, surfaces: list[int], masses: np.nda
                 friction: float) -> np.ndarray:
     """For every part: its structure admits static equilibrium (see the module doc)."""
     from ortools.linear_solver import pywraplp
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+
+    from cellspec.solver.graph import components
 
     n = len(boxes)
     ok = np.zeros(n, dtype=bool)
@@ -86,8 +86,7 @@ def stable_mask(boxes: np.ndarray, eps: int, surfaces: list[int], masses: np.nda
     patches = _patches(boxes, eps, surfaces)
     rows = [p[0] for p in patches if p[0] >= 0]
     cols = [p[1] for p in patches if p[0] >= 0]
-    adj = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
-    _, comp = connected_components(adj, directed=False)
+    comp = components(n, rows, cols)
     by_comp: dict[int, list[int]] = {}
     for k, pt in enumerate(patches):
         by_comp.setdefault(int(comp[pt[1]]), []).append(k)

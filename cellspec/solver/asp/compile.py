@@ -407,19 +407,16 @@ def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:
 
 
 def _components(nodes: set[str], links: list[set[str]]) -> int:
-    parent = {v: v for v in nodes}
+    """How many groups the variables form when each link joins its members."""
+    from cellspec.solver.graph import components
 
-    def find(v: str) -> str:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for s in links:
-        s = [v for v in s if v in parent]
-        for a, b in zip(s, s[1:], strict=False):
-            parent[find(a)] = find(b)
-    return len({find(v) for v in nodes})
+    index = {v: k for k, v in enumerate(sorted(nodes))}
+    i, j = [], []
+    for link in links:
+        members = [index[v] for v in link if v in index]
+        i.extend(members[:-1])
+        j.extend(members[1:])
+    return len(set(components(len(index), i, j).tolist()))
 
 
 def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,

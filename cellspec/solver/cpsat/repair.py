@@ -65,15 +65,11 @@ def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
 
 
 def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+    from cellspec.solver.graph import components
 
-    n = len(boxes)
     i, j = g.broad_phase(boxes, eps)
     keep = g.contact(boxes[i], boxes[j], eps)
-    i, j = i[keep], j[keep]
-    m = coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    return connected_components(m, directed=False)[1]
+    return components(len(boxes), i[keep], j[keep])
 
 
 class _Geo:

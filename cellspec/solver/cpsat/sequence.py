@@ -131,8 +131,7 @@ def greedy_sink(op: OrderProblem) -> list[int] | None:
 
 
 def _components(op: OrderProblem) -> np.ndarray:
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+    from cellspec.solver.graph import components
 
     rows, cols = [], []
     for p in range(op.n):
@@ -143,9 +142,7 @@ def _components(op: OrderProblem) -> np.ndarray:
             for q in lst:
                 rows.append(p)
                 cols.append(q)
-    m = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(op.n, op.n))
-    _, labels = connected_components(m, directed=False)
-    return labels
+    return components(op.n, rows, cols)
 
 
 def _cycle(op: OrderProblem, part: list[int]) -> list[int] | None:
