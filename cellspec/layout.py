@@ -7,6 +7,7 @@ the file and, where there is one, the line and column or the JSON path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.dsl.errors import CellspecError, Diagnostic, line_col
 from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 
 MAX_LAYOUT_BYTES = 32 * 1024 * 1024
@@ -71,6 +72,10 @@ class Layout:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def with_order(self, order: tuple[str, ...] | list[str] | None) -> Layout:
+        """The same layout with another placement order (None: no order)."""
+        return dataclasses.replace(self, order=None if order is None else tuple(order))
+
     def to_json(self) -> dict[str, Any]:
         """The layout as the DESIGN.md JSON object (metres)."""
         parts = []
@@ -104,11 +109,6 @@ class _NotANumber(ValueError):
 
 
 _NAN_RE = re.compile(r"(?<![\w\"])-?(NaN|Infinity)(?![\w\"])")
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _reject_constant(name: str) -> float:
@@ -211,7 +211,7 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES)
         raise _fail(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
     except _NotANumber as exc:
         m = _NAN_RE.search(text)
-        line, col = _line_col(text, m.start()) if m else (0, 0)
+        line, col = line_col(text, m.start()) if m else (0, 0)
         raise _fail(shown, f"invalid JSON: {exc} (NaN and Infinity are not allowed)", line,
                     col) from None
     except ValueError as exc:

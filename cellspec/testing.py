@@ -84,7 +84,9 @@ def _fmt(rule: str, parts: tuple[str, ...]) -> str:
     return f"{rule}({', '.join(parts)})"
 
 
-def _layout_for(cell: Cell, test: TestCase, cell_path: Path) -> Layout:
+def layout_of_test(test: TestCase) -> Layout:
+    """The layout a rule-file test checks: its inline parts, or its JSON file with the
+    test's order (which must list every part once) when it gives one."""
     if test.parts is not None:
         n = len(test.parts)
         pos = np.array([[float(v) for v in p.pos] for p in test.parts], dtype=np.float64)
@@ -93,7 +95,7 @@ def _layout_for(cell: Cell, test: TestCase, cell_path: Path) -> Layout:
         return Layout(ids=tuple(p.id for p in test.parts), types=tuple(p.type for p in test.parts),
                       pos=pos.reshape(n, 3), size=size.reshape(n, 3),
                       grippers=tuple(p.gripper for p in test.parts), order=test.order,
-                      path=f"{display_path(cell_path)}::{test.name}")
+                      path=f"{test.source.file}::{test.name}")
     assert test.layout_path is not None
     lay = load_layout(test.layout_path)
     if test.order is not None:
@@ -102,8 +104,7 @@ def _layout_for(cell: Cell, test: TestCase, cell_path: Path) -> Layout:
             raise CellspecError(Diagnostic(test.source.file, test.source.line, test.source.col,
                                            f"test '{test.name}': order must list every part of "
                                            f"{display_path(test.layout_path)} once"))
-        lay = Layout(ids=lay.ids, types=lay.types, pos=np.array(lay.pos), size=np.array(lay.size),
-                     grippers=lay.grippers, order=test.order, path=lay.path)
+        lay = lay.with_order(test.order)
     return lay
 
 
@@ -210,7 +211,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
             continue
         t0 = time.perf_counter()
         try:
-            layout = _layout_for(cell, test, p)
+            layout = layout_of_test(test)
             verdict = check(cell, layout, timeout=timeout)
             status, det = evaluate(cell, test, verdict)
             if test.robust is not None and status == "passed":

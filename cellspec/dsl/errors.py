@@ -11,6 +11,12 @@ from dataclasses import dataclass
 MAX_DIAGNOSTICS = 50
 
 
+def line_col(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset in text."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem, located where possible (line and col are 1-based, 0 when unknown)."""

@@ -17,7 +17,7 @@ from typing import Any
 from textx import get_location
 from textx.exceptions import TextXError, TextXSyntaxError
 
-from cellspec.dsl.errors import CellspecError, Diagnostic, DiagnosticSink
+from cellspec.dsl.errors import CellspecError, Diagnostic, DiagnosticSink, line_col
 from cellspec.dsl.language import get_metamodel
 from cellspec.dsl.model import (
     Box,
@@ -90,12 +90,6 @@ def read_rule_file(path: Path) -> str:
             from None
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
 _STATEMENT_START = re.compile(r"^(import|cell|rule|test|design)\b", re.M)
 
 
@@ -115,7 +109,7 @@ def parse_text(text: str, shown: str) -> Any:
         # Recovery: parse each top-level statement on its own to find further errors.
         starts = [m.start() for m in _STATEMENT_START.finditer(text)] + [len(text)]
         for a, b in zip(starts, starts[1:], strict=False):
-            line0, _ = _line_col(text, a)
+            line0, _ = line_col(text, a)
             if (line0, 1) < (first.line or 0, first.col or 0):
                 continue
             chunk = "\n" * (line0 - 1) + text[a:b]
@@ -149,6 +143,8 @@ def _syntax_diag(exc: TextXSyntaxError, shown: str, text: str = "") -> Diagnosti
         pretty: list[str] = []
         for it in (e.strip() for e in expected.group(1).split(" or ")):
             it = it.strip("'")
+            if it == "Not":  # textX's rendering of a keyword exclusion, not a token
+                continue
             if it.startswith("[A-Za-z_]") or it == "Name":
                 it = "a name"
             elif it.startswith("[-+]?") or it == "Num":

@@ -10,6 +10,7 @@ rounding onto the grid could have changed a relation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -147,9 +148,7 @@ class HalfSpaceU:
 def halfspace_u(coef: tuple[Fraction, Fraction, Fraction], op: str, rhs_m: Fraction) -> HalfSpaceU:
     """Scale a half-space to integers without rounding (multiplying by the common denominator)."""
     rhs = to_u(rhs_m)
-    den = 1
-    for f in (*coef, rhs):
-        den = den * f.denominator // np.gcd(den, f.denominator)
+    den = math.lcm(*(f.denominator for f in (*coef, rhs)))
     h = HalfSpaceU(tuple(int(c * den) for c in coef), op, int(rhs * den))  # type: ignore[arg-type]
     if sum(abs(c) for c in h.coef) * 2 * int(MAX_ABS_COORD_M * U_PER_M) + abs(h.rhs) >= 2**31:
         raise ValueError("half-space coefficients too fine for exact 32-bit integers")
@@ -194,6 +193,24 @@ def on_surface(a: np.ndarray, z: int, eps: int) -> np.ndarray:
 
 
 # --- broad phase ---------------------------------------------------------------------
+
+
+def relation_margin(boxes: np.ndarray, eps: int, near: int = 0, flanks: bool = False,
+                    opening: int | None = None, depth: int | None = None) -> int:
+    """The broad-phase margin (U) beyond which no pair relation can hold on this layout:
+    eps (contact, overlaps, supports), the largest ``near`` distance, and for ``flanks``
+    the widest finger clearance (opening - smallest lateral size) / 2 and how far fingers
+    deeper than a part reach below it (depth - smallest height). Every backend uses it."""
+    m = max(eps, near)
+    if flanks and len(boxes):
+        if opening is not None:
+            lateral = int(min((boxes[:, 1] - boxes[:, 0]).min(),
+                              (boxes[:, 3] - boxes[:, 2]).min()))
+            m = max(m, (opening - lateral) // 2 + 1)
+        if depth is not None:
+            m = max(m, depth - int((boxes[:, 5] - boxes[:, 4]).min()) + 1)
+    return m
+
 
 MAX_CANDIDATES = 2_000_000  # beyond this a layout is denser than anything buildable
 

@@ -6,6 +6,7 @@ the numbers by construction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -139,13 +140,5 @@ def lin_to_int(terms: list[tuple[str, Fraction]], const_m: Fraction) -> tuple[li
     # value_m = val2u * U / 2  =>  coef_m * value_m = coef_m * U/2 * val2u
     coefs = [c * g.U / 2 for _, c in terms]
     const = Fraction(const_m)
-    den = 1
-    for f in (*coefs, const):
-        den = den * f.denominator // _gcd(den, f.denominator)
+    den = math.lcm(*(f.denominator for f in (*coefs, const)))
     return [int(c * den) for c in coefs], int(const * den)
-
-
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a

@@ -55,20 +55,8 @@ class CompiledProgram:
     stable: bool = False  # a rule uses stable/1: the backend adds its facts
 
     def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
-        """Broad-phase margin (U) covering every relation the rules use on this layout:
-        eps, the largest near() distance, the widest finger clearance
-        (opening - smallest lateral part size) / 2, and how far fingers deeper than a
-        part reach below it (depth - smallest height)."""
-        m = max(self.margin, eps)
-        if self.flanks and len(boxes):
-            if opening is not None:
-                smallest = int(min((boxes[:, 1] - boxes[:, 0]).min(),
-                                   (boxes[:, 3] - boxes[:, 2]).min()))
-                m = max(m, (opening - smallest) // 2 + 1)
-            if depth is not None:
-                lowest = int((boxes[:, 5] - boxes[:, 4]).min())
-                m = max(m, depth - lowest + 1)
-        return m
+        """Broad-phase margin (U) for the relations these rules use (geometry.relation_margin)."""
+        return g.relation_margin(boxes, eps, self.margin, self.flanks, opening, depth)
 
 
 @dataclass(frozen=True)

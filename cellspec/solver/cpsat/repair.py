@@ -607,15 +607,10 @@ def parse_blocked(spec: str, name: str) -> Zone:
             msgs = "; ".join(dd.message for dd in exc.diagnostics)
             raise CellspecError(Diagnostic("--block", 0, 0, f"blocked region {spec!r}: "
                                            f"{msgs}")) from None
-    z = c.keepouts[0]
-    from cellspec.dsl.model import Box, Source
+    from cellspec.dsl.model import Source
 
-    upd: dict[str, Any] = {"source": Source(file="--block", line=0, col=0)}
-    if isinstance(z, BoxZone):  # omitted axes: +-1000 m (the parser's +-10^6 m overflows
-        lim = Fraction(int(g.MAX_ABS_COORD_M))  # clingo's 32-bit integers)
-        upd["box"] = Box(lo=tuple(max(v, -lim) for v in z.box.lo),  # type: ignore[arg-type]
-                         hi=tuple(min(v, lim) for v in z.box.hi))  # type: ignore[arg-type]
-    return z.model_copy(update=upd)
+    # the parser bounds omitted axes within clingo's integers already
+    return c.keepouts[0].model_copy(update={"source": Source(file="--block", line=0, col=0)})
 
 
 __all__ = ["repair", "with_blocked", "parse_blocked", "BoxZone", "HalfSpaceZone"]

@@ -8,10 +8,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cellspec.dsl.model import Cell, TestCase
-from cellspec.layout import Layout, load_layout
+from cellspec.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ROOT / "rules" / "scenarios"
@@ -36,20 +34,9 @@ def table_vi_files() -> list[Path]:
 
 def scenario_layout(test: TestCase) -> Layout:
     """The layout of a rule-file test (inline parts or its JSON file, with its order)."""
-    if test.parts is not None:
-        n = len(test.parts)
-        pos = np.array([[float(v) for v in p.pos] for p in test.parts], dtype=np.float64)
-        size = np.array([[float(v) for v in p.size] if p.size else [np.nan] * 3
-                         for p in test.parts], dtype=np.float64)
-        return Layout(ids=tuple(p.id for p in test.parts),
-                      types=tuple(p.type for p in test.parts), pos=pos.reshape(n, 3),
-                      size=size.reshape(n, 3), grippers=tuple(p.gripper for p in test.parts),
-                      order=test.order, path=test.name)
-    assert test.layout_path is not None
-    lay = load_layout(test.layout_path)
-    order = test.order if test.order is not None else lay.order
-    return Layout(ids=lay.ids, types=lay.types, pos=np.array(lay.pos), size=np.array(lay.size),
-                  grippers=lay.grippers, order=order, path=lay.path)
+    from cellspec.testing import layout_of_test
+
+    return layout_of_test(test)
 
 
 def find_test(cell: Cell, name: str) -> TestCase:

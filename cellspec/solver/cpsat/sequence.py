@@ -299,9 +299,7 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
 
 def with_order(layout: Layout, order: tuple[str, ...] | None) -> Layout:
     """The layout with another placement order (None: no order)."""
-    return Layout(ids=layout.ids, types=layout.types, pos=layout.pos, size=layout.size,
-                  grippers=layout.grippers, order=None if order is None else tuple(order),
-                  path=layout.path)
+    return layout.with_order(order)
 
 
 def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,

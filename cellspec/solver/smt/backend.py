@@ -97,9 +97,7 @@ def fixed_problem(inst: Instance, rules, prune: bool = True, presence: bool = Fa
     corners = [[const(int(v)) for v in row] for row in inst.boxes.tolist()]
     nb = None
     if prune and inst.n:
-        min_lat = int(min((inst.boxes[:, 1] - inst.boxes[:, 0]).min(),
-                          (inst.boxes[:, 3] - inst.boxes[:, 2]).min()))
-        m = pair_margin(rules, inst.eps, inst.opening, inst.depth, min_lat)
+        m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth)
         nb = _neighbours(inst.boxes, m, _uses_above(rules))
     return Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
                    eps=inst.eps, zones=inst.zones, keepouts=inst.keepouts,
@@ -120,10 +118,8 @@ def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
                         lin(row[3], (dy, 2)), const(row[4]), const(row[5])])
     nb = None
     if prune and inst.n:
-        min_lat = int(min((inst.boxes[:, 1] - inst.boxes[:, 0]).min(),
-                          (inst.boxes[:, 3] - inst.boxes[:, 2]).min()))
         # a pair's overlap on x or y changes by at most 4 * steps U
-        m = pair_margin(rules, inst.eps, inst.opening, inst.depth, min_lat) + 4 * steps
+        m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth) + 4 * steps
         nb = _neighbours(inst.boxes, m, _uses_above(rules))
     prob = Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
                    eps=inst.eps, zones=inst.zones, keepouts=inst.keepouts,

@@ -68,23 +68,17 @@ class Problem:
     presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
 
 
-def pair_margin(rules, eps: int, opening: int | None, depth: int | None, min_lat: int) -> int:
+def pair_margin(rules, boxes, eps: int, opening: int | None, depth: int | None) -> int:
     """A broad-phase margin (U) beyond which no pair relation the rules use can hold."""
-    m = eps + 1
-    flanks = False
+    near, flanks = 0, False
     for r in rules:
         for n in ir.walk(r.body):
             if isinstance(n, ir.Rel):
                 if n.name == "near":
-                    m = max(m, int(g.to_u(n.args[2].value)) + 1)
+                    near = max(near, int(g.to_u(n.args[2].value)))
                 elif n.name == "flanks":
                     flanks = True
-    if flanks:
-        if opening is not None:
-            m = max(m, (opening - min_lat) // 2 + 1)
-        if depth is not None:
-            m = max(m, depth + 1)  # the grasp band may reach below a short part
-    return m
+    return g.relation_margin(boxes, eps, near, flanks, opening, depth) + 1
 
 
 class Grounder:
