@@ -692,24 +692,18 @@ def _hint(m: Any, structs: list[_Struct], zones: list[Any], z0: int, ws_lo: list
 
 
 def _enters_np(z: Any, lo: tuple[Any, Any, int], hi: tuple[Any, Any, int]) -> np.ndarray:
-    """Vectorised :func:`_enters` over candidate positions (x, y arrays, z constant)."""
+    """Does each candidate box (x, y arrays, z constant) enter the zone by more than
+    touching? The kernel's intersects relation with zero tolerance."""
+    k = len(lo[0])
+    boxes = np.empty((k, 6), dtype=np.int64)  # candidate corners are whole units U
+    for a in range(3):
+        boxes[:, 2 * a] = lo[a]
+        boxes[:, 2 * a + 1] = hi[a]
     if isinstance(z, BoxZone):
-        zl = [float(g.to_u(v)) for v in z.box.lo]
-        zh = [float(g.to_u(v)) for v in z.box.hi]
-        if not (hi[2] > zl[2] and lo[2] < zh[2]):
-            return np.zeros(len(lo[0]), dtype=bool)
-        return (hi[0] > zl[0]) & (lo[0] < zh[0]) & (hi[1] > zl[1]) & (lo[1] < zh[1])
-    h = g.halfspace_u(z.coef, z.op, z.rhs)
-    ext: Any = 0
-    for a, c in enumerate(h.coef):
-        if c == 0:
-            continue
-        if z.op in (">", ">="):
-            ext = ext + c * (hi[a] if c > 0 else lo[a])
-        else:
-            ext = ext + c * (lo[a] if c > 0 else hi[a])
-    ext = np.broadcast_to(np.asarray(ext), (len(lo[0]),))
-    return ext > h.rhs if z.op in (">", ">=") else ext < h.rhs
+        zl = tuple(float(g.to_u(v)) for v in z.box.lo)
+        zh = tuple(float(g.to_u(v)) for v in z.box.hi)
+        return g.intersects_box(boxes, zl, zh, 0)  # type: ignore[arg-type]
+    return g.intersects_half(boxes, g.halfspace_u(z.coef, z.op, z.rhs), 0)
 
 
 def _avoid(m: Any, z: Any, lo: tuple[Any, Any, int], hi: tuple[Any, Any, int],
@@ -843,16 +837,7 @@ def _packing_vars(m: Any, st: _Struct, spec: StructureSpec, cons: list[Any], rul
 
 def _enters(z: Any, lo: tuple[int, int, int], hi: tuple[int, int, int]) -> bool:
     """Does the (constant) box enter the zone (more than touching)?"""
-    if isinstance(z, BoxZone):
-        zl = [g.to_u(v) for v in z.box.lo]
-        zh = [g.to_u(v) for v in z.box.hi]
-        return all(hi[a] > zl[a] and lo[a] < zh[a] for a in range(3))
-    h = g.halfspace_u(z.coef, z.op, z.rhs)
-    if z.op in (">", ">="):
-        ext = sum(c * (hi[a] if c > 0 else lo[a]) for a, c in enumerate(h.coef))
-        return ext > h.rhs
-    ext = sum(c * (lo[a] if c > 0 else hi[a]) for a, c in enumerate(h.coef))
-    return ext < h.rhs
+    return bool(_enters_np(z, ([lo[0]], [lo[1]], lo[2]), ([hi[0]], [hi[1]], hi[2]))[0])
 
 
 def _apart(m: Any, a: _Struct, b: _Struct, gap: int, gl: list[Any]) -> None:
