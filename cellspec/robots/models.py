@@ -1,0 +1,198 @@
+"""Robot models of the twin: joints, limits, velocity limits, tool link, home, disabled pairs.
+
+``panda`` and ``kuka_iiwa`` are read at run time from ``pybullet_data``
+(``franka_panda/panda.urdf``, ``kuka_iiwa/model.urdf``); their position limits come from
+those files. ``abb_irb120`` and ``abb_irb1600`` are generated URDFs (``cellspec.robots.urdf``)
+from the published kinematics and joint limits of the ABB product specifications, with
+capsule collision geometry (no meshes are vendored):
+
+* IRB 120-3/0.6 (product specification 3HAC035960-001): d1 0.290, a2 0.270, a3 0.070,
+  d4 0.302, d6 0.072 m; axis ranges ±165°, ±110°, +70/−110°, ±160°, ±120°, ±400°;
+  max axis speeds 250, 250, 250, 320, 320, 420 °/s.
+* IRB 1600-6/1.2 (the 1.2 m variant, product specification 3HAC023604-001):
+  d1 0.4865, a1 0.150, a2 0.475, a3 0.000, d4 0.600, d6 0.065 m; axis ranges ±180°,
+  +150/−90°, +65/−245°, ±200°, ±115°, ±400°; max axis speeds 150, 160, 170, 320, 400,
+  460 °/s.
+
+Velocity limits of the pybullet_data robots (their URDFs carry placeholders): Franka
+Panda datasheet 2.175 ×4, 2.61 ×3 rad/s; KUKA LBR iiwa 7 R800 98, 98, 100, 130, 140,
+180, 180 °/s.
+
+Every robot, once its gripper is attached (``urdf.robot_urdf``), has a link ``tcp``: the
+tool centre point, z along the approach direction (out of the flange), x the direction
+in which parallel jaws close. The spec's ``tool_link`` is that link.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import pybullet_data
+
+from cellspec.dsl.errors import CellspecError
+
+MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600")
+TOOL_LINK = "tcp"
+
+
+def _deg(*v: float) -> np.ndarray:
+    return np.radians(np.array(v, dtype=float))
+
+
+@dataclass(frozen=True)
+class AbbKinematics:
+    """Published ABB dimensions (metres) and capsule radii of the generated URDF."""
+
+    d1: float
+    a1: float
+    a2: float
+    a3: float
+    d4: float
+    d6: float
+    radii: tuple[float, float, float, float, float, float, float]  # base, l1..l6
+
+
+@dataclass(frozen=True, eq=False)
+class RobotSpec:
+    """A robot model: controlled joints (in order), limits, tool link, home, disabled pairs."""
+
+    model: str
+    joint_names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    vel_limits: np.ndarray
+    tool_link: str
+    home: tuple[float, ...]
+    disabled_pairs: frozenset[tuple[str, str]]
+    flange_link: str = ""
+    base_links: tuple[str, ...] = ()  # links resting on the mounting surface
+    data_urdf: str | None = None  # pybullet_data-relative file, None when generated
+    strip_links: tuple[str, ...] = ()  # links of the data URDF replaced by our gripper
+    flange_xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)  # flange frame in flange_link
+    flange_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    abb: AbbKinematics | None = field(default=None)
+
+    @property
+    def dof(self) -> int:
+        """Number of controlled joints."""
+        return len(self.joint_names)
+
+    def urdf_path(self) -> str:
+        """The bare arm's URDF: the pybullet_data file, or a generated one (cached)."""
+        if self.data_urdf is not None:
+            return os.path.join(pybullet_data.getDataPath(), self.data_urdf)
+        from cellspec.robots.urdf import abb_urdf_path
+
+        return abb_urdf_path(self)
+
+    def is_disabled(self, a: str, b: str) -> bool:
+        """Whether the self pair (a, b) is excluded from collision checks."""
+        return (a, b) in self.disabled_pairs or (b, a) in self.disabled_pairs
+
+    def within_limits(self, q: np.ndarray, tol: float = 1e-9) -> bool:
+        """Whether q lies within the position limits."""
+        q = np.asarray(q, dtype=float)
+        return bool(np.all(q >= self.lower - tol) and np.all(q <= self.upper + tol))
+
+
+def _data_limits(rel: str, joints: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Position limits of the named joints, read from a pybullet_data URDF."""
+    root = ET.parse(os.path.join(pybullet_data.getDataPath(), rel)).getroot()
+    lim: dict[str, tuple[float, float]] = {}
+    for j in root.iter("joint"):
+        el = j.find("limit")
+        if el is not None and j.get("name") in joints:
+            lim[j.get("name", "")] = (float(el.get("lower", "0")), float(el.get("upper", "0")))
+    missing = [n for n in joints if n not in lim]
+    if missing:
+        raise RuntimeError(f"{rel}: joints {missing} not found (pybullet_data changed?)")
+    return (np.array([lim[n][0] for n in joints]), np.array([lim[n][1] for n in joints]))
+
+
+def _pairs(*pairs: tuple[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset(pairs)
+
+
+_ABB_JOINTS = tuple(f"joint_{i}" for i in range(1, 7))
+_ABB_HOME = (0.0, 0.0, 0.0, 0.0, math.pi / 2, 0.0)  # wrist down: the flange points to -z
+
+
+def _build(model: str) -> RobotSpec:
+    if model == "panda":
+        joints = tuple(f"panda_joint{i}" for i in range(1, 8))
+        lo, hi = _data_limits("franka_panda/panda.urdf", joints)
+        return RobotSpec(
+            model=model, joint_names=joints, lower=lo, upper=hi,
+            vel_limits=np.array([2.175] * 4 + [2.61] * 3), tool_link=TOOL_LINK,
+            home=(0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785),
+            disabled_pairs=_pairs(
+                ("panda_link5", "panda_link7"), ("panda_link6", "panda_link8"),
+                ("panda_link5", "panda_link8"), ("panda_link7", "tool0"),
+                ("panda_link6", "tool0"),
+            ),
+            flange_link="panda_link8", base_links=("panda_link0", "panda_link1"),
+            data_urdf="franka_panda/panda.urdf",
+            strip_links=("panda_hand", "panda_leftfinger", "panda_rightfinger",
+                         "panda_grasptarget"),
+            flange_xyz=(0.0, 0.0, 0.0), flange_rpy=(0.0, 0.0, 0.0),
+        )
+    if model == "kuka_iiwa":
+        joints = tuple(f"lbr_iiwa_joint_{i}" for i in range(1, 8))
+        lo, hi = _data_limits("kuka_iiwa/model.urdf", joints)
+        return RobotSpec(
+            model=model, joint_names=joints, lower=lo, upper=hi,
+            vel_limits=_deg(98, 98, 100, 130, 140, 180, 180), tool_link=TOOL_LINK,
+            home=(0.0, 0.6, 0.0, -1.4, 0.0, 1.1, 0.0),
+            disabled_pairs=_pairs(
+                ("lbr_iiwa_link_5", "lbr_iiwa_link_7"), ("lbr_iiwa_link_6", "tool0"),
+            ),
+            flange_link="lbr_iiwa_link_7", base_links=("lbr_iiwa_link_0", "lbr_iiwa_link_1"),
+            data_urdf="kuka_iiwa/model.urdf",
+            flange_xyz=(0.0, 0.0, 0.045), flange_rpy=(0.0, 0.0, 0.0),
+        )
+    if model == "abb_irb120":
+        return RobotSpec(
+            model=model, joint_names=_ABB_JOINTS,
+            lower=_deg(-165, -110, -110, -160, -120, -400),
+            upper=_deg(165, 110, 70, 160, 120, 400),
+            vel_limits=_deg(250, 250, 250, 320, 320, 420), tool_link=TOOL_LINK,
+            home=_ABB_HOME,
+            disabled_pairs=_pairs(("link_4", "link_6"), ("link_3", "link_5"),
+                                  ("link_5", "tool0"), ("base_link", "link_2")),
+            flange_link="link_6", base_links=("base_link", "link_1"),
+            flange_xyz=(0.072, 0.0, 0.0), flange_rpy=(0.0, math.pi / 2, 0.0),
+            abb=AbbKinematics(d1=0.290, a1=0.0, a2=0.270, a3=0.070, d4=0.302, d6=0.072,
+                              radii=(0.085, 0.075, 0.05, 0.045, 0.04, 0.035, 0.03)),
+        )
+    if model == "abb_irb1600":
+        return RobotSpec(
+            model=model, joint_names=_ABB_JOINTS,
+            lower=_deg(-180, -90, -245, -200, -115, -400),
+            upper=_deg(180, 150, 65, 200, 115, 400),
+            vel_limits=_deg(150, 160, 170, 320, 400, 460), tool_link=TOOL_LINK,
+            home=_ABB_HOME,
+            disabled_pairs=_pairs(("link_4", "link_6"), ("link_3", "link_5"),
+                                  ("link_5", "tool0"), ("base_link", "link_2")),
+            flange_link="link_6", base_links=("base_link", "link_1"),
+            flange_xyz=(0.065, 0.0, 0.0), flange_rpy=(0.0, math.pi / 2, 0.0),
+            abb=AbbKinematics(d1=0.4865, a1=0.150, a2=0.475, a3=0.0, d4=0.600, d6=0.065,
+                              radii=(0.15, 0.12, 0.08, 0.07, 0.06, 0.05, 0.04)),
+        )
+    raise KeyError(model)
+
+
+@cache
+def _cached(model: str) -> RobotSpec:
+    return _build(model)
+
+
+def robot_spec(model: str) -> RobotSpec:
+    """The spec of a known model; CellspecError naming the known models otherwise."""
+    if model not in MODELS:
+        raise CellspecError(f"unknown robot model {model!r}; known models: {', '.join(MODELS)}")
+    return _cached(model)
