@@ -46,7 +46,9 @@ CASES = [
      spec("packing(n=12, region x [0.3, 0.5] y [0.1, 0.3])")),
     ("pack six cubes", spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.5])")),
     ("a tower in the back right corner", spec("tower() at (0.7, 0.5)")),
-    ("build a tower no higher than 0.1 m", spec("tower()", "max height 0.1")),
+    ("build a tower no higher than 0.1 m",
+     spec("// assumed: a tower with no count = the tallest tower under max height 0.1: 2 parts",
+          "tower(n=2)", "max height 0.1")),
     ("a 2-cube tower no higher than 20 cm", spec("tower(n=2)", "max height 0.2")),
     ("a tower of four cubes next to a wall 3 wide",
      spec("tower(n=4) at (0.6, 0.275)", "wall(width=3) at (0.45, 0.275)")),
@@ -94,17 +96,21 @@ def test_translate_exact(cell, command, expected):
 
 
 @pytest.mark.parametrize(("command", "words"), [
-    ("build a spaceship", "spaceship"),
-    ("build a tower very quickly", "very quickly"),
-    ("a pyramid 3 wide", "wide"),
-    ("a tower along the diagonal", "along diagonal"),
-    ("build a 3-cube tower next to the wall", "the wall"),
-    ("a tower wall", "a tower wall"),
-    ("build a big enclosure 5 by 3", "big"),
-    ("put a few cubes in a stack over there", "few in over there"),
-    ("pack ten cubes as tightly as possible", "as tightly as possible"),
-    ("put 5 cubes over there", "5 over there"),
-    ("a tower in the left half", "in x .. y .."),
+    ("build a spaceship", "did not understand 'spaceship'"),
+    ("build a tower very quickly", "did not understand 'very quickly'"),
+    ("a pyramid 3 wide", "did not understand 'wide'"),
+    ("a tower along the diagonal", "did not understand 'along diagonal'"),
+    ("build a 3-cube tower next to the wall", "did not understand 'the wall'"),
+    ("a tower wall", "did not understand 'a tower wall'"),
+    ("build a big enclosure", "'big' gives no size"),
+    ("put a few cubes in a stack over there", "'over there' names no place in the cell"),
+    ("put 5 cubes here", "'here' names no place in the cell"),
+    ("use all the cubes to build whatever fits", "'all the cubes': the cell gives no stock"),
+    ("a box of cubes 3 by 3 by 2", "is ambiguous: a dense block or a hollow enclosure?"),
+    ("a box of cubes", "a 'box' needs its sizes"),
+    ("a walled square 3 by 4", "a walled square needs equal sides"),
+    ("a tower 2 high tightly", "only a packing can be packed tightly"),
+    ("a tower in the left half", "did not understand 'in x .. y ..'"),
     ("", None),
 ])
 def test_cannot_translate(cell, command, words):
@@ -113,7 +119,54 @@ def test_cannot_translate(cell, command, words):
     msg = str(ei.value)
     assert "cannot translate" in msg
     if words:
-        assert f"did not understand '{words}'" in msg
+        assert words in msg
+
+
+A = "// assumed: "
+DEFAULTS = [
+    ("make a short tower, no higher than 2 cubes",
+     spec(A + "a tower with no count = the tallest tower under max height 0.1: 2 parts",
+          "tower(n=2)", "max height 0.1")),
+    ("build something tall but not higher than 15 cm",
+     spec(A + "'something tall' = the tallest tower under max height 0.15: 3 parts",
+          "tower(n=3)", "max height 0.15")),
+    ("build something tall",
+     spec(A + "'something tall' = the tallest tower under the workspace height: 6 parts",
+          "tower(n=6)")),
+    ("build a tower of a few cubes at x 0.4 y 0.2",
+     spec(A + "'a few' = 3", "tower(n=3) at (0.4, 0.2)")),
+    ("pack ten cubes as tightly as possible",
+     spec(A + "'as tightly as possible' = minimize footprint",
+          "packing(n=10, region x [0.2, 0.7] y [0.05, 0.5], minimize footprint)")),
+    ("fill the front strip with cubes",
+     spec(A + "'fill the front strip' = the strip one part deep along the front edge, one "
+          "layer, with the most parts the solver places there: 8",
+          "packing(n=8, region x [0.2, 0.7] y [0.05, 0.1])", "max height 0.05")),
+    ("arrange 7 cubes however you like",
+     spec(A + "'however you like' = the solver's choice: a packing on the workspace floor",
+          "packing(n=7, region x [0.2, 0.7] y [0.05, 0.5])")),
+    ("build a box of cubes 3 by 2 by 2",
+     spec(A + "'box 3 by 2 by 2' = dense block (every cube is on the rim, so solid and "
+          "hollow are the same)", "block(w=3, d=2, h=2)")),
+    ("a walled square 3 by 3 with nothing inside",
+     spec(A + "'walled square' = enclosure one course high", "enclosure(w=3, d=3, h=1)")),
+    ("a walled square 3 by 3 2 high", spec("enclosure(w=3, d=3, h=2)")),
+    ("build a big enclosure 5 by 3 with walls two cubes high",
+     spec(A + "'big': the sizes given are used", "enclosure(w=5, d=3, h=2)")),
+]
+
+
+@pytest.mark.parametrize(("command", "text"), DEFAULTS)
+def test_documented_defaults_are_visible(cell, command, text):
+    assert OfflineAdapter().translate(command, cell) == text
+    parse_spec(text)  # the comment is part of valid DSL
+
+
+def test_fill_builds_the_announced_count(cell):
+    r = run_design("fill the front strip with cubes", cell, OfflineAdapter())
+    assert r.outcome == "generated" and len(r.layout["parts"]) == 8
+    assert all(0.05 - 1e-9 <= p["pos"][1] - 0.025 and p["pos"][1] + 0.025 <= 0.1 + 1e-9
+               for p in r.layout["parts"])
 
 
 def test_offline_proposes_nothing(cell):
@@ -143,7 +196,10 @@ def test_cli_design_json(tmp_path, capsys):
                "--format", "json"])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds"]
+    assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds",
+                         "phases"]
+    assert [p["phase"] for p in obj["phases"]] == ["Plan", "Design", "Inspect", "PreExecute",
+                                                   "Done"]
     assert obj["outcome"] == "generated" and obj["calls"] == 0
     assert obj["spec"] == spec("tower(n=3) at (0.4, 0.2)")
     assert json.loads(out.read_text()) == obj["layout"]

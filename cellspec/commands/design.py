@@ -43,6 +43,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="proposals before the solver generates (default 3)")
     c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                    help="solver time limit in seconds (default 10)")
+    c.add_argument("--tools", action="store_true",
+                   help="openai/replay: let the model call the skill registry (verify, "
+                   "sequence, shift, flatten, ...) while proposing")
+    c.add_argument("--llm-routing", action="store_true",
+                   help="openai/replay: the model chooses the next phase at failure branch "
+                   "points (validated against the allowed transitions)")
+    c.add_argument("--review", action="store_true",
+                   help="ask accept / modify / reject on the terminal before sequencing "
+                   "(answers read from stdin; modify: edit the layout file, then Enter)")
+    c.add_argument("--review-file", metavar="JSON", default="design_review.json",
+                   help="the file written for 'modify' (default design_review.json)")
+    c.add_argument("--execute", action="store_true",
+                   help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
+                   "it is available; otherwise the Execute phase says so")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
     c.add_argument("--format", choices=("pretty", "json"), default="pretty")
     c.set_defaults(func=run)
@@ -65,38 +79,72 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     if kind == "auto":
         kind = "openai" if a.model else "offline"
     if kind == "offline":
+        if a.tools or a.llm_routing:
+            raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
+                                "replay); the offline translator calls no tools")
         return OfflineAdapter(budget)
     if kind == "replay":
         if not a.cassette:
             raise CellspecError("--adapter replay needs --cassette JSONL")
-        return ReplayAdapter(a.cassette, a.model or DEFAULT_MODEL, budget)
+        return ReplayAdapter(a.cassette, a.model or DEFAULT_MODEL, budget, use_tools=a.tools)
     return OpenAIAdapter(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
                          max_retries=a.retries, temperature=a.temperature, seed=a.seed,
-                         budget=budget, record=a.record)
+                         budget=budget, record=a.record, use_tools=a.tools)
+
+
+OUTCOMES = {
+    "accepted": "the proposed layout passed verification as proposed",
+    "repaired": "the layout was repaired with minimal change and verified",
+    "generated": "built by the solver and verified",
+    "rejected": "no layout",
+}
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    import sys
+
     from cellspec.dsl.parser import load_cell
-    from cellspec.llm_adapters.loop import run_design
+    from cellspec.llm_adapters.orchestrator import Reviewer, run_orchestrated
 
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
-    r = run_design(a.command, cell, adapter, t_max=a.t_max, time_limit=a.time_limit)
+    reviewer = Reviewer(sys.stdin, sys.stderr, a.review_file) if a.review else None
+    router = getattr(adapter, "route", None) if a.llm_routing else None
+    o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=a.time_limit,
+                         reviewer=reviewer, execute=a.execute, router=router)
+    r = o.result
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(r.to_json(), indent=2))
-    else:
-        if r.spec is not None:
-            print(r.spec.rstrip("\n"))
-        print(f"outcome: {r.outcome}" + (f" ({r.reason})" if r.reason else ""))
-        if r.layout is not None and r.plan is not None:
-            pos = {p["id"]: p["pos"] for p in r.layout["parts"]}
-            for k, st in enumerate(r.plan["grips"], 1):
-                p = pos[st["part"]]
-                grip = st["gripper"] + (f" {st['axis']}" if st.get("axis") else "")
-                print(f"{k:4d}  {st['part']}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
-            print(f"{len(pos)} parts, re-verified pass (clingo), {r.calls} LLM calls, "
-                  f"{r.seconds:.3f} s" + (f"; written to {a.output}" if a.output else ""))
+        print(json.dumps(o.to_json(), indent=2))
+        return EXIT_OK if r.layout is not None else EXIT_FAIL
+    who = "offline translator, no LLM" if adapter.name == "offline" else \
+        f"{adapter.name} adapter, model {adapter.model}"
+    if r.spec is not None:
+        hint = "; '// assumed:' lines show the defaults taken for vague words" \
+            if "// assumed:" in r.spec else ""
+        print(f"spec ({who}{hint}):")
+        print("\n".join("  " + x for x in r.spec.rstrip("\n").splitlines()))
+    print(f"outcome: {r.outcome} ({OUTCOMES[r.outcome]})")
+    if r.reason:
+        print(f"reason: {r.reason}")
+    print("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
+                                   for p in o.phases))
+    if o.execute is not None:
+        ex = o.execute.get("execution") or {}
+        extra = f" (δ {ex['delta']:.4f} rad, ε {ex['epsilon']:g})" if "delta" in ex else ""
+        print(f"execute in the twin: {o.execute.get('status')}{extra}"
+              + (f": {o.execute['reason']}" if o.execute.get("reason") else ""))
+    if r.layout is not None and r.plan is not None:
+        pos = {p["id"]: p["pos"] for p in r.layout["parts"]}
+        print(f"assembly plan ({len(r.plan['grips'])} steps: part, centre x y z in m, "
+              "gripper):")
+        for k, st in enumerate(r.plan["grips"], 1):
+            p = pos[st["part"]]
+            grip = st["gripper"] + (f" {st['axis']}" if st.get("axis") else "")
+            print(f"{k:4d}  {st['part']}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
+        print(f"{len(pos)} parts, re-verified pass (clingo), {r.calls} LLM calls, "
+              f"{r.seconds:.3f} s; layout "
+              + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
     return EXIT_OK if r.layout is not None else EXIT_FAIL

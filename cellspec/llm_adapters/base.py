@@ -101,6 +101,13 @@ class LayoutOut(_Strict):
     order: list[str] | None
 
 
+class RouteOut(_Strict):
+    """What a model returns at an orchestrator branch point: the next phase and why."""
+
+    next: str
+    why: str | None
+
+
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A strict JSON schema (OpenAI structured outputs): every property required,
     nullable instead of optional, no additional properties, no defaults or titles."""

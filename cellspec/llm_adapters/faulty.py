@@ -54,8 +54,9 @@ class FaultyAdapter(ChatAdapter):
         self._spec, self._cell = spec, cell
         return super().propose(spec, cell, feedback)
 
-    def _complete(self, kind: str, messages: list[dict[str, str]],
-                  schema: type[BaseModel]) -> dict[str, Any]:
+    def _complete(self, kind: str, messages: list[dict[str, Any]],
+                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
         from cellspec.llm_adapters.loop import _reference
 
         fault = self.faults[self.k % len(self.faults)]

@@ -137,16 +137,24 @@ def _gate(cell: Any, layout: dict[str, Any], spec: DesignSpec, want: int,
 
 
 def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
-               time_limit: float = 10.0) -> DesignResult:
+               time_limit: float = 10.0, spec_text: str | None = None, reset: bool = True,
+               feedback: Feedback | None = None, repair_ok: bool = True,
+               generate_ok: bool = True) -> DesignResult:
     """Translate, propose, verify, repair or re-prompt, generate; gate; never raise for a
-    command that cannot be translated or built (outcome ``rejected`` with the reason)."""
+    command that cannot be translated or built (outcome ``rejected`` with the reason).
+
+    ``spec_text``: an already translated spec (the orchestrator's Plan phase); ``reset``:
+    start a new command's call records; ``feedback``: phi(E) for the first proposal (a
+    re-prompt). ``repair_ok=False, generate_ok=False`` is the paper's LLM-AdaptLoop baseline
+    (re-prompt with phi(E) only; no solver repair, no solver generation)."""
     from cellspec.layout import layout_from_obj
     from cellspec.solver.cpsat.repair import repair
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
-    adapter.reset()
-    text: str | None = None
+    if reset:
+        adapter.reset()
+    text: str | None = spec_text
     attempts = repairs = 0
 
     def done(outcome: str, reason: str | None, layout: Any = None, plan: Any = None
@@ -155,7 +163,7 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
                             time.perf_counter() - t0, repairs, attempts, tuple(adapter.records))
 
     diag: str | None = None
-    for _ in range(2 if adapter.retranslates else 1):
+    for _ in range(0 if spec_text is not None else 2 if adapter.retranslates else 1):
         try:
             text = adapter.translate(command, cell, feedback=diag)
         except TranslateError as exc:
@@ -168,12 +176,16 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         except CellspecError as exc:
             diag = str(exc)
     else:
-        return done("rejected", f"cannot translate: the spec does not parse: {diag}")
+        if spec_text is None:
+            return done("rejected", f"cannot translate: the spec does not parse: {diag}")
+        try:
+            spec = parse_spec(spec_text)
+        except CellspecError as exc:
+            return done("rejected", f"cannot translate: the spec does not parse: {_msg(exc)}")
     ref = _reference(cell, spec, time_limit)
     want = len(ref.layout["parts"]) if ref.layout is not None else sum(
         int(s.params.get("n", 0)) for s in spec.structures)
     outcome, layout, note = None, None, None
-    feedback: Feedback | None = None
     for attempt in range(1, t_max + 1):
         attempts = attempt
         try:
@@ -210,7 +222,7 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         if v.verdict == "pass":
             outcome, layout = "accepted", lay.to_json()
             break
-        if v.verdict == "fail":
+        if v.verdict == "fail" and repair_ok:
             try:
                 r = repair(cell, lay, time_limit=time_limit)
             except CellspecError:
@@ -228,6 +240,8 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         if final is not None:
             return done(outcome, None, final, plan)
         note = why
+    if not generate_ok:
+        return done("rejected", f"no verified proposal within {t_max} attempts: {note}")
     if ref.layout is None:
         return done("rejected", f"cannot build: {ref.reason}")
     final, plan, why = _gate(cell, ref.layout, spec, want, time_limit)

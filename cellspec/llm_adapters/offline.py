@@ -14,10 +14,28 @@ No model, no network. Numbers are digits or words (one..twenty). Vocabulary:
   area|quarter``; ``put|place|store N cubes in|into <region>`` means ``pack N cubes``;
 * ``no higher than H [m|cm|mm|cubes]`` / ``in N layers`` -> ``max height``;
 * ``stack N cubes into a tower``, ``pen`` (enclosure), ``with walls H high``; size words
-  without numbers (``small``, ``little``, ``short``) keep the kind's defaults; ``big``,
-  ``tightly``, ``over there`` and the like are refused.
+  without numbers (``small``, ``little``, ``short``) keep the kind's defaults.
 
-A word it does not understand is never guessed: :class:`TranslateError` names it.
+Documented defaults for vague phrases (each one is written into the spec as a
+``// assumed: ...`` comment, so the user sees what was assumed):
+
+* a tower without a count under a height limit is the tallest that fits (``max height``
+  or the workspace); ``something tall`` is such a tower;
+* ``a few`` is 3;
+* ``as tightly|densely|compactly as possible`` is ``minimize footprint`` (packing);
+* ``fill the front|back|left|right strip|half with cubes``: the strip one part deep along
+  that workspace edge (or the half), one layer, with the most parts the solver places;
+* ``arrange N cubes however you like``: a packing of N on the workspace floor;
+* ``box W by D by H``: a dense block when every cube is on the rim (W or D at most 2:
+  solid and hollow coincide); otherwise refused (solid block or hollow enclosure?);
+* ``walled square W by W [with nothing inside]``: an enclosure W by W, one course high
+  unless a height is given;
+* ``big``/``large``/``huge`` are accepted only next to explicit sizes (the numbers win).
+
+Refused (no sensible default): places without a referent (``over there``, ``here``),
+``all the cubes`` / ``whatever fits`` (the cell gives no stock of parts), a size word with
+no numbers. A word it does not understand is never guessed: :class:`TranslateError`
+names it.
 """
 
 from __future__ import annotations
@@ -35,10 +53,10 @@ WORDS = {w: i for i, w in enumerate(
 KIND_WORDS = {"tower": "tower", "wall": "wall", "pyramid": "pyramid", "staircase": "staircase",
               "stairs": "staircase", "bridge": "bridge", "arch": "arch", "canopy": "canopy",
               "enclosure": "enclosure", "pen": "enclosure", "block": "block", "pack": "packing",
-              "packing": "packing"}
+              "packing": "packing", "box": "box", "walledsquare": "square"}
 FILLER = set("a an the please build make create put place stack with of and cubes cube "
              "blocks parts part me i want dense solid one single closed up some somewhere "
-             "small little short".split())  # size words without numbers: the kind's defaults
+             "small little short but".split())  # size words without numbers: the kind's defaults
 RELATIONS = {"next to": "next", "beside": "next", "to the left of": "left", "left of": "left",
              "to the right of": "right", "right of": "right", "in front of": "front",
              "front of": "front", "behind": "back", "in back of": "back", "back of": "back"}
@@ -93,6 +111,12 @@ class OfflineAdapter(Adapter):
         ws = cell.workspace
         unit = float(_cube_height(cell))
         design_cons: list[str] = []
+        notes: list[str] = []
+        _refuse_vague(text)
+        text, tallest = _phrase_defaults(text, notes)
+        filled = _fill(text, cell, notes)
+        if filled is not None:
+            return filled
         # design-wide: no higher than H [unit]
         m = re.search(r"\b(?:no higher than|at most|not higher than|max(?:imum)? height(?: of)?) "
                       + NUM + r"(?: (m|metres|meters|cm|mm|cubes?|parts?|blocks?|layers?))?"
@@ -123,7 +147,8 @@ class OfflineAdapter(Adapter):
         if len(chunks) == 1:  # "A and B": two structures side by side, each placed freely
             chunks = re.split(r"\band (?=(?:a |an |the )?(?:\d+ )?(?:\w+ )?(?:"
                               + "|".join(KIND_WORDS) + r")\b)", chunks[0])
-        lines = [self._structure(c, cell, command) for c in chunks]
+        max_h = min((float(d.split()[-1]) for d in design_cons), default=None)
+        lines = [self._structure(c, cell, command, notes, max_h, tallest) for c in chunks]
         if not lines:
             raise TranslateError(f"cannot translate: did not understand '{command}'")
         # relations: anchor structure k beside structure k+1
@@ -149,9 +174,11 @@ class OfflineAdapter(Adapter):
                 s += " [" + ", ".join(cons) + "]"
             body.append(s)
         body += ["    " + c for c in design_cons]
+        body = [f"    // assumed: {n}" for n in notes] + body
         return "design command {\n" + "\n".join(body) + "\n}\n"
 
-    def _structure(self, text: str, cell: Any, command: str) -> list[Any]:
+    def _structure(self, text: str, cell: Any, command: str, notes: list[str],
+                   max_h: float | None = None, tallest: bool = False) -> list[Any]:
         c = _Chunk(text)
         found = [(m.start(), KIND_WORDS[m.group(1)]) for m in
                  re.finditer(r"(?<= )(" + "|".join(KIND_WORDS) + r")(?= )", c.text)]
@@ -184,7 +211,7 @@ class OfflineAdapter(Adapter):
             cx, cy = float(ws.lo[0] + ws.hi[0]) / 2, float(ws.lo[1] + ws.hi[1]) / 2
             at = {"front": (cx, float(ws.lo[1])), "back": (cx, float(ws.hi[1])),
                   "left": (float(ws.lo[0]), cy), "right": (float(ws.hi[0]), cy)}[m.group(1)]
-            if "along" in KINDS[kind]:
+            if "along" in KINDS.get(kind, {}):
                 attrs["along"] = "x" if m.group(1) in ("front", "back") else "y"
         m = c.take(r"in (?:the )?(?:region )?x (?:from )?" + NUM + r" (?:to )?" + NUM
                    + r" (?:and )?y (?:from )?" + NUM + r" (?:to )?" + NUM)
@@ -225,6 +252,23 @@ class OfflineAdapter(Adapter):
                 attrs[key] = tuple(int(g) for g in m.groups() if g) if key == "dims" \
                     else int(m.group(1))
         c.take(r"(?:" + "|".join(KIND_WORDS) + r")")
+        m = c.take(r"(?:as (?:tightly|densely|compactly) as possible|tightly|densely)")
+        if m:
+            if kind != "packing":
+                raise TranslateError(f"cannot translate: did not understand '{m.group(0)}' for "
+                                     f"a {kind} (only a packing can be packed tightly)")
+            attrs["minimize"] = "footprint"
+            notes.append(f"'{m.group(0)}' = minimize footprint")
+        m = c.take(r"(?:big|large|huge)")
+        if m:
+            sized = [k for k in attrs if k in ("dims", "wide", "high", "base", "span", "steps",
+                                                 "count")]
+            if not sized:
+                raise TranslateError(f"cannot translate: '{m.group(0)}' gives no size: say how "
+                                     f"big (e.g. 'enclosure 5 by 3' or 'wall 5 wide')")
+            notes.append(f"'{m.group(0)}': the sizes given are used")
+        if kind == "square":
+            c.take(r"with nothing inside|empty|hollow")
         left = c.leftover()
         if left:
             raise TranslateError(f"cannot translate: did not understand '{' '.join(left)}'"
@@ -239,7 +283,9 @@ class OfflineAdapter(Adapter):
                   "canopy": {"high": "height"},
                   "enclosure": {"dims": ("w", "d", "h"), "high": "h"},
                   "block": {"dims": ("w", "d", "h")},
-                  "packing": {"count": "n"}}[kind]
+                  "packing": {"count": "n", "minimize": "minimize"},
+                  "box": {"dims": ("w", "d", "h")},
+                  "square": {"dims": ("w", "d"), "high": "h"}}[kind]
         for key, v in attrs.items():
             if key not in usable:
                 word = {"dims": "A by B", "count": "a count of cubes"}.get(key, key)
@@ -254,6 +300,40 @@ class OfflineAdapter(Adapter):
                     params[t] = x
             else:
                 params.setdefault(target, v)
+        if kind == "box":
+            if len(attrs.get("dims", ())) != 3:
+                raise TranslateError("cannot translate: a 'box' needs its sizes (e.g. 'box of "
+                                     "cubes 3 by 2 by 2')")
+            w, d, h = attrs["dims"]
+            if min(w, d) > 2:
+                raise TranslateError(f"cannot translate: 'box {w} by {d} by {h}' is ambiguous: "
+                                     "a dense block or a hollow enclosure? say 'dense block' "
+                                     "or 'enclosure'")
+            notes.append(f"'box {w} by {d} by {h}' = dense block (every cube is on the rim, "
+                         "so solid and hollow are the same)")
+            kind = "block"
+        if kind == "square":
+            dims = attrs.get("dims", ())
+            if len(dims) != 2 or dims[0] != dims[1]:
+                raise TranslateError("cannot translate: a walled square needs equal sides "
+                                     "(e.g. 'walled square 3 by 3')")
+            if "h" not in params:
+                params["h"] = 1
+                notes.append("'walled square' = enclosure one course high")
+            kind = "enclosure"
+        if kind == "tower" and "n" not in params and (max_h is not None or tallest):
+            top = float(cell.workspace.hi[2]) - _surface_z(cell)
+            lim = min(top, max_h) if max_h is not None else top
+            unit = float(_cube_height(cell))
+            n = int(lim / unit + 1e-9)
+            if n < 1:
+                raise TranslateError(f"cannot translate: no tower fits under {lim:g} m "
+                                     f"(one part is {unit:g} m high)")
+            params["n"] = n
+            why = f"max height {_fmt(max_h)}" if max_h is not None and max_h <= top \
+                else "the workspace height"
+            who = "'something tall'" if tallest else "a tower with no count"
+            notes.append(f"{who} = the tallest tower under {why}: {n} parts")
         if region is not None and kind != "packing":
             raise TranslateError(f"cannot translate: did not understand 'in x .. y ..' for a "
                                  f"{kind} (say 'at x X y Y')")
@@ -267,7 +347,9 @@ class OfflineAdapter(Adapter):
             x0, x1, y0, y1 = region or (float(ws.lo[0]), float(ws.hi[0]),
                                         float(ws.lo[1]), float(ws.hi[1]))
             call = (f"packing(n={params['n']}, region x [{_fmt(x0)}, {_fmt(x1)}] "
-                    f"y [{_fmt(y0)}, {_fmt(y1)}])")
+                    f"y [{_fmt(y0)}, {_fmt(y1)}]"
+                    + (f", minimize {params['minimize']}" if "minimize" in params else "")
+                    + ")")
         else:
             order = list(KINDS[kind])
             items = sorted(params.items(), key=lambda kv: order.index(kv[0]))
@@ -276,6 +358,94 @@ class OfflineAdapter(Adapter):
 
     def propose(self, spec: Any, cell: Any, feedback: Feedback | None) -> dict[str, Any] | None:
         return None
+
+
+def _refuse_vague(text: str) -> None:
+    """Vague phrases with no sensible default: refuse them by name."""
+    m = re.search(r"\b(over there|over here|there|here)\b", text)
+    if m:
+        raise TranslateError(f"cannot translate: '{m.group(1)}' names no place in the cell; "
+                             "say 'at x X y Y', 'in the back left corner' or 'in the middle'")
+    m = re.search(r"\b(all (?:the|of the|my) (?:cubes|blocks|parts)|whatever fits|"
+                  r"as many as (?:fit|possible)|anything)\b", text)
+    if m:
+        raise TranslateError(f"cannot translate: '{m.group(1)}': the cell gives no stock of "
+                             "parts and no structure; say how many and what (e.g. 'pack 12 "
+                             "cubes' or 'build a 4-cube tower')")
+
+
+def _phrase_defaults(text: str, notes: list[str]) -> tuple[str, bool]:
+    """Rewrite documented vague phrases to controlled English; note each assumption."""
+    if re.search(r"\ba few\b", text):
+        text = re.sub(r"\ba few\b", "3", text)
+        notes.append("'a few' = 3")
+    tallest = False
+    if re.search(r"\bsomething (?:tall|high)\b", text):
+        text = re.sub(r"\bsomething (?:tall|high)\b", "tower", text)
+        tallest = True
+    text = re.sub(r"\bwalled square\b", "walledsquare", text)
+    m = re.fullmatch(r"(?:arrange|place|put|lay out) (\d+) (cubes?|blocks?|parts?) "
+                     r"(?:however|any way|anyway|as) you (?:like|want|wish)", text)
+    if m:
+        text = f"pack {m.group(1)} cubes"
+        notes.append("'however you like' = the solver's choice: a packing on the workspace "
+                     "floor")
+    return text, tallest
+
+
+def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
+    """``fill the front strip|left half with cubes``: the most parts the solver places in
+    that region, one layer (found by the generator, largest count first)."""
+    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.solver.cpsat.generate import generate
+
+    m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"
+                     r"(?: of the (?:table|workspace))? with (?:cubes?|blocks?|parts?)", text)
+    if not m:
+        return None
+    ws = cell.workspace
+    ptype = next(iter(cell.part_types))
+    sx, sy, sz = (float(v) for v in cell.part_types[ptype].size)
+    x0, x1, y0, y1 = float(ws.lo[0]), float(ws.hi[0]), float(ws.lo[1]), float(ws.hi[1])
+    side, what = m.group(1), m.group(2)
+    if what == "half":
+        mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+        x0, x1, y0, y1 = {"front": (x0, x1, y0, my), "back": (x0, x1, my, y1),
+                          "left": (x0, mx, y0, y1), "right": (mx, x1, y0, y1)}[side]
+        how = f"the {side} half"
+    else:
+        x0, x1, y0, y1 = {"front": (x0, x1, y0, y0 + sy), "back": (x0, x1, y1 - sy, y1),
+                          "left": (x0, x0 + sx, y0, y1), "right": (x1 - sx, x1, y0, y1)}[side]
+        how = f"the strip one part deep along the {side} edge"
+    region = f"region x [{_fmt(x0)}, {_fmt(x1)}] y [{_fmt(y0)}, {_fmt(y1)}]"
+    top = int(round((x1 - x0) / sx + 1e-9)) * int(round((y1 - y0) / sy + 1e-9))
+
+    def spec_for(n: int) -> str:
+        return (f"design command {{\n    packing(n={n}, {region})\n"
+                f"    max height {_fmt(sz)}\n}}\n")
+
+    def fits(n: int) -> bool:
+        return generate(cell, parse_spec(spec_for(n))).status in ("optimal", "feasible")
+
+    # the largest n the generator places: binary search (a packing of n that fits leaves
+    # room for n - 1), each probe a real generator call
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        raise TranslateError(f"cannot translate: no part fits in {how}")
+    notes.append(f"'fill the {side} {what}' = {how}, one layer, with the most parts "
+                 f"the solver places there: {lo}")
+    head = "".join(f"    // assumed: {x}\n" for x in notes)
+    return spec_for(lo).replace("design command {\n", "design command {\n" + head, 1)
+
+
+def _surface_z(cell: Any) -> float:
+    return float(cell.surfaces[0].z) if cell.surfaces else float(cell.workspace.lo[2])
 
 
 def _cube_height(cell: Any) -> Any:

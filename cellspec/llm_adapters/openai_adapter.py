@@ -5,6 +5,10 @@ server, Ollama); the key comes from ``OPENAI_API_KEY`` (a dummy works for local 
 Structured outputs with strict JSON schemas generated from pydantic; a per-call timeout
 (30 s by default), explicit retries, a per-command budget of calls and tokens, temperature
 and seed options. Model output is only ever parsed as JSON and validated, never executed.
+With ``use_tools`` the propose step is a function-calling loop over the skill registry
+(:mod:`cellspec.llm_adapters.skills`): tool calls in, skill results (JSON) out, one LLM
+call per round, bounded by the call budget and ``max_tool_rounds``. ``route`` answers an
+orchestrator branch point (the orchestrator validates the choice).
 
 With ``record=PATH`` every exchange is appended to a JSONL cassette
 ``{"hash", "model", "messages", "response"}``; :class:`ReplayAdapter` answers from such a
@@ -29,6 +33,7 @@ from cellspec.llm_adapters.base import (
     Budget,
     Feedback,
     LayoutOut,
+    RouteOut,
     SpecOut,
     TranslateError,
     strict_schema,
@@ -51,15 +56,26 @@ PROPOSE_SYSTEM = (
     "metres. Every part inside the workspace, no two overlapping, each resting on the table "
     "(z = half its height) or on parts below, placed bottom-up in order.")
 
+TOOLS_HINT = (" You may call the tools (verify, verify_workspace, verify_no_overlap, "
+              "verify_gravity, verify_grip_access, sequence, task, spec, shift, flatten) to "
+              "check or fix a layout before you answer.")
+
+ROUTE_SYSTEM = (
+    "You route a robot work-cell design pipeline after a failure. Answer with JSON "
+    "{\"next\": one of the allowed phases, \"why\": a short reason or null}.")
+
 
 class ProposalError(CellspecError):
     """A model answer that cannot be used (malformed, refused, truncated)."""
 
 
-def request_hash(model: str, messages: list[dict[str, str]], schema_name: str) -> str:
-    """The cassette key of one request."""
-    blob = json.dumps({"model": model, "messages": messages, "schema": schema_name},
-                      sort_keys=True, separators=(",", ":"))
+def request_hash(model: str, messages: list[dict[str, Any]], schema_name: str,
+                 tools: list[dict[str, Any]] | None = None) -> str:
+    """The cassette key of one request (tools by name only)."""
+    obj: dict[str, Any] = {"model": model, "messages": messages, "schema": schema_name}
+    if tools:
+        obj["tools"] = [t["function"]["name"] for t in tools]
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -82,18 +98,26 @@ def spec_summary(spec: DesignSpec) -> str:
 
 
 class ChatAdapter(Adapter):
-    """translate/propose over one ``_complete(kind, messages, schema)`` chat call."""
+    """translate/propose over one ``_complete(kind, messages, schema, tools)`` chat call.
+    With ``use_tools`` the propose step runs the skill registry's function-calling loop."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, budget: Budget | None = None) -> None:
+    max_tool_rounds = 8
+
+    def __init__(self, model: str = DEFAULT_MODEL, budget: Budget | None = None,
+                 use_tools: bool = False) -> None:
         super().__init__(budget)
         self.model = model
+        self.use_tools = use_tools
+        self.tool_log: list[tuple[str, bool]] = []
 
-    def _complete(self, kind: str, messages: list[dict[str, str]],
-                  schema: type[BaseModel]) -> dict[str, Any]:
-        """The response record: {"content", "finish_reason", "refusal", "usage"}."""
+    def _complete(self, kind: str, messages: list[dict[str, Any]],
+                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+        """The response record: {"content", "finish_reason", "refusal", "usage",
+        "tool_calls": [{"id", "name", "arguments"}] or absent}."""
         raise NotImplementedError
 
-    def _ask(self, kind: str, messages: list[dict[str, str]],
+    def _ask(self, kind: str, messages: list[dict[str, Any]],
              schema: type[BaseModel]) -> BaseModel:
         self.check_budget()
         t0 = time.perf_counter()
@@ -102,6 +126,11 @@ class ChatAdapter(Adapter):
         except CellspecError as exc:
             self.record(kind, t0, error=str(exc))
             raise
+        return self._parse(kind, resp, schema, t0)
+
+    def _parse(self, kind: str, resp: dict[str, Any], schema: type[BaseModel],
+               t0: float) -> BaseModel:
+        """Validate one response against ``schema`` and record the call."""
         usage = resp.get("usage") or {}
         pt, ct = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         err = None
@@ -130,7 +159,51 @@ class ChatAdapter(Adapter):
         finally:
             self.record(kind, t0, pt, ct, err)
 
+    def _ask_tools(self, kind: str, messages: list[dict[str, Any]], schema: type[BaseModel],
+                   registry: Any) -> BaseModel:
+        """The function-calling loop: the model calls skills of ``registry`` (each answered
+        with the skill's JSON result) until it answers with ``schema``; every round is one
+        LLM call, bounded by the budget and ``max_tool_rounds``."""
+        msgs = list(messages)
+        tools = registry.tools()
+        for _ in range(self.max_tool_rounds):
+            self.check_budget()
+            t0 = time.perf_counter()
+            try:
+                resp = self._complete(kind, msgs, schema, tools=tools)
+            except CellspecError as exc:
+                self.record(kind, t0, error=str(exc))
+                raise
+            calls = resp.get("tool_calls") or []
+            if not calls:
+                return self._parse(kind, resp, schema, t0)
+            usage = resp.get("usage") or {}
+            self.record(kind, t0, int(usage.get("prompt_tokens") or 0),
+                        int(usage.get("completion_tokens") or 0))
+            msgs.append({"role": "assistant", "content": resp.get("content"),
+                         "tool_calls": [{"id": c["id"], "type": "function",
+                                         "function": {"name": c["name"],
+                                                      "arguments": c["arguments"]}}
+                                        for c in calls]})
+            for c in calls:
+                result = registry.dispatch(c["name"], c["arguments"])
+                self.tool_log.append((c["name"], bool(result.get("ok"))))
+                msgs.append({"role": "tool", "tool_call_id": c["id"],
+                             "content": json.dumps(result, sort_keys=True)})
+        raise ProposalError(f"the model gave no answer after {self.max_tool_rounds} tool "
+                            "rounds")
+
     retranslates = True
+
+    def route(self, phase: str, allowed: list[str], context: dict[str, Any]) -> str:
+        """The model's choice of the next phase at a failure branch point (the orchestrator
+        validates it against the allowed transitions)."""
+        user = json.dumps({"phase": phase, "allowed": allowed, "context": context},
+                          sort_keys=True)
+        out = self._ask("route", [{"role": "system", "content": ROUTE_SYSTEM},
+                                  {"role": "user", "content": user}], RouteOut)
+        assert isinstance(out, RouteOut)
+        return out.next
 
     def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
         user = f"cell: {cell_summary(cell)}\ncommand: {command}"
@@ -155,7 +228,13 @@ class ChatAdapter(Adapter):
                      + json.dumps(feedback.to_json(), sort_keys=True))
         messages = [{"role": "system", "content": PROPOSE_SYSTEM},
                     {"role": "user", "content": user}]
-        out = self._ask("propose", messages, LayoutOut)
+        if self.use_tools:
+            from cellspec.llm_adapters.skills import SkillRegistry
+
+            messages[0] = {"role": "system", "content": PROPOSE_SYSTEM + TOOLS_HINT}
+            out = self._ask_tools("propose", messages, LayoutOut, SkillRegistry(cell))
+        else:
+            out = self._ask("propose", messages, LayoutOut)
         assert isinstance(out, LayoutOut)
         obj: dict[str, Any] = {"units": "m",
                                "parts": [p.model_dump() for p in out.parts]}
@@ -173,8 +252,9 @@ class OpenAIAdapter(ChatAdapter):
                  api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  max_retries: int = 2, temperature: float | None = 0.0,
                  seed: int | None = 0, budget: Budget | None = None,
-                 record: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(model, budget)
+                 record: str | os.PathLike[str] | None = None, use_tools: bool = False
+                 ) -> None:
+        super().__init__(model, budget, use_tools)
         from openai import OpenAI
 
         if not (timeout > 0):
@@ -191,11 +271,14 @@ class OpenAIAdapter(ChatAdapter):
         self.seed = seed
         self.record_path = Path(record) if record else None
 
-    def _complete(self, kind: str, messages: list[dict[str, str]],
-                  schema: type[BaseModel]) -> dict[str, Any]:
+    def _complete(self, kind: str, messages: list[dict[str, Any]],
+                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
         import openai
 
         kw: dict[str, Any] = {}
+        if tools:
+            kw["tools"] = tools
         if self.temperature is not None:
             kw["temperature"] = self.temperature
         if self.seed is not None:
@@ -219,8 +302,14 @@ class OpenAIAdapter(ChatAdapter):
                 "refusal": getattr(ch.message, "refusal", None),
                 "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
                           "completion_tokens": r.usage.completion_tokens if r.usage else 0}}
+        calls = getattr(ch.message, "tool_calls", None) or []
+        if calls:
+            resp["tool_calls"] = [{"id": c.id, "name": c.function.name,
+                                   "arguments": c.function.arguments} for c in calls
+                                  if getattr(c, "function", None) is not None]
         if self.record_path is not None:
-            line = json.dumps({"hash": request_hash(self.model, messages, schema.__name__),
+            line = json.dumps({"hash": request_hash(self.model, messages, schema.__name__,
+                                                    tools),
                                "model": self.model, "messages": messages, "response": resp},
                               sort_keys=True)
             with self.record_path.open("a", encoding="utf-8") as fh:
@@ -234,8 +323,8 @@ class ReplayAdapter(ChatAdapter):
     name = "replay"
 
     def __init__(self, cassette: str | os.PathLike[str], model: str = DEFAULT_MODEL,
-                 budget: Budget | None = None) -> None:
-        super().__init__(model, budget)
+                 budget: Budget | None = None, use_tools: bool = False) -> None:
+        super().__init__(model, budget, use_tools)
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
@@ -249,9 +338,10 @@ class ReplayAdapter(ChatAdapter):
             except (ValueError, KeyError, TypeError):
                 raise CellspecError(f"{p}:{k}: not a cassette entry") from None
 
-    def _complete(self, kind: str, messages: list[dict[str, str]],
-                  schema: type[BaseModel]) -> dict[str, Any]:
-        h = request_hash(self.model, messages, schema.__name__)
+    def _complete(self, kind: str, messages: list[dict[str, Any]],
+                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+        h = request_hash(self.model, messages, schema.__name__, tools)
         if h not in self.entries:
             raise CellspecError(f"replay: no cassette entry for this {kind} request "
                                 f"(hash {h[:12]}); record it with the openai adapter")

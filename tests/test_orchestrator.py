@@ -1,0 +1,280 @@
+"""The orchestrator state machine: deterministic routes, the transition table, LLM routing
+validated against it, human review (accept / modify / reject) through piped stdin, the
+recovery order of Replan, and Execute without a twin."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import cellspec
+from cellspec.cli import main
+from cellspec.layout import layout_from_obj
+from cellspec.llm_adapters.offline import OfflineAdapter
+from cellspec.llm_adapters.orchestrator import (
+    PHASES,
+    TRANSITIONS,
+    Reviewer,
+    run_orchestrated,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
+TOWER = "build a 3-cube tower at x 0.4 y 0.2"
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return cellspec.load_cell(CELL)
+
+
+class Terminal(io.StringIO):
+    """Piped answers; a callable answer edits the review file and returns the line."""
+
+    def __init__(self, answers, path):
+        super().__init__()
+        self.answers, self.path = list(answers), path
+
+    def readline(self, *a):
+        if not self.answers:
+            return ""
+        x = self.answers.pop(0)
+        return x(self.path) if callable(x) else x
+
+
+def edit(fn):
+    def run(path):
+        obj = json.loads(path.read_text())
+        fn(obj["parts"])
+        path.write_text(json.dumps(obj))
+        return "\n"
+    return run
+
+
+def phases(o):
+    return [(p.phase, p.status) for p in o.phases]
+
+
+def assert_valid_trace(o):
+    for p in o.phases[:-1]:
+        assert p.next in TRANSITIONS[p.phase], p
+    assert o.phases[-1].phase in ("Done", "Failed") and o.phases[-1].next is None
+    assert all(p.phase in PHASES for p in o.phases)
+
+
+def verified(cell, layout):
+    return cellspec.check(cell, layout_from_obj(layout)).verdict == "pass"
+
+
+def review(cell, tmp_path, answers, **kw):
+    path = tmp_path / "review.json"
+    err = io.StringIO()
+    rv = Reviewer(Terminal(answers, path), err, path)
+    return run_orchestrated(TOWER, cell, OfflineAdapter(), reviewer=rv, **kw), err.getvalue()
+
+
+def test_transition_table_is_closed():
+    for src, dsts in TRANSITIONS.items():
+        assert src in PHASES and all(d in PHASES for d in dsts)
+    assert set(TRANSITIONS) == set(PHASES) - {"Done", "Failed"}
+
+
+def test_deterministic_route(cell):
+    o = run_orchestrated(TOWER, cell, OfflineAdapter())
+    assert phases(o) == [("Plan", "ok"), ("Design", "ok"), ("Inspect", "ok"),
+                         ("PreExecute", "ok"), ("Done", "ok")]
+    assert o.result.outcome == "generated" and verified(cell, o.result.layout)
+    assert_valid_trace(o)
+    bad = run_orchestrated("build a spaceship", cell, OfflineAdapter())
+    assert phases(bad) == [("Plan", "fail"), ("Failed", "fail")]
+    assert "did not understand 'spaceship'" in bad.result.reason
+    big = run_orchestrated("a tower of 9 cubes", cell, OfflineAdapter())
+    assert phases(big) == [("Plan", "ok"), ("Design", "fail"), ("Failed", "fail")]
+    assert big.result.layout is None and "cannot build" in big.result.reason
+
+
+def test_execute_says_twin_not_available(cell, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cellspec.robots.sim", None)  # import fails
+    o = run_orchestrated(TOWER, cell, OfflineAdapter(), execute=True)
+    ex = next(p for p in o.phases if p.phase == "Execute")
+    assert ex.status == "unavailable" and ex.detail.startswith("twin not available")
+    assert ex.next == "Done" and o.execute["status"] == "unavailable"
+    assert o.result.outcome == "generated" and verified(cell, o.result.layout)
+    assert_valid_trace(o)
+
+
+@pytest.mark.slow
+def test_execute_in_the_twin(cell):
+    o = run_orchestrated(TOWER, cell, OfflineAdapter(), execute=True)
+    assert phases(o)[-2:] == [("Execute", "ok"), ("Done", "ok")]
+    assert o.execute["verdict"] == "pass" and len(o.execute["actions"]) == 3
+    assert o.execute["execution"]["delta"] <= o.execute["execution"]["epsilon"]
+
+
+@pytest.mark.slow
+def test_execute_failure_replans_and_does_not_loop(cell, monkeypatch):
+    """A part dropped in the twin: Execute fails -> Replan (re-prompt) -> the same layout
+    again -> Failed, naming the twin's reason; no layout leaves."""
+    import cellspec.robots.sim as sim
+    from cellspec.robots.execute import Fault
+
+    real = sim.simulate
+    monkeypatch.setattr(sim, "simulate", lambda *a, **kw: real(
+        *a, **kw, faults=(Fault("drop", part="tower1_2"),)))
+    o = run_orchestrated(TOWER, cell, OfflineAdapter(), execute=True)
+    ex = next(p for p in o.phases if p.phase == "Execute")
+    assert ex.status == "fail" and ex.next == "Replan" and "tower1_2" in ex.detail
+    assert o.result.outcome == "rejected" and o.result.layout is None
+    assert "twin already rejected" in o.result.reason
+    assert_valid_trace(o)
+
+
+def test_review_accept_and_reject(cell, tmp_path):
+    o, err = review(cell, tmp_path, ["a\n"])
+    assert ("HumanReview", "ok") in phases(o) and o.result.outcome == "generated"
+    assert "accept, modify or reject?" in err and "3 parts, verified pass" in err
+    o, _ = review(cell, tmp_path, ["what\n", "r\n"])
+    assert o.result.outcome == "rejected" and o.result.reason == "rejected by the reviewer"
+    assert o.result.layout is None and phases(o)[-1] == ("Failed", "fail")
+    o, _ = review(cell, tmp_path, [])  # end of input: no silent accept
+    assert o.result.outcome == "rejected" and "end of input" in o.result.reason
+
+
+def test_review_modify_is_reverified(cell, tmp_path):
+    def nudge(parts):
+        for p in parts:
+            p["pos"][0] += 0.01
+    o, _ = review(cell, tmp_path, ["m\n", edit(nudge), "a\n"])
+    assert o.result.outcome == "accepted" and o.result.reason == "modified by the reviewer"
+    assert [p["pos"][0] for p in o.result.layout["parts"]] == pytest.approx([0.41] * 3)
+    assert verified(cell, o.result.layout)
+    assert_valid_trace(o)
+
+
+def test_modify_out_of_workspace_is_recovered_by_shift(cell, tmp_path):
+    def push(parts):
+        for p in parts:
+            p["pos"][0] = 0.69
+    o, _ = review(cell, tmp_path, ["m\n", edit(push), "a\n"])
+    assert ("Inspect", "fail") in phases(o) and ("Replan", "ok") in phases(o)
+    replan = next(p for p in o.phases if p.phase == "Replan")
+    assert replan.detail == "recovery skill shift" and replan.next == "Inspect"
+    assert o.result.outcome == "repaired" and o.result.reason == "recovered by shift"
+    assert [p["pos"][0] for p in o.result.layout["parts"]] == [0.675] * 3
+    assert verified(cell, o.result.layout)
+    assert_valid_trace(o)
+
+
+def test_modify_floating_cube_is_repaired(cell, tmp_path):
+    def lift(parts):
+        parts[2]["pos"][2] = 0.2
+    o, _ = review(cell, tmp_path, ["m\n", edit(lift), "a\n"])
+    replan = next(p for p in o.phases if p.phase == "Replan")
+    assert replan.detail == "recovery skill repair"
+    assert o.result.outcome == "repaired" and verified(cell, o.result.layout)
+
+
+def test_modify_wrong_count_reprompts(cell, tmp_path):
+    o, _ = review(cell, tmp_path, ["m\n", edit(lambda parts: parts.pop()), "a\n"])
+    steps = [(p.phase, p.status, p.detail) for p in o.phases]
+    assert ("Replan", "ok", "re-prompt with the violated constraints") in steps
+    assert o.result.outcome == "generated" and len(o.result.layout["parts"]) == 3
+    assert_valid_trace(o)
+
+
+def test_modify_then_reject_after_broken_file(cell, tmp_path):
+    def garbage(path):
+        path.write_text("{not json")
+        return "\n"
+    o, err = review(cell, tmp_path, ["m\n", garbage, "r\n"])
+    assert "the edited file is not JSON" in err and "the layout is unchanged" in err
+    assert o.result.outcome == "rejected" and o.result.reason == "rejected by the reviewer"
+    assert_valid_trace(o)
+
+
+def test_modify_to_a_non_layout_is_regenerated(cell, tmp_path):
+    def wipe(path):
+        path.write_text(json.dumps({"parts": "none"}))
+        return "\n"
+    o, _ = review(cell, tmp_path, ["m\n", wipe, "a\n"])
+    assert ("Inspect", "fail") in phases(o)
+    assert o.result.outcome == "generated" and verified(cell, o.result.layout)
+
+
+@pytest.mark.parametrize(("choice", "routed"), [
+    ("Replan", "llm"),
+    ("Execute", "rule (llm choice 'Execute' is not allowed; allowed: Replan)"),
+])
+def test_llm_routing_is_validated(cell, tmp_path, choice, routed):
+    seen = []
+
+    def router(phase, allowed, context):
+        seen.append((phase, tuple(allowed)))
+        return choice
+
+    def push(parts):
+        for p in parts:
+            p["pos"][0] = 0.69
+    o, _ = review(cell, tmp_path, ["m\n", edit(push), "a\n"], router=router)
+    insp = next(p for p in o.phases if p.phase == "Inspect" and p.status == "fail")
+    assert insp.next == "Replan" and insp.routed_by == routed
+    assert seen == [("Inspect", ("Replan",))]
+    assert o.result.outcome == "repaired"
+
+
+def test_cli_review_piped_stdin(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("sys.stdin", io.StringIO("r\n"))
+    rc = main(["design", TOWER, "--cell", CELL, "--review", "--review-file",
+               str(tmp_path / "r.json"), "--format", "json"])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 1 and obj["outcome"] == "rejected" and obj["layout"] is None
+    assert [p["phase"] for p in obj["phases"]] == ["Plan", "Design", "Inspect", "HumanReview",
+                                                   "Failed"]
+
+
+def test_replan_escalates_to_the_human_after_the_reprompt(cell, tmp_path):
+    drop = edit(lambda parts: parts.pop())
+    o, err = review(cell, tmp_path, ["m\n", drop, "m\n", drop, "a\n"])
+    esc = [p for p in o.phases if p.phase == "Replan" and p.next == "HumanReview"]
+    assert len(esc) == 1 and "escalated to the human" in esc[0].detail
+    assert "FAILS spec_count (escalated)" in err
+    # accepting a failing layout is refused: nothing that fails leaves
+    assert o.result.outcome == "rejected" and o.result.layout is None
+    assert "accepted a layout that fails the check" in o.result.reason
+    assert_valid_trace(o)
+
+
+def test_cli_review_from_a_pipe(tmp_path):
+    """The real terminal path: a piped 'a' on stdin, prompts on stderr, data on stdout."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "cellspec", "design", TOWER, "--cell", CELL,
+                        "--review", "--review-file", str(tmp_path / "r.json")],
+                       input="a\n", capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "accept, modify or reject? [a/m/r]" in p.stderr
+    assert "phases: Plan -> Design -> Inspect -> HumanReview -> PreExecute -> Done" in p.stdout
+    assert "outcome: generated (built by the solver and verified)" in p.stdout
+
+
+def test_an_error_inside_a_phase_aborts_with_the_reason(cell, monkeypatch):
+    from cellspec.dsl.errors import CellspecError
+    from cellspec.llm_adapters import orchestrator
+
+    def boom(*a, **kw):
+        raise CellspecError("the sequencer met bad input")
+    monkeypatch.setattr(orchestrator, "_gate", boom)
+    o = run_orchestrated(TOWER, cell, OfflineAdapter())
+    assert phases(o)[-2:] == [("PreExecute", "fail"), ("Failed", "fail")]
+    assert o.result.reason == "PreExecute: the sequencer met bad input"
+    assert o.result.layout is None
+    assert_valid_trace(o)
