@@ -211,11 +211,16 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
             continue
         t0 = time.perf_counter()
         try:
-            layout = layout_of_test(test)
-            verdict = check(cell, layout, timeout=timeout)
-            status, det = evaluate(cell, test, verdict)
-            if test.robust is not None and status == "passed":
-                status, det = evaluate_robust(cell, test, layout, det, timeout)
+            if test.plan_path is not None:  # a RoCo plan checked in the twin
+                from cellspec.robots.roco import evaluate_plan_test
+
+                status, det = evaluate_plan_test(cell, test)
+            else:
+                layout = layout_of_test(test)
+                verdict = check(cell, layout, timeout=timeout)
+                status, det = evaluate(cell, test, verdict)
+                if test.robust is not None and status == "passed":
+                    status, det = evaluate_robust(cell, test, layout, det, timeout)
         except CellspecError as exc:
             errors.extend(exc.diagnostics)
             continue

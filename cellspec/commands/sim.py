@@ -1,0 +1,157 @@
+"""cellspec sim: check, plan and execute a layout's assembly in the pybullet twin."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.dsl.errors import CellspecError, Diagnostic
+
+
+def quiet_pybullet() -> None:
+    """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
+    if "pybullet" in sys.modules:
+        return
+    import ctypes
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        import pybullet  # noqa: F401
+
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):
+            pass
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``sim`` verb."""
+    c = sub.add_parser("sim", help="simulate the assembly in the pybullet digital twin",
+                       description="Build the twin, compile the sequence into robot actions "
+                       "(approach, grasp, lift, transport, place, release, retreat from the "
+                       "cell's supply area), check reach, IK and collisions, plan every motion "
+                       "(RRT-Connect), execute in a separate physics client and compare planned "
+                       "and executed joint trajectories (δ ≤ ε). Exit 0 all actions pass, 1 any "
+                       "fails, 2 bad input or unknown.")
+    c.add_argument("cell", help="the .cell file")
+    c.add_argument("layout", help="the layout JSON file")
+    c.add_argument("--plan", metavar="PLAN", help="a plan JSON with `steps` (from `cellspec plan "
+                   "--format json` or `cellspec sim -o`) instead of the sequencer's plan")
+    c.add_argument("--faults", metavar="SPEC", help="inject execution faults, `;`-separated: "
+                   "offset:ROBOT:J:RAD, slow:FACTOR, slow:ROBOT:FACTOR, drop:PART, "
+                   "block:X0,Y0,Z0,X1,Y1,Z1")
+    c.add_argument("--snapshots", metavar="DIR", help="write planned.png and final.png here")
+    c.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan JSON here")
+    c.add_argument("--script", metavar="OUT.py", help="write the executable robot script here")
+    c.add_argument("--trajectories", metavar="FILE.json",
+                   help="write every recorded (t, q_plan, q_exec) sample here")
+    c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
+    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                   help="sequencer and scheduler time limit (default 10)")
+    c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
+                   help="RRT-Connect time limit per motion (default 5)")
+    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    c.set_defaults(func=run)
+
+
+def _steps(path: str):
+    from cellspec.solver.cpsat.results import Step
+
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
+    except json.JSONDecodeError as exc:
+        raise CellspecError(Diagnostic(path, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}")
+                            ) from None
+    steps = obj.get("steps") if isinstance(obj, dict) else None
+    if not isinstance(steps, list) or not steps:
+        raise CellspecError(Diagnostic(path, 1, 1, "a plan needs a non-empty `steps` list of "
+                                       "{part, gripper, axis}"))
+    out = []
+    for k, s in enumerate(steps):
+        try:
+            out.append(Step(part=s["part"], gripper=s["gripper"], axis=s.get("axis")))
+        except Exception as exc:  # noqa: BLE001 - pydantic or key errors: bad input
+            raise CellspecError(Diagnostic(path, 1, 1, f"steps[{k}]: needs part, gripper "
+                                           f"(vacuum|parallel) and axis (x|y|null): {exc}"
+                                           .splitlines()[0])) from None
+    return tuple(out)
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    quiet_pybullet()
+    from cellspec.dsl.parser import load_cell
+    from cellspec.layout import load_layout
+    from cellspec.robots.execute import parse_faults
+    from cellspec.robots.models import MODELS, robot_spec
+    from cellspec.robots.sim import simulate
+
+    for v, name in ((a.time_limit, "--time-limit"), (a.motion_time_limit, "--motion-time-limit")):
+        if not (v > 0):
+            raise CellspecError(f"{name} must be a positive number of seconds")
+    cell = load_cell(a.cell)
+    layout = load_layout(a.layout)
+    for r in cell.robots:
+        if r.model not in MODELS:
+            s = r.source
+            raise CellspecError(Diagnostic(s.file, s.line, s.col, f"robot {r.name}: unknown "
+                                           f"robot model {r.model!r}; known models: "
+                                           f"{', '.join(MODELS)}"))
+    dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
+    faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
+    steps = _steps(a.plan) if a.plan else None
+    if a.snapshots:
+        Path(a.snapshots).mkdir(parents=True, exist_ok=True)
+    res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
+                   motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
+                   snapshots=a.snapshots)
+    if a.output:
+        atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
+    if a.script:
+        if res.timeline is None:
+            print(f"note: no robot script written: {res.reason}", file=sys.stderr)
+        else:
+            from cellspec.robots.script import script_text
+
+            atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
+    if a.trajectories and res.execution is not None:
+        atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
+    for n in res.notes:
+        print(f"note: {n}", file=sys.stderr)
+    if a.format == "json":
+        print(json.dumps(res.to_json(), indent=2))
+    else:
+        for r in res.actions:
+            d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""
+            if r.ok:
+                print(f"{r.index + 1:4d}  {r.robot}  {r.part}  pass{d}")
+            else:
+                print(f"{r.index + 1:4d}  {r.robot or '-'}  {r.part}  FAIL {r.check}: {r.reason}")
+        if res.schedule is not None and res.schedule.makespan is not None:
+            s = res.schedule
+            sp = f", speedup {s.speedup:.2f}x over the best single arm" if s.speedup else ""
+            print(f"schedule ({s.status}): makespan {s.makespan:.2f} s{sp}")
+        if res.concurrent and res.timeline is not None:
+            print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
+                  f"({res.sequential_end:.2f} s one after another)")
+        ex = res.execution
+        if ex is not None:
+            print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "
+                  "simulated")
+        print(f"sim: {res.verdict}" + (f" ({res.reason})" if res.reason else ""))
+    if res.verdict == "pass":
+        return EXIT_OK
+    return EXIT_FAIL if res.verdict == "fail" else EXIT_INPUT

@@ -1,0 +1,113 @@
+"""Build the twin part of a cell (grammar ``twin.tx``) into a :class:`TwinSpec`.
+
+Called by the parser's cell builder with the twin items; errors go to the builder's
+diagnostic sink with file:line:col.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from cellspec.dsl.model import Box, BoxZone, Panel, TwinObject, TwinSpec
+
+TWIN_ITEMS = frozenset({"Supply", "TrajectoryEpsilon", "Home", "SharedZone", "Reachable",
+                        "Panel", "TwinObject"})
+# RoCo's checks, in the order they run (seed 002, Section 3.2, plus the code's reach check)
+PLAN_CHECKS = ("parse", "task", "reach", "ik", "collision", "waypoints", "spacing")
+
+
+def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:
+    """An axis-aligned box from ranges; every axis of ``need`` must be given once."""
+    rs: dict[str, tuple[Fraction, Fraction]] = {}
+    ok = True
+    for r in item.ranges:
+        lo, hi = b.length(r, r.lo), b.length(r, r.hi)
+        if r.axis in rs:
+            b.err(r, f"{what} axis {r.axis} is given twice")
+            ok = False
+        elif lo > hi:
+            b.err(r, f"{what} {r.axis} range is empty: {r.lo} > {r.hi}")
+            ok = False
+        rs[r.axis] = (lo, hi)
+    missing = [a for a in need if a not in rs]
+    if missing:
+        b.err(item, f"{what} lacks the {', '.join(missing)} range")
+        return None
+    if not ok:
+        return None
+    big = Fraction(100)  # an omitted axis is unbounded
+    return Box(lo=tuple(rs.get(a, (-big, big))[0] for a in "xyz"),
+               hi=tuple(rs.get(a, (-big, big))[1] for a in "xyz"))
+
+
+def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
+               part_types: dict[str, Any], claim: Any) -> TwinSpec:
+    """The twin spec of a cell from its twin items (``b`` is the parser's builder)."""
+    supplies: list[BoxZone] = []
+    eps: Fraction | None = None
+    homes: dict[str, tuple[Fraction, ...]] = {}
+    shared: Box | None = None
+    reach: dict[str, Box] = {}
+    panels: dict[str, Panel] = {}
+    objects: list[TwinObject] = []
+    pending_objects = []
+    for item in items:
+        kind = type(item).__name__
+        if kind == "Supply":
+            box = _box(b, item, f"supply '{item.name}'")
+            if box is not None and claim(item, item.name, "supply area"):
+                supplies.append(BoxZone(name=item.name, box=box, source=b.src(item)))
+        elif kind == "TrajectoryEpsilon":
+            if eps is not None:
+                b.err(item, "trajectory epsilon is given twice")
+            eps = Fraction(item.eps)
+            if eps <= 0:
+                b.err(item, "trajectory epsilon must be positive (radians)")
+        elif kind == "Home":
+            if item.robot not in robots:
+                b.err(item, f"home of unknown robot '{item.robot}' (robots: "
+                      f"{', '.join(robots) or 'none'})")
+            elif item.robot in homes:
+                b.err(item, f"home of robot '{item.robot}' is given twice")
+            else:
+                homes[item.robot] = tuple(Fraction(q) for q in item.q)
+        elif kind == "SharedZone":
+            if shared is not None:
+                b.err(item, "shared zone is given twice")
+            shared = _box(b, item, "shared zone", need="xy")
+        elif kind == "Reachable":
+            if item.robot not in robots:
+                b.err(item, f"reach box of unknown robot '{item.robot}' (robots: "
+                      f"{', '.join(robots) or 'none'})")
+            elif item.robot in reach:
+                b.err(item, f"reach box of robot '{item.robot}' is given twice")
+            else:
+                box = _box(b, item, f"reach box of '{item.robot}'")
+                if box is not None:
+                    reach[item.robot] = box
+        elif kind == "Panel":
+            size = tuple(b.length(item, t) for t in (item.size.x, item.size.y, item.size.z))
+            if any(s <= 0 for s in size):
+                b.err(item, f"panel '{item.name}' needs a positive size on every axis")
+            elif claim(item, item.name, "panel"):
+                panels[item.name] = Panel(
+                    name=item.name, size=size, source=b.src(item),
+                    pos=tuple(b.length(item, t) for t in (item.pos.x, item.pos.y, item.pos.z)))
+        elif kind == "TwinObject":
+            pending_objects.append(item)
+    for item in pending_objects:
+        if item.type not in part_types:
+            b.err(item, f"object '{item.name}': unknown part type '{item.type}' (known: "
+                  f"{', '.join(sorted(part_types)) or 'none'})")
+            continue
+        bad = [p for p in (item.panel, item.goal) if p not in panels]
+        if bad:
+            b.err(item, f"object '{item.name}': unknown panel '{bad[0]}' (panels: "
+                  f"{', '.join(panels) or 'none'})")
+            continue
+        if claim(item, item.name, "object"):
+            objects.append(TwinObject(name=item.name, type=item.type, panel=item.panel,
+                                      goal=item.goal, source=b.src(item)))
+    return TwinSpec(supplies=tuple(supplies), traj_epsilon=eps, homes=homes, shared_zone=shared,
+                    reach_boxes=reach, panels=panels, objects=tuple(objects))

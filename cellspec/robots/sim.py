@@ -1,0 +1,534 @@
+"""The pipeline behind ``cellspec sim``: sequence → actions → checks → motions → execution.
+
+1. The sequence: the sequencer's plan (``cpsat.sequence.plan``: order and grip axes), or
+   the steps of a given plan JSON.
+2. The twin (``Twin``, no layout parts: parts appear at the supply one at a time and stay
+   where they are placed); every part size must be reachable at some supply, else the cell
+   is bad input.
+3. Allocation: with one robot per gripper kind, the robot whose gripper the part needs;
+   with several candidate arms, CP-SAT (``cpsat.schedule``) allocates and schedules the
+   placements (per-arm IK feasibility, durations from the velocity limits, order
+   precedences, the shared zone), and the speedup over the best single arm is reported.
+4. Per action, in sequence: reach (the robot's ``reach``), IK of every pose (collision-
+   checked; a pose whose only solutions collide is a ``collision``), then RRT-Connect
+   motions home → approach → grasp → lift → transport → place → retreat → home.
+5. Execution (``execute``) of every motion in a separate physics client with the faults;
+   δ(Q_plan, Q_exec) ≤ ε per action, parts at their places, no blocked-region contact.
+
+Every action is checked even after a failure (the failed part is put at its place), so
+the report names every failing action. The verdict is ``pass`` only when every action
+passes; a motion planner time limit is a failure with the reason ``time limit``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError
+from cellspec.dsl.model import Cell
+from cellspec.layout import Layout
+from cellspec.robots.execute import (
+    DWELL,
+    SPEED,
+    Execution,
+    Fault,
+    Segment,
+    Timeline,
+    execute,
+    time_parameterise,
+)
+from cellspec.robots.tasks import (
+    Action,
+    check_supplies,
+    compile_action,
+    home_q,
+    part_size,
+    supply_for,
+)
+from cellspec.solver.cpsat.results import Step
+
+MOTION_TIME_LIMIT = 5.0
+CLASH_ROUNDS = 6  # tries to resolve arm-arm contacts of a concurrent timeline
+SEED = 0
+
+
+@dataclass(frozen=True)
+class ActionReport:
+    """One action's outcome: pass, or the check that failed and why."""
+
+    index: int
+    robot: str | None
+    part: str
+    ok: bool
+    check: str | None = None  # gripper | reach | ik | collision | motion | execution
+    reason: str | None = None
+    delta: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "robot": self.robot, "part": self.part,
+                "result": "pass" if self.ok else "fail", "check": self.check,
+                "reason": self.reason,
+                "delta": None if self.delta is None else round(self.delta, 6)}
+
+
+@dataclass
+class SimResult:
+    """The outcome of ``simulate``: verdict, per-action reports and what to write out."""
+
+    verdict: str  # pass | fail | unknown
+    reason: str | None
+    actions: list[ActionReport]
+    steps: tuple[Step, ...] = ()
+    compiled: list[Action] = field(default_factory=list)
+    joints: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    segments: list[Segment] = field(default_factory=list)
+    timeline: Timeline | None = None
+    execution: Execution | None = None
+    schedule: Any = None
+    homes: dict[str, list[float]] = field(default_factory=dict)
+    concurrent: bool = False  # the arms executed the schedule concurrently
+    sequential_end: float | None = None  # the motions one after another, seconds
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report (no samples) as plain JSON data."""
+        out: dict[str, Any] = {"verdict": self.verdict,
+                               "actions": [a.to_json() for a in self.actions]}
+        if self.reason:
+            out["reason"] = self.reason
+        out["execution"] = self.execution.to_json() if self.execution else None
+        if self.schedule is not None:
+            out["schedule"] = self.schedule.to_json()
+        out["concurrent"] = self.concurrent
+        if self.timeline is not None:
+            out["motion_time"] = {"executed": round(self.timeline.end, 3),
+                                  "sequential": round(self.sequential_end or 0.0, 3)}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+    def plan_json(self, cell: Cell, layout: Layout) -> dict[str, Any]:
+        """The plan: sequence, allocation, compiled actions with joints, motions, timing."""
+        return {
+            "cell": cell.path, "layout": layout.path, "verdict": self.verdict,
+            "steps": [s.to_json() for s in self.steps],
+            "homes": self.homes,
+            "actions": [dict(a.to_json(), joints=self.joints.get(a.index, {}))
+                        for a in self.compiled],
+            "motions": [{"action": s.action, "robot": s.robot, "part": s.part, "kind": s.kind,
+                         "grasp": s.grasp, "release": s.release,
+                         "path": [np.round(q, 9).tolist() for q in s.path]}
+                        for s in self.segments],
+            "schedule": self.schedule.to_json() if self.schedule is not None else None,
+            "concurrent": self.concurrent,
+            "execution": self.execution.to_json() if self.execution else None,
+        }
+
+
+def _grip_kind(cell: Cell, layout: Layout, i: int, step: Step) -> str:
+    return step.gripper or layout.grippers[i] or cell.default_gripper.kind
+
+
+def _precedences(cell: Cell, layout: Layout, steps: tuple[Step, ...]) -> list[tuple[str, str]]:
+    """Pairs (a, b): a must be placed before b (support, contact, grip access by the axis)."""
+    from cellspec.solver.cpsat.sequence import order_problem
+    from cellspec.solver.instance import build_instance
+
+    op = order_problem(build_instance(cell, layout))
+    ids = layout.ids
+    pos = {s.part: k for k, s in enumerate(steps)}
+    out = set()
+    for a in range(op.n):
+        for b in op.succ[a]:
+            out.add((ids[a], ids[b]))
+        st = steps[pos[ids[a]]]
+        if st.axis is not None:
+            for b in op.block[a][0 if st.axis == "x" else 1]:
+                out.add((ids[a], ids[b]))
+    return sorted(p for p in out if pos[p[0]] < pos[p[1]])
+
+
+def _in_zone(cell: Cell, pt) -> bool:
+    z = cell.twin.shared_zone
+    if z is None:
+        return True  # no shared zone declared: the whole cell is shared
+    return all(float(z.lo[d]) <= pt[d] <= float(z.hi[d]) for d in range(3))
+
+
+def _joint_time(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
+    return float(np.max(np.abs(b - a) / (vel * SPEED)))
+
+
+IK_TRIES = 4  # IK seeds tried when the solution nearest the previous pose does not converge
+
+
+def ik_near(twin: Any, robot: str, pos, quat, prev: np.ndarray, *, seed: int,
+            ignore: tuple[str, ...] = (), vacuum: bool = False) -> Any:
+    """IK seeded from the previous pose; when that attempt fails, the solution nearest to
+    it (in time at the velocity limits) among ``IK_TRIES`` seeded restarts."""
+    from cellspec.robots.ik import solve_ik
+
+    v = twin.spec(robot).vel_limits
+    best = None
+    for j in range(IK_TRIES):
+        r = solve_ik(twin, robot, pos, quat, seed=seed + 7919 * j, q_init=prev, ignore=ignore,
+                     yaw_free=vacuum)
+        if not r.ok:
+            return best or r
+        if np.allclose(r.q, prev, atol=1e-12) or _joint_time(prev, r.q, v) < 0.5:
+            return r
+        if best is None or _joint_time(prev, r.q, v) < _joint_time(prev, best.q, v):
+            best = r
+    return best
+
+
+def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+             time_limit: float = 10.0) -> tuple[dict[str, str | None], Any]:
+    """Each part's robot: the only candidate, or CP-SAT's allocation among several."""
+    from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
+
+    idx = {pid: i for i, pid in enumerate(layout.ids)}
+    cands: dict[str, list[str]] = {}
+    for s in steps:
+        kind = _grip_kind(cell, layout, idx[s.part], s)
+        # a vacuum cup places any part (support order leaves its top free when it is
+        # placed); parallel jaws need the part planned for them (the sequencer's axis)
+        cands[s.part] = [r.name for r in cell.robots
+                         if r.gripper.kind == kind or r.gripper.kind == "vacuum"]
+    if all(len(c) <= 1 for c in cands.values()) and len(cell.robots) <= 1:
+        return {p: (c[0] if c else None) for p, c in cands.items()}, None
+    arms = [r.name for r in cell.robots]
+    for r in arms:  # the same IK seeds as the planning pass
+        twin.set_q(r, home_q(twin, r))
+    jobs = []
+    for s in steps:
+        i = idx[s.part]
+        size = part_size(cell, layout, i)
+        times: dict[str, ArmTimes] = {}
+        for r in cands[s.part]:
+            z, _ = supply_for(twin, r, size, s.axis)
+            if z is None:
+                continue
+            a = compile_action(cell, 0, r, s.part, size, layout.pos[i], s.axis, z)
+            spec = twin.spec(r)
+            q = home_q(twin, r)
+            qs = [q]
+            ok = True
+            for pose in a.poses:
+                ign = (f"part:{s.part}",) if pose.name in ("grasp", "retreat") else ()
+                res = ik_near(twin, r, pose.pos, pose.quat, qs[-1], seed=SEED, ignore=ign,
+                              vacuum=a.gripper == "vacuum")
+                if not res.ok:
+                    ok = False
+                    break
+                qs.append(res.q)
+            if not ok:
+                continue
+            qs.append(q)
+            v = spec.vel_limits
+            pick = sum(_joint_time(x, y, v) for x, y in zip(qs[:2], qs[1:3], strict=True)) + DWELL
+            place = sum(_joint_time(x, y, v) for x, y in zip(qs[2:-1], qs[3:], strict=True)) + DWELL
+            times[r] = ArmTimes(pick=pick, place=place, pick_shared=_in_zone(cell, a.pick),
+                                place_shared=_in_zone(cell, a.place))
+        jobs.append(Job(s.part, times))
+    res = schedule(jobs, arms, _precedences(cell, layout, steps), time_limit=time_limit)
+    if res.status not in ("optimal", "feasible"):
+        return {p: (c[0] if c else None) for p, c in cands.items()}, res
+    return {s.part: res.arm_of(s.part) for s in steps}, res
+
+
+def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
+             faults: tuple[Fault, ...] = (), seed: int = SEED,
+             motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0,
+             snapshots: str | None = None) -> SimResult:
+    """Check, plan and execute every placement of the layout in the twin."""
+    from cellspec.robots.twin import Twin
+
+    if steps is None:
+        from cellspec.solver.cpsat.sequence import plan
+
+        pr = plan(cell, layout, time_limit=time_limit)
+        if pr.status not in ("optimal", "feasible"):
+            verdict = "fail" if pr.status == "infeasible" else "unknown"
+            return SimResult(verdict, f"no assembly sequence: {pr.reason}", [])
+        steps = pr.steps
+        notes = [f"the layout itself fails {v.rule}({', '.join(v.parts)})"
+                 for v in (pr.verdict.violations if pr.verdict else ())
+                 if v.rule not in pr.order_rules]
+    else:
+        notes = []
+    known = set(layout.ids)
+    if sorted(s.part for s in steps) != sorted(known):
+        raise CellspecError("the plan's steps must place every part of the layout once")
+    with Twin(cell) as twin:
+        sizes = [part_size(cell, layout, i) for i in range(len(layout))]
+        check_supplies(twin, sizes, seed)
+        alloc, sched = allocate(twin, cell, layout, steps, time_limit)
+        res = _plan_all(twin, cell, layout, steps, alloc, seed, motion_time_limit)
+        res.schedule = sched
+        res.notes = notes
+        if snapshots:
+            from cellspec.robots.render import snapshot_twin
+
+            snapshot_twin(twin, f"{snapshots}/planned.png")
+    if any(not a.ok for a in res.actions):
+        res.verdict = "fail"
+        res.reason = f"{sum(not a.ok for a in res.actions)} of {len(res.actions)} actions fail " \
+            "before execution"
+        return res
+    idx = {pid: i for i, pid in enumerate(layout.ids)}
+    start = {r: np.array(q) for r, q in res.homes.items()}
+    with Twin(cell) as twin:
+        vel = {r: twin.spec(r).vel_limits for r in twin.robot_names}
+        tl = time_parameterise(res.segments, start, vel)
+        res.sequential_end = tl.end
+        if sched is not None and sched.slots and len({x.arm for x in sched.slots}) > 1:
+            after: set[tuple[int, int]] = set()
+            for _ in range(CLASH_ROUNDS):
+                starts = dispatch(cell, layout, steps, res, sched, vel, after)
+                ctl = time_parameterise(res.segments, start, vel, starts)
+                clash = arm_clash(twin, ctl)
+                if clash is None:
+                    tl = ctl
+                    res.concurrent = True
+                    break
+                # serialise the two actions that meet: the later one waits for the other
+                act = [w for w in ctl.windows if w[1] <= clash[1] <= w[2] + DWELL
+                       and w[3] in clash[2]]
+                if len(act) < 2:
+                    break
+                first, second = sorted(act[:2], key=lambda w: (w[1], w[0]))
+                after.add((second[0], first[0]))
+            if not res.concurrent:
+                res.notes.append(f"the arms were executed one after another: concurrently "
+                                 f"they would collide ({clash[0]})")
+        t0 = {w[0]: w[1] for w in tl.windows}
+        parts = {}
+        for a in res.compiled:
+            i = idx[a.part]
+            pt = cell.part_types.get(layout.types[i])
+            parts[a.part] = {"size": a.size, "start": a.pick, "place": a.place,
+                             "mass": float(pt.mass) if pt is not None and pt.mass else 0.1,
+                             "appear": t0[a.index]}
+        hook = None
+        if snapshots:
+            from cellspec.robots.render import snapshot_client
+
+            def hook(cid: int) -> None:
+                snapshot_client(cid, cell, f"{snapshots}/final.png")
+
+        ex = execute(twin, tl, parts, faults, on_end=hook)
+    res.timeline = tl
+    res.execution = ex
+    out = []
+    for a in res.actions:
+        comp = next(c for c in res.compiled if c.part == a.part)
+        d = ex.per_action.get(comp.index, 0.0)
+        why = []
+        if d > ex.epsilon:
+            why.append(f"δ = {d:.4f} rad > ε = {ex.epsilon:g} rad")
+        if a.part in ex.misplaced:
+            off = ex.misplaced[a.part]
+            why.append(f"{a.part} ends {off:.3f} m from its place" if math.isfinite(off)
+                       else f"{a.part} never appeared")
+        hits = [b for b, t in ex.blocked_at.items()
+                if any(w[0] == comp.index and w[1] <= t <= w[2] + DWELL for w in tl.windows)]
+        if hits:
+            why.append("contact with the blocked region: " + ", ".join(hits))
+        out.append(ActionReport(a.index, a.robot, a.part, not why,
+                                None if not why else "execution",
+                                "; ".join(why) or None, d))
+    res.actions = out
+    res.verdict = "pass" if ex.ok and all(a.ok for a in out) else "fail"
+    if res.verdict == "fail":
+        res.reason = "execution: " + "; ".join(ex.reasons) if ex.reasons else \
+            "an action failed in execution"
+    return res
+
+
+def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
+             vel: dict[str, np.ndarray], after: set[tuple[int, int]] | None = None
+             ) -> dict[int, float]:
+    """Start times of the actions with their real motion times: CP-SAT's allocation and
+    order (by place start), list-scheduled so that each arm does one job at a time, the
+    precedences hold and no two phases inside the shared zone overlap; ``after`` holds
+    pairs (x, y): action x starts only when action y has ended (to keep arms apart)."""
+    from cellspec.robots.execute import segment_times
+
+    idx = {a.part: a for a in res.compiled}
+    durs = segment_times(res.segments, {r: np.array(q) for r, q in res.homes.items()}, vel)
+    pick: dict[int, float] = {}
+    place: dict[int, float] = {}
+    for s, d in zip(res.segments, durs, strict=True):
+        extra = DWELL if (s.grasp or s.release) else 0.0
+        tgt = pick if s.kind in ("approach", "grasp") else place
+        tgt[s.action] = tgt.get(s.action, 0.0) + d + extra
+    preds: dict[str, list[str]] = {}
+    for a, b in _precedences(cell, layout, steps):
+        preds.setdefault(b, []).append(a)
+    free: dict[str, float] = {}
+    end: dict[str, float] = {}
+    busy: list[tuple[float, float]] = []
+    starts: dict[int, float] = {}
+    done: dict[int, float] = {}
+    for slot in sorted(sched.slots, key=lambda x: (x.place_start, x.part)):
+        a = idx[slot.part]
+        dp, dq = pick[a.index], place[a.index]
+        t = max([free.get(a.robot, 0.0)] + [end[p] - dp for p in preds.get(a.part, ())
+                                            if p in end]
+                + [done[y] for x, y in (after or ()) if x == a.index and y in done])
+        zones = [(0.0, dp)] if _in_zone(cell, a.pick) else []
+        if _in_zone(cell, a.place):
+            zones.append((dp, dp + dq))
+        moved = True
+        while moved:
+            moved = False
+            for o0, o1 in zones:
+                for b0, b1 in busy:
+                    if t + o0 < b1 - 1e-9 and b0 < t + o1 - 1e-9:
+                        t = b1 - o0
+                        moved = True
+        for o0, o1 in zones:
+            busy.append((t + o0, t + o1))
+        starts[a.index] = t
+        free[a.robot] = t + dp + dq
+        end[a.part] = t + dp + dq
+        done[a.index] = t + dp + dq
+    return starts
+
+
+def arm_clash(twin: Any, tl: Timeline, every: float = 0.05
+              ) -> tuple[str, float, tuple[str, str]] | None:
+    """The first arm-against-arm contact along a concurrent timeline (sampled): its text,
+    time and the two robots; None when the arms never touch."""
+    from cellspec.robots.collision import CollisionChecker
+
+    chk = CollisionChecker(twin)
+    robots = list(tl.t)
+    for k in range(int(tl.end / every) + 2):
+        t = min(k * every, tl.end)
+        for c in chk.contacts({r: tl.at(r, t) for r in robots}):
+            ra, rb = c.a.split("/")[0], c.b.split("/")[0]
+            if ra in robots and rb in robots and ra != rb:
+                return f"{c.a} with {c.b} at t = {t:.2f} s", t, (ra, rb)
+    return None
+
+
+def _classify(reason: str | None) -> str:
+    return "collision" if reason and "collision" in reason.lower() else "ik"
+
+
+def _plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+              alloc: dict[str, str | None], seed: int, mtl: float) -> SimResult:
+    from cellspec.robots.motion import plan_motion
+
+    idx = {pid: i for i, pid in enumerate(layout.ids)}
+    homes = {r: home_q(twin, r) for r in twin.robot_names}
+    for r, q in homes.items():
+        twin.set_q(r, q)
+    res = SimResult("pass", None, [], steps=steps,
+                    homes={r: np.round(q, 9).tolist() for r, q in homes.items()})
+    for k, s in enumerate(steps):
+        i = idx[s.part]
+        size = part_size(cell, layout, i)
+        place = tuple(float(v) for v in layout.pos[i])
+        robot = alloc.get(s.part)
+        kind = _grip_kind(cell, layout, i, s)
+
+        def fail(check: str, why: str, robot: str | None = robot, k: int = k,
+                 part: str = s.part, size=size, place=place) -> None:
+            res.actions.append(ActionReport(k, robot, part, False, check, why))
+            twin.add_box(part, size, place, kind="part")
+
+        if robot is None:
+            fail("gripper", f"no robot has a {kind} gripper for {s.part}")
+            continue
+        z, why = supply_for(twin, robot, size, s.axis, seed)
+        if z is None:
+            fail("reach", f"{robot} reaches no supply area: {why}")
+            continue
+        a = compile_action(cell, k, robot, s.part, size, place, s.axis, z)
+        rob = next(r for r in cell.robots if r.name == robot)
+        if rob.reach is not None:
+            base = np.array([float(v) for v in rob.base])
+            far = [p for p in a.poses
+                   if np.linalg.norm(np.array(p.pos) - base) > float(rob.reach)]
+            if far:
+                d = float(np.linalg.norm(np.array(far[0].pos) - base))
+                fail("reach", f"{far[0].name} pose {_p(far[0].pos)} is {d:.3f} m from {robot}'s "
+                     f"base, beyond its reach {float(rob.reach):g} m")
+                continue
+        twin.add_box(s.part, size, a.pick, kind="part")
+        key = f"part:{s.part}"
+        qs: dict[str, np.ndarray] = {}
+        prev = homes[robot]
+        bad = None
+        for pose in a.poses:
+            if pose.name == "release":
+                qs["release"] = qs["place"]
+                continue
+            if pose.name == "lift":
+                twin.set_q(robot, qs["grasp"])
+                twin.attach(robot, key)
+            if pose.name == "retreat":
+                twin.set_q(robot, qs["place"])
+                twin.detach(robot)
+            ign = (key,) if pose.name in ("grasp", "retreat") else ()
+            r = ik_near(twin, robot, pose.pos, pose.quat, prev, seed=seed, ignore=ign,
+                        vacuum=a.gripper == "vacuum")
+            if not r.ok:
+                bad = (_classify(r.reason), f"{pose.name} pose {_p(pose.pos)}: {r.reason}")
+                break
+            qs[pose.name] = r.q
+            prev = r.q
+        twin.detach(robot)
+        if bad is not None:
+            twin.remove(key)
+            fail(*bad)
+            continue
+        twin.set_pose(key, a.pick)
+        # motions
+        legs = [("approach", homes[robot], qs["approach"], (), False, False),
+                ("grasp", qs["approach"], qs["grasp"], (key,), True, False),
+                ("lift", qs["grasp"], qs["lift"], (key,), False, False),
+                ("transport", qs["lift"], qs["transport"], (), False, False),
+                ("place", qs["transport"], qs["place"], (), False, True),
+                ("retreat", qs["place"], qs["retreat"], (key,), False, False),
+                ("home", qs["retreat"], homes[robot], (), False, False)]
+        segs = []
+        failed = None
+        for n, (name, qa, qb, ign, grasp, release) in enumerate(legs):
+            if name == "lift":
+                twin.set_q(robot, qs["grasp"])
+                twin.attach(robot, key)
+            if name == "retreat":
+                twin.set_q(robot, qs["place"])
+                twin.detach(robot)
+            m = plan_motion(twin, {robot: qa}, {robot: qb}, seed=seed + 101 * k + n,
+                            time_limit=mtl, ignore=frozenset(ign))
+            if not m.ok:
+                failed = f"motion {name}: {m.reason}"
+                break
+            segs.append(Segment(k, robot, s.part, name, tuple(x[robot] for x in m.path[1:]),
+                                grasp=grasp, release=release))
+        twin.detach(robot)
+        twin.set_q(robot, homes[robot])
+        twin.set_pose(key, place)
+        if failed is not None:
+            res.actions.append(ActionReport(k, robot, s.part, False,
+                                            _classify(failed) if "collision" in failed
+                                            else "motion", failed))
+            continue
+        res.compiled.append(a)
+        res.joints[k] = {n: np.round(q, 9).tolist() for n, q in qs.items()}
+        res.segments.extend(segs)
+        res.actions.append(ActionReport(k, robot, s.part, True))
+    return res
+
+
+def _p(v) -> str:
+    return f"({v[0]:.3f}, {v[1]:.3f}, {v[2]:.3f})"
