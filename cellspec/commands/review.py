@@ -1,0 +1,113 @@
+"""cellspec review: review, edit and accept a layout in the browser (viser)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK
+from cellspec.dsl.errors import CellspecError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``review`` verb."""
+    c = sub.add_parser(
+        "review", help="review and edit a layout in the browser",
+        description="Start a local web page (viser) showing the cell in 3D with the layout's "
+        "parts coloured by status and every violation in a side panel. Edits (move, add, "
+        "delete, order) are re-verified at once by the same engine as `cellspec check`. "
+        "Repair runs the CP-SAT repair (undoable). Accept writes the layout (only if it "
+        "verifies) and exits 0; Reject exits 1 and writes nothing; Ctrl-C writes nothing "
+        "and exits 1.")
+    c.add_argument("cell", help="the .cell file")
+    c.add_argument("layout", help="the layout JSON file")
+    c.add_argument("--plan", metavar="PLAN.json", default=None,
+                   help="a plan written by `cellspec sim -o PLAN.json`: replay its robot "
+                   "motions on a timeline")
+    c.add_argument("--trajectories", metavar="FILE.json", default=None,
+                   help="with --plan: the execution record `cellspec sim --trajectories` "
+                   "writes, to plot planned vs executed joints and δ against ε")
+    c.add_argument("--port", type=int, default=8080,
+                   help="port (default 8080; the next free one if taken; 0: any free port)")
+    c.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    c.add_argument("-o", "--output", metavar="OUT.json", default=None,
+                   help="where Accept writes the layout (default: LAYOUT itself)")
+    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="verification time limit per edit in seconds (unknown when hit)")
+    c.add_argument("--repair-time-limit", type=float, default=10.0, metavar="S",
+                   help="time limit of the Repair button in seconds (default 10)")
+    c.add_argument("--no-robots", action="store_true",
+                   help="draw robot base markers only (skip loading the robot models)")
+    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    c.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    from cellspec.dsl.parser import load_cell
+    from cellspec.layout import load_layout
+    from cellspec.review.session import ReviewSession
+
+    if not (0 <= a.port <= 65535):
+        raise CellspecError(f"--port {a.port}: must be between 0 and 65535")
+    if not (a.timeout > 0) or not (a.repair_time_limit > 0):
+        raise CellspecError("--timeout and --repair-time-limit must be positive seconds")
+    cell = load_cell(a.cell)
+    layout = load_layout(a.layout)
+    plan = None
+    if a.plan is not None:
+        from cellspec.review.replay import load_plan
+
+        plan = load_plan(a.plan, cell, a.trajectories)
+    elif a.trajectories is not None:
+        raise CellspecError("--trajectories needs --plan PLAN.json")
+    if plan is not None and a.no_robots:
+        raise CellspecError("--plan replays the robots: it cannot be used with --no-robots")
+    out = Path(a.output) if a.output else Path(a.layout)
+    if out.is_dir():
+        raise CellspecError(f"{out}: is a directory; -o wants a file name")
+    if not out.parent.exists() and str(out.parent) not in ("", "."):
+        raise CellspecError(f"{out}: the folder {out.parent} does not exist")
+    session = ReviewSession(cell, layout, timeout=a.timeout,
+                            repair_time_limit=a.repair_time_limit)
+
+    from cellspec.review.app import ReviewApp
+
+    app = ReviewApp(session, out, host=a.host, port=a.port, plan=plan,
+                    robots=not a.no_robots)
+    try:
+        try:
+            url = app.start()
+        except OSError as exc:
+            raise CellspecError(f"cannot start the server on {a.host}:{a.port}: "
+                                f"{exc.strerror or exc}") from None
+        v = session.verdict
+        if a.format == "json":
+            print(json.dumps({"address": url, "verdict": v.verdict,
+                              "violations": len(v.violations)}), flush=True)
+        else:
+            print(f"review {layout.path} on {cell.name}: {url}", flush=True)
+            print(f"{v.verdict}: {len(v.violations)} violation(s); Accept writes {out}, "
+                  "Reject or Ctrl-C writes nothing", file=sys.stderr, flush=True)
+        try:
+            decision = app.wait_forever()
+        except KeyboardInterrupt:
+            decision = None
+    finally:
+        app.stop()
+    v = session.verdict
+    if a.format == "json":
+        print(json.dumps({"decision": decision or "interrupted",
+                          "output": str(session.written) if session.written else None,
+                          "verdict": v.to_json()}), flush=True)
+    elif decision == "accept":
+        print(f"accepted: {len(session.ids)} parts, verified pass; written to {session.written}")
+    elif decision == "reject":
+        print("rejected: nothing written")
+    else:
+        print("interrupted: nothing written", file=sys.stderr)
+    return EXIT_OK if decision == "accept" else EXIT_FAIL
+

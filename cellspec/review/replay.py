@@ -1,0 +1,398 @@
+"""Plan replay on the review page: a timeline slider and a play button move the robots
+along the planned motions; a plot shows planned vs executed joints and δ against ε.
+
+The plan is the JSON that ``cellspec sim -o PLAN.json`` writes (``SimResult.plan_json``:
+``homes``, ``actions`` with ``pick``/``place``, ``motions`` with joint ``path`` per
+segment, ``execution`` with δ and ε). Times come from the same time parameterisation
+the simulator executes (:func:`cellspec.robots.execute.time_parameterise`), so the
+replay runs on the plan's own clock. The execution record (every sample of planned and
+executed joints) is the file ``cellspec sim --trajectories FILE.json`` writes; with it
+the plot shows both curves and δ(t) against ε, without it the planned joints only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.dsl.model import Cell
+
+MAX_PLOT_POINTS = 600
+PLAY_FPS = 12.0
+MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class ReplayPlan:
+    """A validated plan: motion segments, homes, per-part pick/place, execution summary."""
+
+    path: str
+    segments: list[Any]
+    homes: dict[str, np.ndarray]
+    actions: list[dict[str, Any]]
+    execution: dict[str, Any] | None
+    verdict: str | None
+    starts: dict[int, float] | None = None  # action -> start time (concurrent arms)
+    concurrent: bool = False
+    records: dict[str, dict[str, np.ndarray]] | None = None
+    records_path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _bad(path: str, msg: str) -> CellspecError:
+    return CellspecError(Diagnostic(path, 0, 0, msg))
+
+
+def _read_json(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_BYTES:
+            raise _bad(str(path), f"larger than {MAX_BYTES} bytes")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _bad(str(path), f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise _bad(str(path), f"not UTF-8 text (byte {exc.start})") from None
+
+    def no_constants(name: str) -> float:
+        raise ValueError(f"{name} is not a number")
+
+    try:
+        return json.loads(text, parse_constant=no_constants)
+    except json.JSONDecodeError as exc:
+        raise CellspecError(Diagnostic(str(path), exc.lineno, exc.colno,
+                                       f"invalid JSON: {exc.msg}")) from None
+    except (ValueError, RecursionError) as exc:
+        raise _bad(str(path), f"invalid JSON: {exc}") from None
+
+
+def _vec(path: str, where: str, v: Any, n: int) -> np.ndarray:
+    if not isinstance(v, list) or len(v) != n or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and abs(x) < 1e6 for x in v):
+        raise _bad(path, f"{where}: expected {n} finite numbers")
+    return np.array(v, dtype=np.float64)
+
+
+def load_plan(path: str, cell: Cell, trajectories: str | None = None) -> ReplayPlan:
+    """Read and validate a plan JSON (and optionally its execution record) against the
+    cell's robots; CellspecError (exit 2) naming the JSON path of any problem."""
+    from cellspec.robots.execute import Segment
+    from cellspec.robots.models import robot_spec
+
+    obj = _read_json(path)
+    if not isinstance(obj, dict) or not isinstance(obj.get("motions"), list):
+        raise _bad(path, "not a plan: expected the JSON object `cellspec sim -o` writes "
+                   "(with \"motions\", \"homes\" and \"actions\")")
+    robots = {r.name: r for r in cell.robots}
+    dof = {}
+    for name, r in robots.items():
+        try:
+            dof[name] = len(robot_spec(r.model).joint_names)
+        except CellspecError:
+            continue
+    homes_in = obj.get("homes")
+    if not isinstance(homes_in, dict):
+        raise _bad(path, "homes: expected an object robot -> joint list")
+    homes = {}
+    for r, q in homes_in.items():
+        if r not in dof:
+            raise _bad(path, f"homes.{r}: the cell has no robot '{r}' (robots: "
+                       f"{', '.join(robots) or 'none'})")
+        homes[r] = _vec(path, f"homes.{r}", q, dof[r])
+    segs = []
+    for k, m in enumerate(obj["motions"]):
+        w = f"motions[{k}]"
+        if not isinstance(m, dict):
+            raise _bad(path, f"{w}: expected an object")
+        r = m.get("robot")
+        if r not in dof:
+            raise _bad(path, f"{w}.robot: the cell has no robot {r!r}")
+        if r not in homes:
+            raise _bad(path, f"{w}.robot: no home for '{r}' in homes")
+        pth = m.get("path")
+        if not isinstance(pth, list):
+            raise _bad(path, f"{w}.path: expected a list of joint lists")
+        q = tuple(_vec(path, f"{w}.path[{i}]", v, dof[r]) for i, v in enumerate(pth))
+        if not isinstance(m.get("action"), int) or not isinstance(m.get("part"), str):
+            raise _bad(path, f"{w}: expected an integer \"action\" and a \"part\" id")
+        segs.append(Segment(action=m["action"], robot=r, part=m["part"],
+                            kind=str(m.get("kind", "")), path=q,
+                            grasp=bool(m.get("grasp")), release=bool(m.get("release"))))
+    actions = []
+    for k, a in enumerate(obj.get("actions") or []):
+        if not isinstance(a, dict) or not isinstance(a.get("part"), str):
+            raise _bad(path, f"actions[{k}]: expected an object with a \"part\"")
+        actions.append({"index": a.get("index", k), "robot": a.get("robot"),
+                        "part": a["part"],
+                        "pick": _vec(path, f"actions[{k}].pick", a.get("pick"), 3),
+                        "place": _vec(path, f"actions[{k}].place", a.get("place"), 3)})
+    ex = obj.get("execution")
+    plan = ReplayPlan(path=str(path), segments=segs, homes=homes, actions=actions,
+                      execution=ex if isinstance(ex, dict) else None,
+                      verdict=obj.get("verdict") if isinstance(obj.get("verdict"), str)
+                      else None)
+    st = obj.get("starts")
+    if st is not None:
+        if not isinstance(st, dict):
+            raise _bad(path, "starts: expected an object action -> start time (s)")
+        plan.starts = {}
+        for k, v in st.items():
+            try:
+                a = int(k)
+            except ValueError:
+                raise _bad(path, f"starts.{k}: expected an action number") from None
+            plan.starts[a] = float(_vec(path, f"starts.{k}", [v], 1)[0])
+    plan.concurrent = obj.get("concurrent") is True
+    if plan.concurrent and plan.starts is None:
+        plan.notes.append("the simulator ran the arms concurrently, but the plan JSON has no "
+                          "start times: this replay runs the actions one after another")
+    if not segs:
+        plan.notes.append("the plan has no motions (its actions failed before execution)")
+    if trajectories is not None:
+        plan.records = load_records(trajectories, dof)
+        plan.records_path = str(trajectories)
+    return plan
+
+
+def load_records(path: str, dof: dict[str, int]) -> dict[str, dict[str, np.ndarray]]:
+    """The execution record of ``cellspec sim --trajectories``: per robot t/q planned and
+    executed samples (validated)."""
+    obj = _read_json(path)
+    if not isinstance(obj, dict):
+        raise _bad(path, "not an execution record: expected the object `cellspec sim "
+                   "--trajectories` writes (robot -> t_plan, q_plan, t_exec, q_exec)")
+    out = {}
+    for r, rec in obj.items():
+        if r not in dof:
+            raise _bad(path, f"{r}: the cell has no robot '{r}'")
+        if not isinstance(rec, dict):
+            raise _bad(path, f"{r}: expected an object")
+        arrs = {}
+        for key, width in (("t_plan", 0), ("q_plan", dof[r]), ("t_exec", 0),
+                           ("q_exec", dof[r])):
+            v = rec.get(key)
+            try:
+                a = np.array(v, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise _bad(path, f"{r}.{key}: expected numbers") from None
+            if (a.ndim != (1 if width == 0 else 2) or (width and a.shape[1] != width)
+                    or not np.isfinite(a).all()):
+                raise _bad(path, f"{r}.{key}: expected "
+                           + ("a list of finite times" if width == 0 else
+                              f"a list of {width}-joint lists of finite numbers"))
+            arrs[key] = a
+        if len(arrs["t_plan"]) != len(arrs["q_plan"]) or len(arrs["t_exec"]) != len(
+                arrs["q_exec"]):
+            raise _bad(path, f"{r}: times and joint samples differ in length")
+        out[r] = arrs
+    return out
+
+
+def _nearest(t_src: np.ndarray, q_src: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """q_src at the nearest timestamps to t (the alignment δ uses)."""
+    if len(t_src) == 1:
+        return np.repeat(q_src, len(t), axis=0)
+    k = np.clip(np.searchsorted(t_src, t), 1, len(t_src) - 1)
+    left = np.abs(t - t_src[k - 1]) <= np.abs(t_src[k] - t)
+    return q_src[np.where(left, k - 1, k)]
+
+
+def _quat_matrix(q: Any) -> np.ndarray:
+    from cellspec.review.robots import _quat_matrix as qm
+
+    return qm(q)
+
+
+class Replay:
+    """The replay panel and the robots and parts it moves."""
+
+    def __init__(self, app: Any, plan: ReplayPlan) -> None:
+        """Build the timeline from the plan with the twin's velocity limits."""
+        from cellspec.robots.execute import time_parameterise
+
+        self.app, self.plan = app, plan
+        self.twin = app.twin
+        vel = {r: self.twin.spec(r).vel_limits for r in self.twin.robot_names}
+        if plan.starts:
+            self.tl = time_parameterise(plan.segments, dict(plan.homes), vel, plan.starts)
+        else:
+            self.tl = time_parameterise(plan.segments, dict(plan.homes), vel)
+        self.end = math.ceil(float(self.tl.end) * 20) / 20  # on the slider's 0.05 s grid
+        self.playing = False
+        self._thread: threading.Thread | None = None
+        # per part: robot, window start, grasp and release times
+        self.parts: dict[str, dict[str, Any]] = {}
+        starts = {w[0]: w[1] for w in self.tl.windows}  # (action, t0, t1[, robot])
+        for a in plan.actions:
+            self.parts[a["part"]] = {"pick": a["pick"], "place": a["place"],
+                                     "start": starts.get(a["index"], 0.0), "grasp": None,
+                                     "release": None, "robot": a.get("robot")}
+        for t, robot, kind, part in self.tl.events:
+            if part in self.parts:
+                self.parts[part][kind] = t
+                self.parts[part]["robot"] = robot
+        self._grasp_tcp: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for pid, info in self.parts.items():
+            if info["grasp"] is not None and info["robot"] in self.tl.t:
+                q = self.tl.at(info["robot"], info["grasp"])
+                pos, quat = self.twin.tool_pose(info["robot"], q)
+                self._grasp_tcp[pid] = (np.array(pos), _quat_matrix(quat))
+
+    def build(self, gui: Any) -> None:
+        """Add the replay folder: slider, play, action line, plots."""
+        ex = self.plan.execution
+        with gui.add_folder("Plan replay"):
+            self.md = gui.add_markdown(self._summary(ex))
+            self.slider = gui.add_slider("time (s)", 0.0, max(self.end, 0.05), 0.05,
+                                         max(self.end, 0.05))
+            self.b_play = gui.add_button("Play", icon=None)
+            self.md_now = gui.add_markdown("")
+            robots = tuple(r for r in self.tl.t) or ("(none)",)
+            self.dd_robot = gui.add_dropdown("plot robot", robots, initial_value=robots[0])
+            self.plot_joints = None
+            self.plot_delta = None
+            self._plots()
+        self.slider.on_update(lambda _e: self.app._call(lambda: self.show(self.slider.value)))
+        self.b_play.on_click(lambda _e: self.toggle())
+        self.dd_robot.on_update(lambda _e: self.app._call(self._plots))
+
+    def _summary(self, ex: dict[str, Any] | None) -> str:
+        lines = [f"plan `{Path(self.plan.path).name}`: {len(self.plan.actions)} action(s), "
+                 f"{self.end:.2f} s"]
+        if self.plan.verdict:
+            lines[0] += f", sim verdict **{self.plan.verdict}**"
+        if ex:
+            ok = "within" if ex.get("ok") else "**exceeds**"
+            lines.append(f"execution: δ = {ex.get('delta')} rad {ok} ε = {ex.get('epsilon')}"
+                         f" (worst: {ex.get('delta_robot')} at t = {ex.get('delta_t')} s)")
+        else:
+            lines.append("no execution in the plan")
+        if self.plan.records is None:
+            lines.append("no execution record: planned joints only (pass `--trajectories "
+                         "FILE.json` from `cellspec sim --trajectories`)")
+        lines += self.plan.notes
+        return "  \n".join(lines)
+
+    def _plots(self) -> None:
+        robot = self.dd_robot.value
+        for h in (self.plot_joints, self.plot_delta):
+            if h is not None:
+                h.remove()
+        self.plot_joints = self.plot_delta = None
+        if robot not in self.tl.t:
+            return
+        gui = self.app.server.gui
+        rec = (self.plan.records or {}).get(robot)
+        if rec is not None:
+            t = rec["t_plan"]
+            step = max(1, len(t) // MAX_PLOT_POINTS)
+            t = t[::step]
+            qp = rec["q_plan"][::step]
+            qe = _nearest(rec["t_exec"], rec["q_exec"], t)
+        else:
+            t = np.linspace(0.0, max(self.end, 1e-3), MAX_PLOT_POINTS // 2)
+            qp = np.array([self.tl.at(robot, float(x)) for x in t])
+            qe = None
+        n = qp.shape[1]
+        palette = ["#e53935", "#1e88e5", "#43a047", "#fb8c00", "#8e24aa", "#00897b",
+                   "#6d4c41"]
+        data = [t.astype(np.float64)]
+        series: list[dict[str, Any]] = [{"label": "t (s)"}]
+        for j in range(n):
+            data.append(qp[:, j])
+            series.append({"label": f"q{j + 1} plan", "stroke": palette[j % 7], "width": 1.5})
+            if qe is not None:
+                data.append(qe[:, j])
+                series.append({"label": f"q{j + 1} exec", "stroke": palette[j % 7],
+                               "width": 1, "dash": [4, 3]})
+        with self.app.server.atomic():
+            self.plot_joints = gui.add_uplot(
+                tuple(data), tuple(series), title=f"{robot}: planned vs executed joints (rad)"
+                if qe is not None else f"{robot}: planned joints (rad)", aspect=1.4,
+                scales={"x": {"time": False}})
+            if qe is not None:
+                d = np.linalg.norm(qe - qp, axis=1)
+                eps = float((self.plan.execution or {}).get("epsilon") or 0.0)
+                self.plot_delta = gui.add_uplot(
+                    (t, d, np.full_like(t, eps)),
+                    ({"label": "t (s)"}, {"label": "δ (rad)", "stroke": "#1e88e5", "width": 1.5},
+                     {"label": "ε", "stroke": "#e53935", "width": 1, "dash": [6, 4]}),
+                    title=f"{robot}: δ(t) = |q_exec − q_plan| against ε", aspect=2.0,
+                    scales={"x": {"time": False}})
+
+    def show(self, t: float) -> None:
+        """Put the robots and the carried parts where the plan has them at time t."""
+        t = float(min(max(t, 0.0), self.end))
+        app = self.app
+        for robot, shapes in app.robot_shapes.items():
+            if robot not in self.tl.t:
+                continue
+            v, _f = shapes.mesh(self.tl.at(robot, t))
+            app.robot_handles[robot].vertices = v
+        placed_after = set()
+        extra = {}
+        for pid, info in self.parts.items():
+            rel = info["release"]
+            if rel is None or t < rel:
+                placed_after.add(pid)
+            if t < info["start"] or (rel is not None and t >= rel):
+                continue
+            g = info["grasp"]
+            if g is None or t < g:
+                extra[pid] = info["pick"]
+            elif pid in self._grasp_tcp:
+                p0, r0 = self._grasp_tcp[pid]
+                pos, quat = self.twin.tool_pose(info["robot"], self.tl.at(info["robot"], t))
+                r = _quat_matrix(quat)
+                extra[pid] = np.array(pos) + r @ r0.T @ (info["pick"] - p0)
+        app.parts.ghost = placed_after
+        app.parts.extra = extra
+        now = [f"{a}: {k}" for a, k in self._active(t)]
+        self.md_now.content = f"t = {t:.2f} s" + (" · " + " · ".join(now) if now else "")
+
+    def _active(self, t: float) -> list[tuple[str, str]]:
+        out = []
+        for pid, info in self.parts.items():
+            g, rel = info["grasp"], info["release"]
+            robot = info["robot"] or "?"
+            if info["start"] <= t and (g is None or t < g):
+                out.append((robot, f"to pick {pid}"))
+            elif g is not None and g <= t and (rel is None or t < rel):
+                out.append((robot, f"carries {pid}"))
+        return out
+
+    def toggle(self) -> None:
+        """Play from the slider's time (from 0 at the end) or pause."""
+        if self.playing:
+            self.playing = False
+            self.b_play.label = "Play"
+            return
+        self.playing = True
+        self.b_play.label = "Pause"
+        if self.slider.value >= self.end - 1e-9:
+            self.slider.value = 0.0
+
+        def run() -> None:
+            t_start = time.perf_counter() - float(self.slider.value)
+            while self.playing and self.app.server is not None:
+                t = time.perf_counter() - t_start
+                if t >= self.end:
+                    self.slider.value = self.end
+                    break
+                self.slider.value = round(t, 2)
+                time.sleep(1.0 / PLAY_FPS)
+            self.playing = False
+            if self.app.server is not None:
+                self.b_play.label = "Play"
+
+        self._thread = threading.Thread(target=run, name="cellspec-replay", daemon=True)
+        self._thread.start()
