@@ -5,7 +5,11 @@ on a dual-arm scene; IK >= 99 % success on 500 seeded reachable targets per robo
 mean <= 20 ms (next to a single ``calculateInverseKinematics`` call on the same targets);
 dual-arm RRT-Connect median <= 0.5 s and p90 <= 2 s over ~20 seeded queries.
 
-    python bench/twin.py [--quick] [--seed N] [--ik-targets N] [--rrt-queries N]
+    python bench/twin.py [--quick] [--no-designs] [--seed N] [--ik-targets N] [--rrt-queries N]
+
+It also runs the Table VII analogue (``bench/twin_designs.py``: 12 designs simulated end to
+end, dual-arm speedups estimated and executed) as its ``designs`` section; ``--quick`` runs
+three of them, ``--no-designs`` none.
 
 Exit 1 only when an answer is wrong (an accepted IK solution or a planned path that an
 independent re-check rejects); missed targets are reported, not enforced.
@@ -23,6 +27,7 @@ from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parent))  # bench/twin_designs.py
 
 import numpy as np  # noqa: E402
 import pybullet as p  # noqa: E402
@@ -218,6 +223,8 @@ def main() -> int:
     ap.add_argument("--rrt-time-limit", type=float, default=10.0)
     ap.add_argument("--easy", action="store_true",
                     help="RRT queries as drawn (default: only those whose direct path collides)")
+    ap.add_argument("--no-designs", action="store_true",
+                    help="skip the Table VII designs (bench/twin_designs.py)")
     a = ap.parse_args()
     n_col = a.collision_configs or (300 if a.quick else 4000)
     n_ik = a.ik_targets or (30 if a.quick else 500)
@@ -232,10 +239,18 @@ def main() -> int:
         "rrt_median_s<=0.5": rrt["median_s"] <= 0.5,
         "rrt_p90_s<=2": rrt["p90_s"] <= 2.0,
     }
+    designs = None
+    if not a.no_designs:
+        import twin_designs
+
+        designs = twin_designs.run(twin_designs.QUICK if a.quick else None)
+        targets["designs_all_pass"] = designs["passed"] == designs["designs"]
+        targets["single_arm_all_pass"] = designs["single_arm_passed"] == sum(
+            r["group"] == "dual-arm" for r in designs["rows"])
     wrong = col["disagreements"] + sum(r["wrong"] for r in ik) + rrt_wrong
     out = {"bench": "twin", "quick": a.quick, "seed": a.seed, "collision": col, "ik": ik,
-           "rrt": rrt, "targets": targets, "target_met": all(targets.values()),
-           "wrong_answers": wrong}
+           "rrt": rrt, "designs": designs, "targets": targets,
+           "target_met": all(targets.values()), "wrong_answers": wrong}
     print(json.dumps(out, sort_keys=True))
     err = sys.stderr
     print(f"collision  {col['configs']} dual-arm configs, {col['parts']} cubes: "
@@ -254,6 +269,10 @@ def main() -> int:
     print(f"rrt        {rrt['solved']}/{rrt['queries']} solved ({rrt['direct']} direct), "
           f"median {rrt['median_s']:.3f} s, p90 {rrt['p90_s']:.3f} s; RRT-only median "
           f"{rrt['median_s_rrt_only']} s, p90 {rrt['p90_s_rrt_only']} s", file=err)
+    if designs is not None:
+        import twin_designs
+
+        print(twin_designs.table(designs), file=err)
     for k, v in targets.items():
         print(f"  {k:<32} {'ok' if v else 'MISS'}", file=err)
     if wrong:

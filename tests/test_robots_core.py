@@ -95,8 +95,9 @@ def test_abb_kinematics_and_base_placement(station):
     pos, quat = station.tool_pose("irb120")
     assert pos == pytest.approx([0.302, 0.275, 0.29 + 0.27 + 0.07 - 0.072 - 0.10], abs=1e-5)
     assert np.linalg.norm(rot_error(grasp_quat("x", math.pi), quat)) < 1e-5
-    # IRB 1600 sits at x 0.95 facing -x (yaw 180): its wrist is 0.15 + 0.6 m towards -x
-    pos, _ = station.tool_pose("irb1600")
+    # IRB 1600 sits at x 0.95 facing -x (yaw 180): at the model's home its wrist is
+    # 0.15 + 0.6 m towards -x (the cell's `home irb1600 (...)` turns it away; see below)
+    pos, _ = station.tool_pose("irb1600", np.array(station.spec("irb1600").home))
     assert pos == pytest.approx([0.95 - 0.75, 0.275, 0.4865 + 0.475 - 0.065 - 0.10], abs=1e-5)
 
 
@@ -322,3 +323,83 @@ def test_yaw_free_ik_constrains_only_the_tool_axis(station):
     _, quat = station.tool_pose("irb120", res.q)
     z = np.array(p.getMatrixFromQuaternion(quat)).reshape(3, 3)[:, 2]
     assert z == pytest.approx([0, 0, -1], abs=1e-3)
+
+
+# -- follow-ups: the cell's home, the IRB 1600's elbow pair, IK's nearest solution --------
+
+def test_twin_home_is_the_cells_home_override(station, tmp_path):
+    cell = station.cell
+    want = np.array([float(v) for v in cell.twin.homes["irb1600"]])
+    assert np.array_equal(station.home("irb1600"), want)  # `home irb1600 (...)` in the cell
+    assert np.array_equal(station.home("irb120"), np.array(station.spec("irb120").home))
+    with Twin(cell) as fresh:  # robots start at home
+        assert np.array_equal(fresh.get_q("irb1600"), want)
+    h = station.home("irb1600")
+    h[0] = 9.0  # a copy: the twin's home is not changed through it
+    assert np.array_equal(station.home("irb1600"), want)
+    base = ("cell h {\n    workspace x [0.2, 0.7] y [-0.5, 0.5] z [0, 0.3]\n"
+            "    robot arm model panda base (0, 0, 0) gripper vacuum\n    home arm ")
+    with pytest.raises(CellspecError, match=r"c\.cell:3:5: .*home of arm: panda has 7 "
+                       r"joints, the cell gives 3 angles"):
+        Twin(_cell(tmp_path, base + "(0, 0, 0)\n}\n"))
+    with pytest.raises(CellspecError, match=r"home of arm is outside the joint limits of "
+                       r"panda \(joint 4\)"):
+        Twin(_cell(tmp_path, base + "(0, 0, 0, 0.5, 0, 1.5, 0)\n}\n"))
+
+
+def test_abb_forearm_capsule_pair_depends_on_q3_only_and_is_disabled(station):
+    # link_4 is a solid of revolution about axis 4: its distance to link_2 depends on q3
+    # alone, so within the axis-3 range (the mechanical stop) a contact is an artefact
+    rb = station.robot("irb1600")
+    idx = {v: k for k, v in rb.link_names.items()}
+    try:
+        for q3 in np.linspace(rb.spec.lower[2], rb.spec.upper[2], 9):
+            ds = []
+            for q4 in (0.0, 1.0, 2.5):
+                station.set_q("irb1600", np.array([0.3, 0.2, q3, q4, 0.0, 0.0]))
+                pts = p.getClosestPoints(rb.body, rb.body, 1.0, idx["link_2"], idx["link_4"],
+                                         physicsClientId=station.client)
+                ds.append(min(pt[8] for pt in pts))
+            assert max(ds) - min(ds) < 1e-6
+        # the capsules do touch near the +65 deg stop: the reason for disabling the pair
+        station.set_q("irb1600", np.array([0.0, 0.0, rb.spec.upper[2], 0.0, 0.0, 0.0]))
+        pts = p.getClosestPoints(rb.body, rb.body, 1.0, idx["link_2"], idx["link_4"],
+                                 physicsClientId=station.client)
+        assert min(pt[8] for pt in pts) < 0
+    finally:
+        station.set_q("irb1600", station.home("irb1600"))
+    cc = CollisionChecker(station)
+    for robot in ("irb120", "irb1600"):
+        assert station.spec(robot).is_disabled("link_4", "link_2")
+        assert ("link_2", "link_4") not in cc.self_pairs(robot)
+        assert ("link_2", "link_5") in cc.self_pairs(robot)  # the wrist is still checked
+
+
+@pytest.mark.parametrize("axis", ["x", "y"])
+def test_irb1600_near_its_base_takes_the_elbow_down_solution(station, axis):
+    spec = station.spec("irb1600")
+    for xy in ((0.62, 0.35), (0.65, 0.275), (0.70, 0.15)):
+        res = solve_ik(station, "irb1600", (*xy, 0.03), grasp_quat(axis), seed=0,
+                       q_init=station.home("irb1600"))
+        assert res.ok, res.reason
+        # not the overhead flip (q1 ~ +-2.9, q3 ~ -3.7): facing the table, elbow down
+        assert abs(res.q[0]) < 1.0 and 0.5 < res.q[2] <= spec.upper[2], res.q
+
+
+@pytest.mark.parametrize("ref, target, overhead", [
+    # an overhead reference: the nearest solution is the overhead one, not the facing one
+    ((1.493, 0.008, -2.428, -1.86, 0.127, 6.917), (0.368, 0.43, 0.2), True),
+    # a facing reference: the first solution found is overhead, a nearer facing one exists
+    ((1.34, -0.776, -2.478, -0.522, -0.456, 2.543), (0.615, 0.201, 0.127), False),
+])
+def test_ik_returns_the_solution_nearest_the_reference(station, ref, target, overhead):
+    from cellspec.robots.ik import joint_distance
+
+    ref = np.array(ref)
+    args = ("irb1600", target, grasp_quat("y"))
+    first = solve_ik(station, *args, seed=0, q_init=ref, nearest=0, ignore={"irb120"})
+    near = solve_ik(station, *args, seed=0, q_init=ref, ignore={"irb120"})
+    assert first.ok and near.ok
+    v = station.spec("irb1600").vel_limits
+    assert joint_distance(ref, near.q, v) < joint_distance(ref, first.q, v)
+    assert (near.q[2] < -2.0) == overhead and (first.q[2] < -2.0) != overhead

@@ -247,3 +247,110 @@ def test_dispatch_keeps_precedences_and_the_shared_zone():
     # s is q's arm's next job; t sits on s, so t's place phase waits for s to end
     assert starts[2] == pytest.approx(starts[1] + 6.5)
     assert starts[3] + 1.25 >= starts[2] + 6.5 - 1e-9
+
+
+# -- follow-ups: carried parts in the concurrent check, reach at x 0.65, single arm ---------
+
+def test_concurrent_check_sees_a_carried_part_hit_the_other_arm():
+    from cellspec.robots.execute import Timeline
+    from cellspec.robots.ik import grasp_quat, solve_ik
+    from cellspec.robots.sim import arm_clash
+    from cellspec.robots.twin import Twin
+
+    with Twin(load_cell(STATION)) as twin:
+        # the IRB 1600 holds a 0.30 m bar level with the IRB 120's tool; the arms stay apart
+        tcp = (0.48, 0.275, 0.42)
+        hold = solve_ik(twin, "irb1600", tcp, grasp_quat("x"), seed=0, q_init=twin.home(
+            "irb1600"), ignore={"irb120"})
+        assert hold.ok, hold.reason
+        home = twin.home("irb120")
+        tl = Timeline(t={"irb120": [0.0, 2.0], "irb1600": [0.0, 2.0]},
+                      q={"irb120": [home, home], "irb1600": [hold.q, hold.q]},
+                      events=[(1.0, "irb1600", "grasp", "bar"),
+                              (1.5, "irb1600", "release", "bar")], end=2.0)
+        bar = {"bar": ((0.30, 0.04, 0.04), (tcp[0] - 0.15, tcp[1], tcp[2] + 0.02), None)}
+        assert arm_clash(twin, tl) is None  # arm against arm only: no contact
+        text, t, pair, placed = arm_clash(twin, tl, parts=bar)
+        assert t == pytest.approx(1.0) and set(pair) == {"irb120", "irb1600"} and not placed
+        assert text.startswith("irb120/") and "part:bar (carried by irb1600)" in text
+        # the part is only held from grasp to release; the twin is left as it was
+        tl.events = [(1.6, "irb1600", "grasp", "bar"), (1.9, "irb1600", "release", "bar")]
+        assert arm_clash(twin, tl, parts=bar)[1] == pytest.approx(1.6)
+        assert "part:bar" not in twin.bodies and not twin.attached
+        assert np.array_equal(twin.get_q("irb1600"), twin.home("irb1600"))
+        # a part placed by one arm stays in the check: released where the IRB 120 is
+        tl.events = [(0.2, "irb1600", "grasp", "bar"), (0.4, "irb1600", "release", "bar")]
+        assert arm_clash(twin, tl, parts=bar)[1] == pytest.approx(0.2)
+        placed = {"bar": (bar["bar"][0], (0.60, 0.10, 0.02), bar["bar"][1])}  # picked far off
+        clash = arm_clash(twin, tl, parts=placed)
+        assert clash.t == pytest.approx(0.4) and "part:bar (placed by irb1600)" in clash.text
+        assert clash.placed == "bar"
+        assert "part:bar" not in twin.bodies and not twin.attached
+
+
+FAR_LAYOUT = {"units": "m", "parts": [{"id": "near", "type": "cube", "pos": [0.30, 0.20, 0.025]},
+                                      {"id": "far", "type": "cube", "pos": [0.65, 0.30, 0.025]}]}
+IRB120_ONLY = """\
+cell irb120_only {
+    units m
+    workspace x [0.20, 0.70] y [0.05, 0.50] z [0.00, 0.30]
+    surface table z 0
+    part cube size (0.05, 0.05, 0.05) mass 0.1
+    robot irb120 model abb_irb120 base (0, 0.275, 0) yaw 0 reach 0.58 gripper vacuum
+    default gripper parallel opening 0.07 depth 0.02
+    supply feeder_a x [0.25, 0.35] y [-0.10, 0.00] z [0.00, 0.10]
+    trajectory epsilon 0.05
+}
+"""
+
+
+def test_station_gives_parts_at_x_065_to_the_irb1600_and_runs_the_single_arm(tmp_path, capsys):
+    lay = tmp_path / "far.json"
+    lay.write_text(json.dumps(FAR_LAYOUT))
+    assert main(["sim", str(STATION), str(lay), "--compare-single", "--format", "json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert {a["part"]: a["robot"] for a in rep["actions"]} == {"near": "irb120",
+                                                                "far": "irb1600"}
+    assert rep["concurrent"] is True
+    one = rep["single_arm"]  # the IRB 120 cannot reach x 0.65: the IRB 1600 alone
+    assert one["arm"] == "irb1600" and one["verdict"] == "pass"
+    assert one["speedup_executed"] == pytest.approx(one["executed"]
+                                                    / rep["motion_time"]["executed"], abs=2e-3)
+    assert one["executed"] > rep["motion_time"]["executed"] and one["speedup_estimated"] > 1
+
+
+def test_irb120_alone_reports_the_part_at_x_065_out_of_reach(tmp_path, capsys):
+    cell = tmp_path / "c.cell"
+    cell.write_text(IRB120_ONLY)
+    lay = tmp_path / "far.json"
+    lay.write_text(json.dumps(FAR_LAYOUT))
+    assert main(["sim", str(cell), str(lay)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["1", "irb120", "near", "pass"]
+    assert out[1] == ("   2  irb120  far  FAIL reach: transport pose (0.650, 0.300, 0.130) is "
+                      "0.663 m from irb120's base, beyond its reach 0.58 m")
+    assert out[-1] == "sim: fail (1 of 2 actions fail before execution)"
+
+
+def test_dispatch_order_defers_a_job_until_the_one_it_must_follow():
+    from cellspec.robots.sim import _dispatch_order
+    from cellspec.solver.cpsat.schedule import Slot
+
+    slots = (Slot("c5", "irb120", 0.0, 0.7, 2.0), Slot("c4", "irb1600", 0.0, 2.3, 5.0),
+             Slot("c1", "irb120", 2.0, 2.8, 4.1))
+    index = {"c4": 1, "c1": 2, "c5": 3}
+    assert [s.part for s in _dispatch_order(slots, index, set())] == ["c5", "c4", "c1"]
+    # c5 (action 3) must wait for c4 (action 1) to end: c4 goes first, then c5 at once
+    assert [s.part for s in _dispatch_order(slots, index, {(3, 1)})] == ["c4", "c5", "c1"]
+    # a cycle: the free job first, then the blocked ones in place-start order
+    assert [s.part for s in _dispatch_order(slots, index, {(3, 1), (1, 3)})] == \
+        ["c1", "c5", "c4"]
+
+
+def test_simulate_arms_must_name_robots_of_the_cell():
+    lay = load_layout(TWIN / "tower2.json")
+    with pytest.raises(CellspecError, match=r"arms: unknown robot 'nope' \(robots: irb120, "
+                       r"irb1600\)"):
+        simulate(load_cell(STATION), lay, arms=("nope",))
+    with pytest.raises(CellspecError, match="arms: name at least one robot"):
+        simulate(load_cell(STATION), lay, arms=())

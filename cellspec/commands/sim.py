@@ -61,6 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sequencer and scheduler time limit (default 10)")
     c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
                    help="RRT-Connect time limit per motion (default 5)")
+    c.add_argument("--compare-single", action="store_true",
+                   help="several arms: also plan and execute the best single arm's allocation "
+                   "(CP-SAT's best single-arm estimate) and report the executed speedup next to "
+                   "the estimated one (about doubles the run time)")
     c.add_argument("--format", choices=("pretty", "json"), default="pretty")
     c.set_defaults(func=run)
 
@@ -97,7 +101,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.layout import load_layout
     from cellspec.robots.execute import parse_faults
     from cellspec.robots.models import MODELS, robot_spec
-    from cellspec.robots.sim import simulate
+    from cellspec.robots.sim import compare_single, simulate
 
     for v, name in ((a.time_limit, "--time-limit"), (a.motion_time_limit, "--motion-time-limit")):
         if not (v > 0):
@@ -118,6 +122,9 @@ def run(a: argparse.Namespace) -> int:
     res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
                    motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
                    snapshots=a.snapshots)
+    if a.compare_single and res.verdict == "pass":
+        compare_single(cell, layout, res, seed=a.seed, motion_time_limit=a.motion_time_limit,
+                       time_limit=a.time_limit)
     if a.output:
         atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
     if a.script:
@@ -147,6 +154,16 @@ def run(a: argparse.Namespace) -> int:
         if res.concurrent and res.timeline is not None:
             print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
                   f"({res.sequential_end:.2f} s one after another)")
+        one = res.single
+        if one is not None:
+            est = f"{one.speedup_estimated:.2f}x" if one.speedup_estimated else "-"
+            if one.executed is not None and one.speedup_executed is not None:
+                print(f"best single arm {one.arm} alone: motions take {one.executed:.2f} s "
+                      f"(estimate {one.estimated:.2f} s); speedup executed "
+                      f"{one.speedup_executed:.2f}x, estimated {est}")
+            else:
+                print(f"best single arm {one.arm} alone: {one.verdict} ({one.reason}); "
+                      f"speedup estimated {est}, not executed")
         ex = res.execution
         if ex is not None:
             print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "

@@ -8,7 +8,8 @@ Pairs (built once per checker, the world lists refreshed when the twin's bodies 
 * arm × world: each robot against parts, keep-outs, obstacles and surfaces (a robot's
   ``base_links`` rest on the surfaces and are not checked against them);
 * carried part × world: a part attached to a robot against the other robots, the world
-  and the carrying robot's links other than its gripper and flange.
+  and the carrying robot's links other than its gripper and flange;
+* carried part × carried part: parts held by two different robots.
 
 Before each ``getClosestPoints`` call the two AABBs (``getAABB``, inflated by the margin)
 are compared, and far-apart pairs are skipped; the static bodies' AABBs are cached until
@@ -225,6 +226,17 @@ class CollisionChecker:
                                                  physicsClientId=cid):
                         if pt[8] < lim:
                             hit(key, f"{rb.name}/{rb.link_names[li]}", pt[8])
+        # carried part x carried part (two arms each holding one)
+        for i, (ra, ka, ba) in enumerate(self._carried):
+            for rb_, kb, bb in self._carried[i + 1:]:
+                if ra == rb_ or ka in ignore or kb in ignore:
+                    continue
+                if not _overlap(p.getAABB(ba, -1, physicsClientId=cid),
+                                p.getAABB(bb, -1, physicsClientId=cid), m):
+                    continue
+                for pt in p.getClosestPoints(ba, bb, m, -1, -1, physicsClientId=cid):
+                    if pt[8] < lim:
+                        hit(ka, kb, pt[8])
         return [Contact(a, b, round(d, 9)) for (a, b), d in sorted(out.items())]
 
     def free(self, q: dict[str, np.ndarray] | None = None,

@@ -5,16 +5,26 @@ Contract changes: the default ``restarts`` is 24 (not 8: 8 random restarts reach
 Additions (backwards compatible): ``solve_ik`` takes ``checker=`` (a
 ``CollisionChecker`` to reuse; default: one cached on the twin), ``max_iter=`` and
 ``yaw_free=`` (the target's rotation about the tool z axis is free, e.g. a vacuum cup:
-only the tool's pointing direction is constrained).
+only the tool's pointing direction is constrained), ``nearest=`` (below).
 
 Each attempt iterates ``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ e`` with ``J`` from
 ``p.calculateJacobian`` at the TCP, ``e`` the position and rotation (axis-angle) error,
 the step capped at 0.4 rad and ``q`` clamped to the joint limits after every step.
-Attempts start from ``q_init`` (if given), the current pose, home, then ``restarts``
+Attempts start from ``q_init`` (if given), the current pose, the reference (``q_init``,
+else the current pose) with joint 1 turned to face the target, home, then ``restarts``
 uniform samples within the limits drawn from ``numpy.random.default_rng(seed)``. A
 solution is accepted when the position error is ≤ 1 mm, the rotation error ≤ 1e-3 rad, q
 is within limits and (``check_collision``) the configuration is collision-free, with
 bodies in ``ignore`` excluded. The twin's joints are restored afterwards.
+
+Several solutions: an accepted solution within ``NEAR_TIME`` (1 s at the velocity limits,
+``joint_time``) of ``q_init`` (else the current pose) is returned at once; otherwise,
+after the first accepted start, ``nearest`` (3) more starts are tried and the accepted
+solution nearest to it is returned: nearest by ``joint_distance`` (the Euclidean norm of
+the joint differences over the velocity limits), ties by start order. A flip to another
+branch (e.g. the IRB 1600's overhead solution, q1 and q3 turned by ~4 rad) costs more
+than 1 s, so a nearer branch found by the extra starts wins; the extra starts cost
+~2-4 ms per such call.
 """
 
 from __future__ import annotations
@@ -32,6 +42,8 @@ DAMPING = 0.02
 DAMPING_MIN = 1e-3
 DAMPING_MAX = 2.0
 ROT_WEIGHT = 0.3
+NEAREST = 3  # further starts tried, after the first accepted far solution, for a nearer one
+NEAR_TIME = 1.0  # s (joint_time): an accepted solution this near the reference is taken
 
 
 @dataclass(frozen=True)
@@ -165,10 +177,42 @@ def _attempt(twin, rb, q0: np.ndarray, pos: np.ndarray, quat: np.ndarray | None,
     return q, pe, re, it
 
 
+def joint_time(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
+    """Time (s) to move from a to b with every joint at its velocity limit (the slowest)."""
+    return float(np.max(np.abs(np.asarray(b) - np.asarray(a)) / vel))
+
+
+def joint_distance(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
+    """Euclidean joint distance from a to b with each joint scaled by its velocity limit
+    (seconds): how IK ranks several solutions (every joint's turn counts, so a wrist or
+    elbow flip is far even when another joint sets the move's time)."""
+    return float(np.linalg.norm((np.asarray(b) - np.asarray(a)) / vel))
+
+
+def _aimed(twin, rb, ref: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The reference pose with joint 1 (the base yaw) turned to face the target: a start
+    that leads the descent to the ordinary, facing branch instead of a flip over the top."""
+    bpos, bq = p.getBasePositionAndOrientation(rb.body, physicsClientId=twin.client)
+    ipos, iq = p.invertTransform(bpos, bq, physicsClientId=twin.client)
+    local, _ = p.multiplyTransforms(ipos, iq, pos.tolist(), [0, 0, 0, 1],
+                                    physicsClientId=twin.client)
+    q = np.array(ref, dtype=float)
+    q[0] = float(np.clip(math.atan2(local[1], local[0]), rb.spec.lower[0], rb.spec.upper[0]))
+    return q
+
+
 def solve_ik(twin, robot: str, pos, quat=None, *, seed: int = 0, restarts: int = 24,
              check_collision: bool = True, q_init=None, ignore=(), checker=None,
-             max_iter: int = 100, yaw_free: bool = False) -> IKResult:
-    """Joint configuration putting the robot's TCP at pos (and quat, xyzw), or why not."""
+             max_iter: int = 100, yaw_free: bool = False, nearest: int = NEAREST
+             ) -> IKResult:
+    """Joint configuration putting the robot's TCP at pos (and quat, xyzw), or why not.
+
+    An accepted solution within ``NEAR_TIME`` of the reference (``q_init``, else the
+    current pose) is returned at once. Otherwise, once a start is accepted, up to
+    ``nearest`` further starts are tried and the accepted solution nearest to the reference
+    (``joint_distance``) is returned, so that an arm does not flip to a distant branch
+    when a near one exists.
+    """
     rb = twin.robot(robot)
     spec = rb.spec
     pos = np.asarray(pos, dtype=float)
@@ -178,15 +222,22 @@ def solve_ik(twin, robot: str, pos, quat=None, *, seed: int = 0, restarts: int =
     seeds = []
     if q_init is not None:
         seeds.append(np.asarray(q_init, dtype=float))
-    seeds += [old, twin.home(robot)]
+    seeds.append(old)
+    ref = seeds[0]
+    seeds.append(_aimed(twin, rb, ref, pos))
+    seeds.append(twin.home(robot))
     seeds += [rng.uniform(spec.lower, spec.upper) for _ in range(restarts)]
     chk = (checker or default_checker(twin)) if check_collision else None
     ign = frozenset(ignore)
     total = 0
     best_pe, best_re = np.inf, np.inf
     collided: list[str] = []
+    found: list[tuple[float, int, np.ndarray, float, float]] = []
+    stop = len(seeds)
     try:
-        for q0 in seeds:
+        for n, q0 in enumerate(seeds):
+            if n >= stop:
+                break
             q, pe, re, it = _attempt(twin, rb, q0, pos, quat, yaw_free, max_iter)
             total += it
             if pe + re < best_pe + best_re:
@@ -199,9 +250,16 @@ def solve_ik(twin, robot: str, pos, quat=None, *, seed: int = 0, restarts: int =
                     if not collided:
                         collided = [f"{c.a} with {c.b}" for c in cs[:3]]
                     continue
-            return IKResult(True, q, pe, re, None, total)
+            if joint_time(ref, q, spec.vel_limits) <= NEAR_TIME:
+                return IKResult(True, q, pe, re, None, total)
+            if not found:
+                stop = min(stop, n + 1 + nearest)
+            found.append((joint_distance(ref, q, spec.vel_limits), n, q, pe, re))
     finally:
         twin.set_q(robot, old)
+    if found:
+        _, _, q, pe, re = min(found, key=lambda f: (f[0], f[1]))
+        return IKResult(True, q, pe, re, None, total)
     if collided:
         reason = "collision: every solution found collides (" + "; ".join(collided) + ")"
     else:

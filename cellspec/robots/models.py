@@ -18,6 +18,24 @@ Velocity limits of the pybullet_data robots (their URDFs carry placeholders): Fr
 Panda datasheet 2.175 ×4, 2.61 ×3 rad/s; KUKA LBR iiwa 7 R800 98, 98, 100, 130, 140,
 180, 180 °/s.
 
+Disabled self-collision pairs of the generated ABB arms: ``link_4``–``link_6`` (adjacent
+through the zero-length wrist link ``link_5``), ``link_3``–``link_5``, ``link_5``–``tool0``
+and ``base_link``–``link_2`` (capsules that overlap at the joint between them), and
+``link_2``–``link_4`` (upper arm and forearm, adjacent through the elbow link ``link_3``,
+which for the IRB 1600, a3 = 0, is a zero-length offset) is disabled. The reason: the
+forearm capsule ``link_4`` lies on the axis-4 line, so it is a solid of revolution about
+that axis and its distance to ``link_2`` depends on q3 alone (q4 spins it in place; a
+test checks this); ABB's axis-3 range is the arm's mechanical stop, at which the real
+forearm still clears the upper arm. So a ``link_2``–``link_4`` contact inside the range
+cannot be a collision of the real robot, only an artefact of the capsule radii. For the
+IRB 1600 (radii 0.08 + 0.07 m) the capsules touched for q3 ≥ 0.958 rad (up to the +65°
+stop, the forearm 25° from the upper arm) and q3 ≤ −4.10 rad (the −245° stop): IK then
+rejected the ordinary elbow-down solution for every target within ~0.35 m of the base
+and fell back to an overhead flip (q1 ≈ ±2.9, q3 ≈ −3.6), taking ~9.5 s per job instead
+of ~5 s. The IRB 120's capsules never touch within its range; the pair is disabled for
+both by the same argument. Contacts of the wrist (``link_5``, ``link_6``) and the gripper
+with the upper arm, which do depend on q4 and q5, stay checked.
+
 Every robot, once its gripper is attached (``urdf.robot_urdf``), has a link ``tcp``: the
 tool centre point, z along the approach direction (out of the flange), x the direction
 in which parallel jaws close. The spec's ``tool_link`` is that link.
@@ -119,6 +137,9 @@ def _pairs(*pairs: tuple[str, str]) -> frozenset[tuple[str, str]]:
 
 
 _ABB_JOINTS = tuple(f"joint_{i}" for i in range(1, 7))
+# adjacent through zero-length links, and the forearm/upper-arm pair (see the docstring)
+_ABB_DISABLED = _pairs(("link_4", "link_6"), ("link_3", "link_5"), ("link_5", "tool0"),
+                       ("base_link", "link_2"), ("link_2", "link_4"))
 _ABB_HOME = (0.0, 0.0, 0.0, 0.0, math.pi / 2, 0.0)  # wrist down: the flange points to -z
 
 
@@ -162,8 +183,7 @@ def _build(model: str) -> RobotSpec:
             upper=_deg(165, 110, 70, 160, 120, 400),
             vel_limits=_deg(250, 250, 250, 320, 320, 420), tool_link=TOOL_LINK,
             home=_ABB_HOME,
-            disabled_pairs=_pairs(("link_4", "link_6"), ("link_3", "link_5"),
-                                  ("link_5", "tool0"), ("base_link", "link_2")),
+            disabled_pairs=_ABB_DISABLED,
             flange_link="link_6", base_links=("base_link", "link_1"),
             flange_xyz=(0.072, 0.0, 0.0), flange_rpy=(0.0, math.pi / 2, 0.0),
             abb=AbbKinematics(d1=0.290, a1=0.0, a2=0.270, a3=0.070, d4=0.302, d6=0.072,
@@ -176,8 +196,7 @@ def _build(model: str) -> RobotSpec:
             upper=_deg(180, 150, 65, 200, 115, 400),
             vel_limits=_deg(150, 160, 170, 320, 400, 460), tool_link=TOOL_LINK,
             home=_ABB_HOME,
-            disabled_pairs=_pairs(("link_4", "link_6"), ("link_3", "link_5"),
-                                  ("link_5", "tool0"), ("base_link", "link_2")),
+            disabled_pairs=_ABB_DISABLED,
             flange_link="link_6", base_links=("base_link", "link_1"),
             flange_xyz=(0.065, 0.0, 0.0), flange_rpy=(0.0, math.pi / 2, 0.0),
             abb=AbbKinematics(d1=0.4865, a1=0.150, a2=0.475, a3=0.0, d4=0.600, d6=0.065,

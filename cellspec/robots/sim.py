@@ -14,6 +14,11 @@
    motions home → approach → grasp → lift → transport → place → retreat → home.
 5. Execution (``execute``) of every motion in a separate physics client with the faults;
    δ(Q_plan, Q_exec) ≤ ε per action, parts at their places, no blocked-region contact.
+   Several arms run the schedule concurrently when the concurrent timeline is free of
+   contacts between the arms, the parts they carry and the parts they have placed
+   (``arm_clash``; clashes are resolved by making one action wait, ``dispatch``).
+6. Optionally (``compare_single``) the best single arm is planned and executed alone, so the
+   executed speedup can be reported next to CP-SAT's estimate.
 
 Every action is checked even after a failure (the failed part is put at its place), so
 the report names every failing action. The verdict is ``pass`` only when every action
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,7 +50,6 @@ from cellspec.robots.tasks import (
     Action,
     check_supplies,
     compile_action,
-    home_q,
     part_size,
     supply_for,
 )
@@ -75,6 +79,30 @@ class ActionReport:
                 "delta": None if self.delta is None else round(self.delta, 6)}
 
 
+@dataclass(frozen=True)
+class SingleArm:
+    """The best single arm (by CP-SAT's estimate) planned and executed alone, to compare."""
+
+    arm: str
+    verdict: str
+    estimated: float  # the arm's makespan estimate (s), CP-SAT's best single arm
+    executed: float | None  # its executed motion time (s); None unless it passed
+    speedup_estimated: float | None  # CP-SAT: best single estimate / multi-arm makespan
+    speedup_executed: float | None  # executed: single-arm motion time / multi-arm one
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 3)
+
+        out = {"arm": self.arm, "verdict": self.verdict, "estimated": r(self.estimated),
+               "executed": r(self.executed), "speedup_estimated": r(self.speedup_estimated),
+               "speedup_executed": r(self.speedup_executed)}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
 @dataclass
 class SimResult:
     """The outcome of ``simulate``: verdict, per-action reports and what to write out."""
@@ -93,6 +121,7 @@ class SimResult:
     concurrent: bool = False  # the arms executed the schedule concurrently
     sequential_end: float | None = None  # the motions one after another, seconds
     notes: list[str] = field(default_factory=list)
+    single: SingleArm | None = None  # the best single arm executed alone (compare_single)
 
     def to_json(self) -> dict[str, Any]:
         """The report (no samples) as plain JSON data."""
@@ -107,6 +136,8 @@ class SimResult:
         if self.timeline is not None:
             out["motion_time"] = {"executed": round(self.timeline.end, 3),
                                   "sequential": round(self.sequential_end or 0.0, 3)}
+        if self.single is not None:
+            out["single_arm"] = self.single.to_json()
         if self.notes:
             out["notes"] = list(self.notes)
         return out
@@ -187,23 +218,26 @@ def ik_near(twin: Any, robot: str, pos, quat, prev: np.ndarray, *, seed: int,
 
 
 def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
-             time_limit: float = 10.0) -> tuple[dict[str, str | None], Any]:
-    """Each part's robot: the only candidate, or CP-SAT's allocation among several."""
+             time_limit: float = 10.0, arms: tuple[str, ...] | None = None
+             ) -> tuple[dict[str, str | None], Any]:
+    """Each part's robot: the only candidate, or CP-SAT's allocation among several
+    (``arms``: only these robots work; the others stay at home)."""
     from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
 
     idx = {pid: i for i, pid in enumerate(layout.ids)}
+    use = [r for r in cell.robots if arms is None or r.name in arms]
     cands: dict[str, list[str]] = {}
     for s in steps:
         kind = _grip_kind(cell, layout, idx[s.part], s)
         # a vacuum cup places any part (support order leaves its top free when it is
         # placed); parallel jaws need the part planned for them (the sequencer's axis)
-        cands[s.part] = [r.name for r in cell.robots
+        cands[s.part] = [r.name for r in use
                          if r.gripper.kind == kind or r.gripper.kind == "vacuum"]
-    if all(len(c) <= 1 for c in cands.values()) and len(cell.robots) <= 1:
+    if all(len(c) <= 1 for c in cands.values()) and len(use) <= 1:
         return {p: (c[0] if c else None) for p, c in cands.items()}, None
-    arms = [r.name for r in cell.robots]
+    arms = [r.name for r in use]
     for r in arms:  # the same IK seeds as the planning pass
-        twin.set_q(r, home_q(twin, r))
+        twin.set_q(r, twin.home(r))
     jobs = []
     for s in steps:
         i = idx[s.part]
@@ -215,7 +249,7 @@ def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
                 continue
             a = compile_action(cell, 0, r, s.part, size, layout.pos[i], s.axis, z)
             spec = twin.spec(r)
-            q = home_q(twin, r)
+            q = twin.home(r)
             qs = [q]
             ok = True
             for pose in a.poses:
@@ -244,9 +278,17 @@ def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
              faults: tuple[Fault, ...] = (), seed: int = SEED,
              motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0,
-             snapshots: str | None = None) -> SimResult:
-    """Check, plan and execute every placement of the layout in the twin."""
+             snapshots: str | None = None, arms: tuple[str, ...] | None = None) -> SimResult:
+    """Check, plan and execute every placement of the layout in the twin (``arms``: only
+    these robots work, the others stay at home; default all)."""
     from cellspec.robots.twin import Twin
+
+    if arms is not None:
+        names = [r.name for r in cell.robots]
+        bad = [a for a in arms if a not in names]
+        if bad or not arms:
+            raise CellspecError(f"arms: unknown robot {bad[0]!r} (robots: {', '.join(names)})"
+                                if bad else "arms: name at least one robot")
 
     if steps is None:
         from cellspec.solver.cpsat.sequence import plan
@@ -267,7 +309,7 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
     with Twin(cell) as twin:
         sizes = [part_size(cell, layout, i) for i in range(len(layout))]
         check_supplies(twin, sizes, seed)
-        alloc, sched = allocate(twin, cell, layout, steps, time_limit)
+        alloc, sched = allocate(twin, cell, layout, steps, time_limit, arms)
         res = _plan_all(twin, cell, layout, steps, alloc, seed, motion_time_limit)
         res.schedule = sched
         res.notes = notes
@@ -287,25 +329,37 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
         tl = time_parameterise(res.segments, start, vel)
         res.sequential_end = tl.end
         if sched is not None and sched.slots and len({x.arm for x in sched.slots}) > 1:
+            carried = {a.part: (a.size, a.pick, a.place) for a in res.compiled}
             after: set[tuple[int, int]] = set()
             for _ in range(CLASH_ROUNDS):
                 starts = dispatch(cell, layout, steps, res, sched, vel, after)
                 ctl = time_parameterise(res.segments, start, vel, starts)
-                clash = arm_clash(twin, ctl)
+                clash = arm_clash(twin, ctl, parts=carried)
                 if clash is None:
                     tl = ctl
                     res.concurrent = True
                     break
+                if clash.placed is not None:
+                    # a part placed earlier than in the sequence is in the way of a motion
+                    # planned without it: its placing waits for that action to end
+                    x = next(a.index for a in res.compiled if a.part == clash.placed)
+                    placer = next(a.robot for a in res.compiled if a.index == x)
+                    ys = [w[0] for w in ctl.windows if w[1] <= clash.t <= w[2] + DWELL
+                          and w[3] in clash.robots and w[3] != placer]
+                    if not ys or (x, ys[0]) in after:
+                        break
+                    after.add((x, ys[0]))
+                    continue
                 # serialise the two actions that meet: the later one waits for the other
-                act = [w for w in ctl.windows if w[1] <= clash[1] <= w[2] + DWELL
-                       and w[3] in clash[2]]
+                act = [w for w in ctl.windows if w[1] <= clash.t <= w[2] + DWELL
+                       and w[3] in clash.robots]
                 if len(act) < 2:
                     break
                 first, second = sorted(act[:2], key=lambda w: (w[1], w[0]))
                 after.add((second[0], first[0]))
             if not res.concurrent:
                 res.notes.append(f"the arms were executed one after another: concurrently "
-                                 f"they would collide ({clash[0]})")
+                                 f"they would collide ({clash.text})")
         t0 = {w[0]: w[1] for w in tl.windows}
         parts = {}
         for a in res.compiled:
@@ -350,6 +404,48 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
     return res
 
 
+def compare_single(cell: Cell, layout: Layout, res: SimResult, *, seed: int = SEED,
+                   motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0
+                   ) -> SingleArm | None:
+    """Plan and execute the best single arm's allocation (CP-SAT's best single-arm estimate:
+    every part to that arm, the other arms at home, the same sequence) so that the executed
+    speedup can be reported next to the estimated one. None unless ``res`` executed a
+    multi-arm schedule and some single arm can do every job. Also stored in ``res.single``."""
+    s = res.schedule
+    if res.timeline is None or s is None or len({x.arm for x in s.slots}) < 2:
+        return None
+    est = {a: v for a, v in (s.single_arm or {}).items() if v is not None}
+    if not est:
+        return None
+    arm = min(est, key=lambda a: (est[a], a))
+    one = simulate(cell, layout, steps=res.steps, seed=seed,
+                   motion_time_limit=motion_time_limit, time_limit=time_limit, arms=(arm,))
+    ok = one.verdict == "pass" and one.timeline is not None
+    executed = one.timeline.end if ok and one.timeline is not None else None
+    res.single = SingleArm(
+        arm=arm, verdict=one.verdict, estimated=est[arm], executed=executed,
+        speedup_estimated=s.speedup,
+        speedup_executed=None if executed is None or res.timeline.end <= 0
+        else executed / res.timeline.end,
+        reason=None if ok else one.reason)
+    return res.single
+
+
+def _dispatch_order(slots, index: dict[str, int], after: set[tuple[int, int]]) -> list:
+    """The slots by place start, except that a job waits in line until the jobs it must
+    follow (``after``) are in (when every job left waits, as in a cycle, the first goes)."""
+    todo = sorted(slots, key=lambda x: (x.place_start, x.part))
+    out: list = []
+    placed: set[int] = set()
+    while todo:
+        k = next((j for j, s in enumerate(todo)
+                  if all(y in placed for x, y in after if x == index[s.part])), 0)
+        s = todo.pop(k)
+        out.append(s)
+        placed.add(index[s.part])
+    return out
+
+
 def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
              vel: dict[str, np.ndarray], after: set[tuple[int, int]] | None = None
              ) -> dict[int, float]:
@@ -375,7 +471,8 @@ def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult
     busy: list[tuple[float, float]] = []
     starts: dict[int, float] = {}
     done: dict[int, float] = {}
-    for slot in sorted(sched.slots, key=lambda x: (x.place_start, x.part)):
+    for slot in _dispatch_order(sched.slots, {a.part: a.index for a in res.compiled},
+                                after or set()):
         a = idx[slot.part]
         dp, dq = pick[a.index], place[a.index]
         t = max([free.get(a.robot, 0.0)] + [end[p] - dp for p in preds.get(a.part, ())
@@ -401,21 +498,88 @@ def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult
     return starts
 
 
-def arm_clash(twin: Any, tl: Timeline, every: float = 0.05
-              ) -> tuple[str, float, tuple[str, str]] | None:
-    """The first arm-against-arm contact along a concurrent timeline (sampled): its text,
-    time and the two robots; None when the arms never touch."""
+def carried_intervals(tl: Timeline) -> list[tuple[float, float, str, str]]:
+    """(t_grasp, t_release, robot, part) for every part a robot holds along a timeline (a
+    part never released is held to the end)."""
+    held: dict[str, tuple[float, str]] = {}
+    out = []
+    for t, r, kind, part in tl.events:
+        if kind == "grasp":
+            held[r] = (t, part)
+        elif r in held:
+            t0, pt = held.pop(r)
+            out.append((t0, t, r, pt))
+    out += [(t0, tl.end, r, pt) for r, (t0, pt) in held.items()]
+    return sorted(out)
+
+
+Vec3 = tuple[float, float, float]
+
+
+class Clash(NamedTuple):
+    """A contact between arms on a concurrent timeline: text, time, the two robots and the
+    placed part involved (None: arm or carried part against arm or carried part)."""
+
+    text: str
+    t: float
+    robots: tuple[str, str]
+    placed: str | None = None
+
+
+def arm_clash(twin: Any, tl: Timeline, every: float = 0.05,
+              parts: dict[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None
+              ) -> Clash | None:
+    """The first contact between arms along a concurrent timeline (sampled every ``every``
+    s): a link of one arm with a link of another; with ``parts`` (part -> size, centre at
+    the pick, centre at the place or None) also a part one arm carries, or has placed,
+    with another arm or with a part another arm carries. A part is attached to its robot
+    from its grasp to its release (as planned: at its pick centre at the grasp
+    configuration), then stays at its place (when given). Returns the ``Clash`` (a part
+    stands for the robot that carries or placed it); None when the arms never touch. The
+    twin is left as it was found (robots where they were)."""
     from cellspec.robots.collision import CollisionChecker
 
-    chk = CollisionChecker(twin)
     robots = list(tl.t)
-    for k in range(int(tl.end / every) + 2):
-        t = min(k * every, tl.end)
-        for c in chk.contacts({r: tl.at(r, t) for r in robots}):
-            ra, rb = c.a.split("/")[0], c.b.split("/")[0]
-            if ra in robots and rb in robots and ra != rb:
-                return f"{c.a} with {c.b} at t = {t:.2f} s", t, (ra, rb)
-    return None
+    before = {r: twin.get_q(r) for r in robots}
+    holds = [h for h in carried_intervals(tl) if parts and h[3] in parts]
+    owner: dict[str, tuple[str, str]] = {}  # part body -> (robot, "carried by"|"placed by")
+    chk = CollisionChecker(twin)
+    try:
+        for k in range(int(tl.end / every) + 2):
+            t = min(k * every, tl.end)
+            for t0, t1, r, part in holds:
+                key = f"part:{part}"
+                size, pick, place = parts[part]  # type: ignore[index]
+                if t0 <= t < t1 and key not in owner:
+                    twin.add_box(part, size, pick, kind="part")
+                    twin.set_q(r, tl.at(r, t0))
+                    twin.attach(r, key)
+                    owner[key] = (r, "carried by")
+                elif t >= t1 and owner.get(key, ("", ""))[1] == "carried by":
+                    twin.detach(r)
+                    if place is None:
+                        twin.remove(key)
+                        del owner[key]
+                    else:
+                        twin.set_pose(key, place)
+                        owner[key] = (r, "placed by")
+            for c in chk.contacts({r: tl.at(r, t) for r in robots}):
+                ra = owner[c.a][0] if c.a in owner else c.a.split("/")[0]
+                rb = owner[c.b][0] if c.b in owner else c.b.split("/")[0]
+                if ra in robots and rb in robots and ra != rb:
+                    what = [f"{x} ({owner[x][1]} {owner[x][0]})" if x in owner else x
+                            for x in (c.a, c.b)]
+                    placed = [x[5:] for x in (c.a, c.b) if owner.get(x, ("", ""))[1]
+                              == "placed by"]
+                    return Clash(f"{what[0]} with {what[1]} at t = {t:.2f} s", t, (ra, rb),
+                                 placed[0] if placed else None)
+        return None
+    finally:
+        for key, (r, how) in list(owner.items()):
+            if how == "carried by":
+                twin.detach(r)
+            twin.remove(key)
+        twin.set_qs(before)
 
 
 def _classify(reason: str | None) -> str:
@@ -427,7 +591,7 @@ def _plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
     from cellspec.robots.motion import plan_motion
 
     idx = {pid: i for i, pid in enumerate(layout.ids)}
-    homes = {r: home_q(twin, r) for r in twin.robot_names}
+    homes = {r: twin.home(r) for r in twin.robot_names}
     for r, q in homes.items():
         twin.set_q(r, q)
     res = SimResult("pass", None, [], steps=steps,

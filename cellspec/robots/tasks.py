@@ -71,26 +71,6 @@ class Action:
                 "poses": [p.to_json() for p in self.poses]}
 
 
-def home_q(twin: Any, robot: str) -> np.ndarray:
-    """The robot's home: the cell's ``home ROBOT (...)`` when given, else the model's."""
-    cell: Cell = twin.cell
-    h = cell.twin.homes.get(robot)
-    if h is None:
-        return twin.home(robot)
-    spec = twin.spec(robot)
-    q = np.array([float(v) for v in h])
-    r = next(x for x in cell.robots if x.name == robot)
-    if q.shape != (spec.dof,):
-        raise CellspecError(Diagnostic(r.source.file, r.source.line, r.source.col,
-                                       f"home of {robot}: {spec.model} has {spec.dof} joints, "
-                                       f"the cell gives {len(q)} angles"))
-    if not spec.within_limits(q):
-        raise CellspecError(Diagnostic(r.source.file, r.source.line, r.source.col,
-                                       f"home of {robot} is outside the joint limits of "
-                                       f"{spec.model}"))
-    return q
-
-
 def part_size(cell: Cell, layout: Layout, i: int) -> tuple[float, float, float]:
     """A layout part's size (its own, or its type's), metres."""
     s = layout.size[i]

@@ -16,6 +16,10 @@ returns the ``RobotBody`` record (``body``, ``joints``, ``tcp``, ``link_names``,
 ``all_q``, ``names(kinds)``, ``body_name(id)``, ``add_layout(layout)``; the dicts
 ``bodies``/``kinds``/``sizes`` keyed by body name; ``version`` (bumped when the bodies or
 attachments change); ``yaw_quat(deg)``. ``tool_pose(robot, q)`` restores the joints.
+
+``home(robot)`` is the cell's ``home ROBOT (q1, ...)`` when the cell declares one (checked
+when the twin is built: the model's joint count and limits, else ``CellspecError`` at the
+robot's line), else the model's home; robots start there.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class Twin:
         p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=cid)
         p.setGravity(0, 0, 0, physicsClientId=cid)
         self._robots: dict[str, RobotBody] = {}
+        self._homes: dict[str, np.ndarray] = {}
         self.bodies: dict[str, int] = {}
         self.kinds: dict[str, str] = {}
         self.sizes: dict[str, np.ndarray] = {}
@@ -94,8 +99,12 @@ class Twin:
         self.version = 0  # bumped whenever the set of bodies changes
         self.moves = 0  # bumped whenever a static body is moved (set_pose)
         self._shapes: dict[tuple[float, float, float, str], tuple[int, int]] = {}
-        for r in cell.robots:
-            self._load_robot(r)
+        try:
+            for r in cell.robots:
+                self._load_robot(r)
+        except CellspecError:
+            self.close()
+            raise
         self.robot_names: tuple[str, ...] = tuple(r.name for r in cell.robots)
         self.body_robot = {rb.body: rb for rb in self._robots.values()}
         self._add_surfaces()
@@ -138,7 +147,29 @@ class Twin:
             base_links=frozenset(link_index[n] for n in spec.base_links if n in link_index),
         )
         self._robots[r.name] = rb
-        self.set_q(r.name, np.array(spec.home))
+        self._homes[r.name] = self._cell_home(r, spec)
+        self.set_q(r.name, self._homes[r.name])
+
+    def _cell_home(self, r, spec: RobotSpec) -> np.ndarray:
+        """The cell's ``home ROBOT (...)`` override when given (checked), else the model's."""
+        h = self.cell.twin.homes.get(r.name)
+        if h is None:
+            return np.array(spec.home, dtype=float)
+        q = np.array([float(v) for v in h])
+        src = r.source
+        if q.shape != (spec.dof,):
+            raise CellspecError(Diagnostic(
+                src.file, src.line, src.col,
+                f"home of {r.name}: {spec.model} has {spec.dof} joints, the cell gives "
+                f"{len(q)} angles"))
+        if not spec.within_limits(q):
+            bad = [k + 1 for k in range(spec.dof)
+                   if not spec.lower[k] - 1e-9 <= q[k] <= spec.upper[k] + 1e-9]
+            raise CellspecError(Diagnostic(
+                src.file, src.line, src.col,
+                f"home of {r.name} is outside the joint limits of {spec.model} (joint"
+                f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))})"))
+        return q
 
     def _shape(self, half: Sequence[float], kind: str) -> tuple[int, int]:
         key = (round(half[0], 9), round(half[1], 9), round(half[2], 9), kind)
@@ -270,8 +301,10 @@ class Twin:
         return self.robot(robot).spec
 
     def home(self, robot: str) -> np.ndarray:
-        """The robot's home configuration."""
-        return np.array(self.robot(robot).spec.home, dtype=float)
+        """The robot's home configuration: the cell's ``home ROBOT (...)`` when the cell
+        gives one, else the model's (a copy; the one source of truth for every module)."""
+        self.robot(robot)
+        return self._homes[robot].copy()
 
     def get_q(self, robot: str) -> np.ndarray:
         """The robot's current joint configuration (a copy)."""
