@@ -3,4 +3,6 @@
 To add a verb, write its module here and add its name to ``VERBS``.
 """
 
-VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint", "design"]
+VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint", "design",
+         "diagnose", "run", "world", "review",
+         "sim", "check_plan"]

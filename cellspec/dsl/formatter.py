@@ -60,14 +60,18 @@ KEYWORDS = frozenset(
     "import cell rule test forall exists in and or not implies severity expect pass fail "
     "only layout order at size true false count design".split()
 )
-_TOP = frozenset({"import", "cell", "rule", "test", "design"})
+_TOP = frozenset({"import", "cell", "rule", "test", "design", "commit", "diagnose"})
+# statements with a header, a colon and an expression body (world.tx adds commit, diagnose)
+_RULE_LIKE = frozenset({"rule", "commit", "diagnose"})
 _CELL_ITEMS = frozenset(
     {"units", "workspace", "surface", "part", "robot", "default", "keepout", "tolerance",
-     "friction"}
+     "friction", "supply", "trajectory", "home", "shared", "reachable", "panel", "object",
+     "force"}
 )
 # Cell keywords whose next word is a user-chosen name (which may spell an item keyword).
-_NAME_SLOTS = frozenset({"surface", "part", "robot", "model", "keepout"})
-_TEST_ITEMS = frozenset({"layout", "order", "expect", "robust", "only"})
+_NAME_SLOTS = frozenset({"surface", "part", "robot", "model", "keepout", "supply", "home",
+                         "reachable", "panel", "object", "on", "goal"})
+_TEST_ITEMS = frozenset({"layout", "order", "expect", "robust", "only", "plan"})
 _BLOCKS = frozenset({"cell", "test", "layout", "design"})
 # words that start a design-level constraint item
 _DESIGN_ITEMS = frozenset({"count", "max", "inside", "symmetric", "keep"})
@@ -253,7 +257,7 @@ class _Emitter:
             nt = self.toks[j] if j is not None else None
             top_next = nt is None or (nt.kind == "name" and nt.text in _TOP)
             # an indented comment right under a rule body (no blank line) still belongs to it
-            body_tail = self.stmt == "rule" and self.rule_body and t.nl == 1 and t.col > 1
+            body_tail = self.stmt in _RULE_LIKE and self.rule_body and t.nl == 1 and t.col > 1
             if not self.stack and top_next and not body_tail:
                 if self.cur is None and not self.lines:
                     blank = 0
@@ -323,7 +327,7 @@ class _Emitter:
         elif ctx in _BLOCKS and self.block_fresh:
             brk, indent = True, self._level()
         raw_indent = 0
-        if self.stmt == "rule" and self.rule_body and t.nl > 0 and not closing_block:
+        if self.stmt in _RULE_LIKE and self.rule_body and t.nl > 0 and not closing_block:
             brk = True
             # keep a deeper continuation indent the author chose (nesting reads better)
             deeper = (t.col - 1) // len(INDENT) * len(INDENT)
@@ -342,12 +346,12 @@ class _Emitter:
         elif text in (")", "]"):
             self.depth = max(0, self.depth - 1)
         if text == ":":
-            header = (self.stmt == "rule" and not self.rule_body and not self.stack) or (
+            header = (self.stmt in _RULE_LIKE and not self.rule_body and not self.stack) or (
                 ctx == "cell" and self.cell_item == "keepout"
             ) or (self.stmt == "design" and self.last_sig is not None
                   and self.last_sig.text in ("clear", "of"))
             glue_before = not header
-            if self.stmt == "rule" and not self.stack:
+            if self.stmt in _RULE_LIKE and not self.stack:
                 self.rule_body = True
             if ctx == "cell" and self.cell_item == "keepout":
                 self.halfspace = True
@@ -395,8 +399,8 @@ class _Emitter:
         self.block_fresh = False
 
     def _binary_sign(self, ctx: str | None) -> bool:
-        in_expr = ((self.stmt == "rule" and self.rule_body) or (ctx == "cell" and self.halfspace)
-                   or self.stmt == "design")
+        in_expr = ((self.stmt in _RULE_LIKE and self.rule_body)
+                   or (ctx == "cell" and self.halfspace) or self.stmt == "design")
         p = self.last_sig
         if not in_expr or p is None:
             return False

@@ -7,7 +7,7 @@ units), so every backend lowers the same numbers.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -90,6 +90,69 @@ class Robot(_Frozen):
     source: Source
 
 
+class Panel(_Frozen):
+    """A named place on the table (RoCo's panels): centre and size, metres."""
+
+    name: str
+    pos: Vec3
+    size: Vec3
+    source: Source
+
+
+class TwinObject(_Frozen):
+    """A part lying on a panel at the start, with the panel it must end on."""
+
+    name: str
+    type: str
+    panel: str
+    goal: str
+    source: Source
+
+
+class TwinSpec(_Frozen):
+    """What the digital twin needs beyond the geometry (grammar ``twin.tx``)."""
+
+    supplies: tuple[BoxZone, ...] = ()  # feeders: a part is presented at a box's floor centre
+    traj_epsilon: Fraction | None = None  # δ(Q_plan, Q_exec) bound, radians
+    homes: dict[str, tuple[Fraction, ...]] = {}  # robot -> home joint angles, radians
+    shared_zone: Box | None = None  # at most one arm inside at a time
+    reach_boxes: dict[str, Box] = {}  # robot -> the box its tool may reach
+    panels: dict[str, Panel] = {}
+    objects: tuple[TwinObject, ...] = ()
+
+
+class ForceThreshold(_Frozen):
+    """`force NAME VALUE [for SECONDS]`: a force event threshold (newtons), world model."""
+
+    name: str
+    value: Fraction
+    duration: Fraction | None = None
+    source: Source
+
+
+class WorldRule(_Frozen):
+    """A `commit` condition (name = action kind) or a `diagnose` rule (name = cause).
+
+    ``body`` is a plain term tree built by cellspec/world/rules.py and compiled to clingo."""
+
+    kind: Literal["commit", "diagnose"]
+    name: str
+    message: str
+    params: tuple[str, ...] = ()
+    recovery: str | None = None
+    priority: int = 0
+    body: Any = None
+    source: Source
+
+
+class WorldSpec(_Frozen):
+    """Force thresholds, commit conditions and diagnosis rules (grammar ``world.tx``)."""
+
+    forces: dict[str, ForceThreshold] = {}
+    commits: tuple[WorldRule, ...] = ()
+    diagnoses: tuple[WorldRule, ...] = ()
+
+
 class Rule(_Frozen):
     """A named rule: its body is the IR, violated where the body is false."""
 
@@ -142,6 +205,7 @@ class TestCase(_Frozen):
     only: bool = False
     robust: Fraction | None = None  # `robust T` / `not robust T`: the tolerance, metres
     robust_expected: bool = True  # False for `not robust T`
+    plan_path: str | None = None  # `plan "file.txt"`: a RoCo plan checked in the twin
     source: Source
 
 
@@ -161,6 +225,8 @@ class Cell(_Frozen):
     tests: tuple[TestCase, ...]
     source: Source
     friction: Fraction | None = None  # `friction MU`: Coulomb coefficient (stability rule)
+    twin: TwinSpec = TwinSpec()  # supply areas, trajectory epsilon, homes, shared zone, ...
+    world: WorldSpec = WorldSpec()  # force thresholds, commit and diagnose rules
 
     def gripper_params(self, kind: str) -> Gripper:
         """The parameters used for a part placed with a gripper of this kind."""

@@ -35,12 +35,14 @@ from cellspec.dsl.model import (
     TestCase,
     Zone,
 )
+from cellspec.dsl.twin import PLAN_CHECKS, TWIN_ITEMS, build_twin
 from cellspec.solver import ir
 from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
+from cellspec.world.rules import build_world
 
 MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
-STDLIB = ("physical", "stability")
+STDLIB = ("physical", "stability", "diagnosis")
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1}
@@ -90,7 +92,7 @@ def read_rule_file(path: Path) -> str:
             from None
 
 
-_STATEMENT_START = re.compile(r"^(import|cell|rule|test|design)\b", re.M)
+_STATEMENT_START = re.compile(r"^(import|cell|rule|test|design|commit|diagnose)\b", re.M)
 
 
 def parse_text(text: str, shown: str) -> Any:
@@ -342,10 +344,12 @@ class _Builder:
                 continue
             tnames[t.name] = t.source
             tests.append(t)
+        world = build_world(self, cf, cst)  # force thresholds, commit and diagnose rules
         self.sink.raise_if_any()
         self.cur = cf
         return Cell(
             name=cst.name,
+            world=world,
             path=main.shown,
             rules=tuple(rules),
             tests=tuple(tests),
@@ -365,6 +369,7 @@ class _Builder:
         eps: Fraction | None = None
         friction: Fraction | None = None
         names: dict[str, str] = {}
+        twin_items: list[Any] = []
 
         def claim(obj: Any, name: str, what: str) -> bool:
             if name in names:
@@ -379,6 +384,9 @@ class _Builder:
         for item in st.items:
             kind = type(item).__name__
             if kind == "Units":
+                continue
+            if kind in TWIN_ITEMS:
+                twin_items.append(item)
                 continue
             if kind == "Workspace":
                 if ws_seen is not None:
@@ -473,6 +481,7 @@ class _Builder:
             keepouts=tuple(keepouts),
             epsilon=eps if eps is not None else Fraction(1, 1000),
             friction=friction,
+            twin=build_twin(self, twin_items, tuple(r.name for r in robots), ptypes, claim),
         )
 
     def vec(self, v: Any) -> tuple[Fraction, Fraction, Fraction]:
@@ -561,8 +570,18 @@ class _Builder:
         robust: Fraction | None = None
         robust_expected = True
         layouts = 0
+        plan_path: str | None = None
+        is_plan = any(type(i).__name__ == "PlanFile" for i in st.items)
         for item in st.items:
             kind = type(item).__name__
+            if kind == "PlanFile":
+                if plan_path is not None:
+                    self.err(item, f"test '{st.name}' has more than one plan")
+                p = (self.cur.path.parent / item.path)
+                if not p.exists():
+                    self.err(item, f"plan file not found: {display_path(p)}")
+                plan_path = str(p)
+                continue
             if kind in ("InlineLayout", "FileLayout"):
                 layouts += 1
                 if layouts > 1:
@@ -598,6 +617,13 @@ class _Builder:
                     self.err(item, "expect is given twice")
                 expect = item.verdict
                 for e in item.items:
+                    if is_plan:  # a plan test names the first failed check (RoCo's order)
+                        if e.rule not in PLAN_CHECKS:
+                            self.err(e, f"unknown plan check '{e.rule}' (checks: "
+                                     f"{', '.join(PLAN_CHECKS)})")
+                        expected.append(Expectation(rule=e.rule, parts=tuple(e.parts),
+                                                    source=self.src(e)))
+                        continue
                     rule = rules.get(e.rule)
                     if rule is None:
                         self.err(e, f"expected violation of unknown rule '{e.rule}'")
@@ -617,7 +643,9 @@ class _Builder:
                     self.err(item, "robust tolerance must be between 0 and 0.1 m")
             elif kind == "Only":
                 only = True
-        if layouts == 0:
+        if is_plan and (layouts or order is not None or robust is not None):
+            self.err(st, f"test '{st.name}': a plan test takes no layout, order or robust")
+        if layouts == 0 and not is_plan:
             self.err(st, f"test '{st.name}' has no layout")
         if expect is None:
             self.err(st, f"test '{st.name}' has no `expect pass` or `expect fail ...`")
@@ -638,7 +666,8 @@ class _Builder:
         return TestCase(name=st.name, parts=tuple(parts) if parts is not None else None,
                         layout_path=layout_path, order=order, expect=expect or "pass",
                         expected=tuple(expected), only=only, robust=robust,
-                        robust_expected=robust_expected, source=self.src(st))
+                        robust_expected=robust_expected, plan_path=plan_path,
+                        source=self.src(st))
 
 
 def _unescape(s: str) -> str:

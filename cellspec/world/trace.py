@@ -1,0 +1,131 @@
+"""Reasoning traces (ERT, seed 003): schema and three-stage validation before anything moves.
+
+A trace states the action, the world belief it rests on (relations), the causal assumption
+and a confidence in [0, 1]. It is validated in three stages and rejected at the first that
+fails, with the reason:
+
+1. syntax: the pydantic schema (unknown keys, wrong types, confidence outside [0, 1],
+   relations not written ``REL(a, b)``);
+2. semantics: every named entity exists in the world model (entities, surfaces, the
+   gripper) and the action's object is a part the model knows;
+3. physics: every believed relation agrees with the geometry the model holds: on(a, b) =
+   a's centroid over b's footprint with the faces in contact; inside(a, b) = a's box in b's;
+   near(a, b) = the gap below d on every axis; holding(gripper, a) = the CS holds a.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cellspec.dsl.errors import CellspecError
+from cellspec.world import relations as rel
+from cellspec.world.db import RELATIONS, World
+from cellspec.world.discrepancy import parse_relation
+
+
+class TraceAction(BaseModel):
+    """The action the trace argues for."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["pick", "place", "insert", "regrasp", "retarget", "replan"]
+    object: str = Field(min_length=1)
+    target: str | None = None
+
+
+class Trace(BaseModel):
+    """An explicit reasoning trace: action, world belief, causal assumption, confidence."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: TraceAction
+    belief: list[str]
+    assumption: str = Field(min_length=1)
+    confidence: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+
+    @field_validator("belief")
+    @classmethod
+    def _rels(cls, v: list[str]) -> list[str]:
+        for k, r in enumerate(v):
+            parse_relation(r, f"belief[{k}]")
+        return v
+
+
+@dataclass(frozen=True)
+class TraceVerdict:
+    """accepted, or rejected at a stage (syntax, semantics, physics) with the reasons."""
+
+    accepted: bool
+    stage: str | None
+    reasons: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"accepted": self.accepted, "stage": self.stage, "reasons": list(self.reasons)}
+
+
+def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ...] = (
+        ("table", 0.0),), near_d: float = rel.NEAR_M) -> TraceVerdict:
+    """Validate a trace (parsed JSON) against the world model in three stages."""
+    try:
+        tr = Trace.model_validate(obj)
+    except ValidationError as exc:
+        reasons = tuple(f"{'.'.join(str(x) for x in e['loc']) or 'trace'}: {e['msg']}"
+                        for e in exc.errors())
+        return TraceVerdict(False, "syntax", reasons)
+    except CellspecError as exc:
+        return TraceVerdict(False, "syntax", tuple(d.message for d in exc.diagnostics))
+    ents = {e.id: e for e in world.entities(include_archived=False)}
+    known = set(ents) | {s for s, _ in surfaces} | {"gripper"}
+    beliefs = [parse_relation(r, f"belief[{k}]") for k, r in enumerate(tr.belief)]
+    bad = []
+    if tr.action.object not in ents:
+        bad.append(f"action object '{tr.action.object}' is not an entity of the world model")
+    if tr.action.target is not None and tr.action.target not in known:
+        bad.append(f"action target '{tr.action.target}' is not an entity of the world model")
+    for r in beliefs:
+        for e in (r.a, r.b):
+            if e not in known:
+                bad.append(f"{r} names unknown entity '{e}'")
+    if bad:
+        return TraceVerdict(False, "semantics", tuple(bad))
+    ids = sorted(ents)
+    pos = np.array([ents[i].pos for i in ids], float).reshape(-1, 3)
+    size = np.array([ents[i].size for i in ids], float).reshape(-1, 3)
+    geo = set(rel.derive(ids, pos, size, surfaces, None, near_d=near_d))
+    phase, held = world.cs()
+    wrong = []
+    for r in beliefs:
+        if r.rel == "holding":
+            if not (r.a == "gripper" and held == r.b and phase != "idle"):
+                wrong.append(f"{r}: the interaction state is ⟨{phase}, {held or '-'}⟩")
+        elif r.rel == "near" and (r.a > r.b):
+            from cellspec.world.db import Relation
+
+            if Relation("near", r.b, r.a) not in geo:
+                wrong.append(f"{r}: the gap exceeds {near_d} m")
+        elif r not in geo:
+            why = {"on": "the centroid is not over the support or the faces do not meet",
+                   "inside": "the box is not contained", "near": f"the gap exceeds {near_d} m"}
+            wrong.append(f"{r}: {why.get(r.rel, 'not in the geometry')}")
+    if wrong:
+        return TraceVerdict(False, "physics", tuple(wrong))
+    return TraceVerdict(True, None, ())
+
+
+def load_trace(path: str) -> Any:
+    """Read a trace JSON file (NaN and infinity are refused)."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CellspecError(f"{path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text, parse_constant=lambda c: float("nan"))
+    except json.JSONDecodeError as exc:
+        raise CellspecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+
+
+__all__ = ["RELATIONS", "Trace", "TraceVerdict", "load_trace", "validate_trace"]
