@@ -339,11 +339,12 @@ def test_twin_home_is_the_cells_home_override(station, tmp_path):
     assert np.array_equal(station.home("irb1600"), want)
     base = ("cell h {\n    workspace x [0.2, 0.7] y [-0.5, 0.5] z [0, 0.3]\n"
             "    robot arm model panda base (0, 0, 0) gripper vacuum\n    home arm ")
-    with pytest.raises(CellspecError, match=r"c\.cell:3:5: .*home of arm: panda has 7 "
+    # reported at the `home` line (4), not at the robot's line (3)
+    with pytest.raises(CellspecError, match=r"c\.cell:4:5: .*home of arm: panda has 7 "
                        r"joints, the cell gives 3 angles"):
         Twin(_cell(tmp_path, base + "(0, 0, 0)\n}\n"))
-    with pytest.raises(CellspecError, match=r"home of arm is outside the joint limits of "
-                       r"panda \(joint 4\)"):
+    with pytest.raises(CellspecError, match=r"c\.cell:4:5: .*home of arm is outside the joint "
+                       r"limits of panda \(joint 4\)"):
         Twin(_cell(tmp_path, base + "(0, 0, 0, 0.5, 0, 1.5, 0)\n}\n"))
 
 

@@ -39,6 +39,7 @@ def test_twin_items_are_loaded(sort_cell):
     ("reachable ghost x [0, 1] y [0, 1] z [0, 1]", "reach box of unknown robot 'ghost'"),
     ("object o1 cube on nowhere goal nowhere", "unknown panel 'nowhere'"),
     ("trajectory epsilon 0", "trajectory epsilon must be positive"),
+    ("trajectory epsilon 1e308", "trajectory epsilon must be positive and at most 1 (radians)"),
     ("supply s1 x [0, 1] y [0, 1]", "supply 's1' lacks the z range"),
 ])
 def test_twin_item_errors_carry_file_line_col(tmp_path, item, message):

@@ -182,7 +182,8 @@ def test_bad_input_exit_2(tmp_path, capsys):
     bad = tmp_path / "p.json"
     bad.write_text('{"steps": [{"part": "c1"}]}')
     assert main(["sim", str(PANDA), lay, "--plan", str(bad)]) == 2
-    assert "steps[0]: needs part, gripper" in capsys.readouterr().err
+    assert "p.json: error: steps[0].gripper: expected vacuum or parallel, got None" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.slow

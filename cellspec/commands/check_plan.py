@@ -6,7 +6,7 @@ import argparse
 import json
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK
-from cellspec.dsl.errors import CellspecError
+from cellspec.dsl.errors import CellspecError, Diagnostic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,15 +35,22 @@ def run(a: argparse.Namespace) -> int:
 
     quiet_pybullet()
     from cellspec.dsl.parser import load_cell
+    from cellspec.robots.models import check_models
     from cellspec.robots.roco import check_plan, load_plan
 
     if a.max_failed_waypoints < 0:
         raise CellspecError("--max-failed-waypoints must be 0 or more")
-    if not (a.spacing_std > 0):
-        raise CellspecError("--spacing-std must be a positive length")
+    if not (0 < a.spacing_std < 100):
+        raise CellspecError("--spacing-std must be a positive length below 100 m (an "
+                            "infinite one would skip the spacing check)")
+    if a.seed < 0:
+        raise CellspecError("--seed must be 0 or more")
     cell = load_cell(a.cell)
     if not cell.robots:
-        raise CellspecError(f"{cell.path}: the cell has no robots to plan for")
+        src = cell.source
+        raise CellspecError(Diagnostic(src.file, src.line, src.col, f"cell {cell.name} has no "
+                                       "robots to plan for"))
+    check_models(cell)
     plan = load_plan(a.plan, cell)  # parse errors: exit 2 with file:line:col
     r = check_plan(cell, plan, max_failed_waypoints=a.max_failed_waypoints,
                    spacing_std=a.spacing_std, seed=a.seed)

@@ -53,15 +53,22 @@ def run(a: argparse.Namespace) -> int:
 
     if not (0 <= a.port <= 65535):
         raise CellspecError(f"--port {a.port}: must be between 0 and 65535")
-    if not (a.timeout > 0) or not (a.repair_time_limit > 0):
-        raise CellspecError("--timeout and --repair-time-limit must be positive seconds")
+    from cellspec.commands.sim import MAX_SECONDS
+
+    if not (0 < a.timeout <= MAX_SECONDS) or not (0 < a.repair_time_limit <= MAX_SECONDS):
+        raise CellspecError("--timeout and --repair-time-limit must be positive seconds, at "
+                            f"most {MAX_SECONDS:g}")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
+    if not a.no_robots:  # an unknown model is a cell error (exit 2), not a silent marker
+        from cellspec.robots.models import check_models
+
+        check_models(cell)
     plan = None
     if a.plan is not None:
         from cellspec.review.replay import load_plan
 
-        plan = load_plan(a.plan, cell, a.trajectories)
+        plan = load_plan(a.plan, cell, a.trajectories, layout=layout)
     elif a.trajectories is not None:
         raise CellspecError("--trajectories needs --plan PLAN.json")
     if plan is not None and a.no_robots:

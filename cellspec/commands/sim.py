@@ -11,6 +11,8 @@ from pathlib import Path
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.dsl.errors import CellspecError, Diagnostic
 
+MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
+
 
 def quiet_pybullet() -> None:
     """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
@@ -42,8 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(approach, grasp, lift, transport, place, release, retreat from the "
                        "cell's supply area), check reach, IK and collisions, plan every motion "
                        "(RRT-Connect), execute in a separate physics client and compare planned "
-                       "and executed joint trajectories (δ ≤ ε). Exit 0 all actions pass, 1 any "
-                       "fails, 2 bad input or unknown.")
+                       "and executed joint trajectories (δ ≤ ε). Only a layout that verifies "
+                       "is simulated (else: fail). Exit 0 all actions pass, 1 any fails or the "
+                       "layout fails its rules, 2 bad input or unknown (a time limit).")
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     c.add_argument("--plan", metavar="PLAN", help="a plan JSON with `steps` (from `cellspec plan "
@@ -65,8 +68,48 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="several arms: also plan and execute the best single arm's allocation "
                    "(CP-SAT's best single-arm estimate) and report the executed speedup next to "
                    "the estimated one (about doubles the run time)")
+    c.add_argument("--unverified", action="store_true",
+                   help="simulate even a layout that fails the cell's rules (by default it "
+                   "is not simulated: verdict fail); the verdict is then never pass")
     c.add_argument("--format", choices=("pretty", "json"), default="pretty")
     c.set_defaults(func=run)
+
+
+def writable_file(path: str, flag: str) -> Path:
+    """Check before the long run that ``path`` can be written (its folder exists and is
+    writable, it is not a folder): bad input (exit 2) now, not a crash at the end."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise CellspecError(f"{flag} {path}: is a folder; give a file name")
+    if not parent.is_dir():
+        raise CellspecError(f"{flag} {path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise CellspecError(f"{flag} {path}: not writable")
+    return p
+
+
+def writable_dir(path: str, flag: str) -> Path:
+    """Create the folder ``path`` if needed and check it can be written (exit 2 if not)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CellspecError(f"{flag} {path}: exists and is not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CellspecError(f"{flag} {path}: cannot create the folder: "
+                            f"{exc.strerror or exc}") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise CellspecError(f"{flag} {path}: not writable")
+    return p
+
+
+def write_out(path: Path, text: str, flag: str) -> None:
+    """``atomic_write`` with an OS error (disk full, permissions changed) as bad input."""
+    try:
+        atomic_write(path, text)
+    except OSError as exc:
+        raise CellspecError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _steps(path: str):
@@ -81,16 +124,22 @@ def _steps(path: str):
                             ) from None
     steps = obj.get("steps") if isinstance(obj, dict) else None
     if not isinstance(steps, list) or not steps:
-        raise CellspecError(Diagnostic(path, 1, 1, "a plan needs a non-empty `steps` list of "
-                                       "{part, gripper, axis}"))
+        raise CellspecError(Diagnostic(path, 0, 0, "steps: a plan needs a non-empty `steps` "
+                                       "list of {part, gripper, axis}"))
     out = []
     for k, s in enumerate(steps):
-        try:
-            out.append(Step(part=s["part"], gripper=s["gripper"], axis=s.get("axis")))
-        except Exception as exc:  # noqa: BLE001 - pydantic or key errors: bad input
-            raise CellspecError(Diagnostic(path, 1, 1, f"steps[{k}]: needs part, gripper "
-                                           f"(vacuum|parallel) and axis (x|y|null): {exc}"
-                                           .splitlines()[0])) from None
+        why = None
+        if not isinstance(s, dict):
+            why = f"steps[{k}]: expected an object, got {type(s).__name__}"
+        elif not isinstance(s.get("part"), str) or not s["part"]:
+            why = f"steps[{k}].part: expected a part id"
+        elif s.get("gripper") not in ("vacuum", "parallel"):
+            why = f"steps[{k}].gripper: expected vacuum or parallel, got {s.get('gripper')!r}"
+        elif s.get("axis") not in ("x", "y", None):
+            why = f"steps[{k}].axis: expected x, y or null, got {s.get('axis')!r}"
+        if why is not None:
+            raise CellspecError(Diagnostic(path, 0, 0, why))
+        out.append(Step(part=s["part"], gripper=s["gripper"], axis=s.get("axis")))
     return tuple(out)
 
 
@@ -100,42 +149,47 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.execute import parse_faults
-    from cellspec.robots.models import MODELS, robot_spec
+    from cellspec.robots.models import check_models, robot_spec
     from cellspec.robots.sim import compare_single, simulate
 
     for v, name in ((a.time_limit, "--time-limit"), (a.motion_time_limit, "--motion-time-limit")):
-        if not (v > 0):
-            raise CellspecError(f"{name} must be a positive number of seconds")
+        if not (0 < v <= MAX_SECONDS):
+            raise CellspecError(f"{name} must be a positive number of seconds, at most "
+                                f"{MAX_SECONDS:g}")
+    if a.seed < 0:
+        raise CellspecError("--seed must be 0 or more")
+    for path, flag in ((a.output, "-o"), (a.script, "--script"),
+                       (a.trajectories, "--trajectories")):
+        if path:
+            writable_file(path, flag)
+    if a.snapshots:
+        writable_dir(a.snapshots, "--snapshots")
+    if a.faults is not None and not a.faults.strip(" ;\t"):
+        raise CellspecError("--faults: no fault given (leave the option out for none)")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    for r in cell.robots:
-        if r.model not in MODELS:
-            s = r.source
-            raise CellspecError(Diagnostic(s.file, s.line, s.col, f"robot {r.name}: unknown "
-                                           f"robot model {r.model!r}; known models: "
-                                           f"{', '.join(MODELS)}"))
+    check_models(cell)
     dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
-    if a.snapshots:
-        Path(a.snapshots).mkdir(parents=True, exist_ok=True)
     res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
                    motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
-                   snapshots=a.snapshots)
+                   snapshots=a.snapshots, unverified=a.unverified)
     if a.compare_single and res.verdict == "pass":
         compare_single(cell, layout, res, seed=a.seed, motion_time_limit=a.motion_time_limit,
                        time_limit=a.time_limit)
     if a.output:
-        atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
+        write_out(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n", "-o")
     if a.script:
         if res.timeline is None:
             print(f"note: no robot script written: {res.reason}", file=sys.stderr)
         else:
             from cellspec.robots.script import script_text
 
-            atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
+            write_out(Path(a.script), script_text(cell, res, Path(a.script).name), "--script")
     if a.trajectories and res.execution is not None:
-        atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
+        write_out(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n",
+                  "--trajectories")
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
     if a.format == "json":

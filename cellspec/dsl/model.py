@@ -115,6 +115,7 @@ class TwinSpec(_Frozen):
     supplies: tuple[BoxZone, ...] = ()  # feeders: a part is presented at a box's floor centre
     traj_epsilon: Fraction | None = None  # δ(Q_plan, Q_exec) bound, radians
     homes: dict[str, tuple[Fraction, ...]] = {}  # robot -> home joint angles, radians
+    home_sources: dict[str, Source] = {}  # robot -> where its `home` line is (diagnostics)
     shared_zone: Box | None = None  # at most one arm inside at a time
     reach_boxes: dict[str, Box] = {}  # robot -> the box its tool may reach
     panels: dict[str, Panel] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from cellspec.dsl.model import Box, BoxZone, Panel, TwinObject, TwinSpec
+from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec
 
 TWIN_ITEMS = frozenset({"Supply", "TrajectoryEpsilon", "Home", "SharedZone", "Reachable",
                         "Panel", "TwinObject"})
@@ -47,6 +47,7 @@ def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
     supplies: list[BoxZone] = []
     eps: Fraction | None = None
     homes: dict[str, tuple[Fraction, ...]] = {}
+    home_sources: dict[str, Source] = {}
     shared: Box | None = None
     reach: dict[str, Box] = {}
     panels: dict[str, Panel] = {}
@@ -62,8 +63,8 @@ def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
             if eps is not None:
                 b.err(item, "trajectory epsilon is given twice")
             eps = Fraction(item.eps)
-            if eps <= 0:
-                b.err(item, "trajectory epsilon must be positive (radians)")
+            if not 0 < eps <= 1:  # beyond 1 rad the trajectory check would check nothing
+                b.err(item, "trajectory epsilon must be positive and at most 1 (radians)")
         elif kind == "Home":
             if item.robot not in robots:
                 b.err(item, f"home of unknown robot '{item.robot}' (robots: "
@@ -72,6 +73,7 @@ def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
                 b.err(item, f"home of robot '{item.robot}' is given twice")
             else:
                 homes[item.robot] = tuple(Fraction(q) for q in item.q)
+                home_sources[item.robot] = b.src(item)
         elif kind == "SharedZone":
             if shared is not None:
                 b.err(item, "shared zone is given twice")
@@ -110,4 +112,5 @@ def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
             objects.append(TwinObject(name=item.name, type=item.type, panel=item.panel,
                                       goal=item.goal, source=b.src(item)))
     return TwinSpec(supplies=tuple(supplies), traj_epsilon=eps, homes=homes, shared_zone=shared,
-                    reach_boxes=reach, panels=panels, objects=tuple(objects))
+                    home_sources=home_sources, reach_boxes=reach, panels=panels,
+                    objects=tuple(objects))

@@ -24,6 +24,7 @@ import numpy as np
 
 from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
+from cellspec.layout import Layout
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -82,9 +83,11 @@ def _vec(path: str, where: str, v: Any, n: int) -> np.ndarray:
     return np.array(v, dtype=np.float64)
 
 
-def load_plan(path: str, cell: Cell, trajectories: str | None = None) -> ReplayPlan:
+def load_plan(path: str, cell: Cell, trajectories: str | None = None,
+              layout: Layout | None = None) -> ReplayPlan:
     """Read and validate a plan JSON (and optionally its execution record) against the
-    cell's robots; CellspecError (exit 2) naming the JSON path of any problem."""
+    cell's robots and, when given, the layout (its parts, each placed where the layout has
+    it); CellspecError (exit 2) naming the JSON path of any problem."""
     from cellspec.robots.execute import Segment
     from cellspec.robots.models import robot_spec
 
@@ -128,13 +131,27 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None) -> ReplayP
                             kind=str(m.get("kind", "")), path=q,
                             grasp=bool(m.get("grasp")), release=bool(m.get("release"))))
     actions = []
-    for k, a in enumerate(obj.get("actions") or []):
+    act_starts: dict[int, float] = {}
+    acts_in = obj.get("actions") or []
+    if not isinstance(acts_in, list):
+        raise _bad(path, "actions: expected a list")
+    for k, a in enumerate(acts_in):
         if not isinstance(a, dict) or not isinstance(a.get("part"), str):
             raise _bad(path, f"actions[{k}]: expected an object with a \"part\"")
-        actions.append({"index": a.get("index", k), "robot": a.get("robot"),
+        index = a.get("index", k)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _bad(path, f"actions[{k}].index: expected an integer")
+        actions.append({"index": index, "robot": a.get("robot"),
                         "part": a["part"],
                         "pick": _vec(path, f"actions[{k}].pick", a.get("pick"), 3),
                         "place": _vec(path, f"actions[{k}].place", a.get("place"), 3)})
+        if a.get("start") is not None:
+            t = float(_vec(path, f"actions[{k}].start", [a["start"]], 1)[0])
+            if t < 0:
+                raise _bad(path, f"actions[{k}].start: expected a time ≥ 0 s")
+            act_starts[index] = t
+    if layout is not None:
+        _match_layout(path, obj, actions, segs, layout)
     ex = obj.get("execution")
     plan = ReplayPlan(path=str(path), segments=segs, homes=homes, actions=actions,
                       execution=ex if isinstance(ex, dict) else None,
@@ -151,6 +168,13 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None) -> ReplayP
             except ValueError:
                 raise _bad(path, f"starts.{k}: expected an action number") from None
             plan.starts[a] = float(_vec(path, f"starts.{k}", [v], 1)[0])
+    moving = {sg.action for sg in segs}
+    if plan.starts is None and moving and moving <= set(act_starts):
+        plan.starts = act_starts  # the executed timeline's start times (cellspec sim -o)
+    if plan.starts is not None and not moving <= set(plan.starts):
+        miss = sorted(moving - set(plan.starts))
+        raise _bad(path, f"starts: no start time for action {miss[0]} (every action with "
+                   "motions needs one)")
     plan.concurrent = obj.get("concurrent") is True
     if plan.concurrent and plan.starts is None:
         plan.notes.append("the simulator ran the arms concurrently, but the plan JSON has no "
@@ -161,6 +185,28 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None) -> ReplayP
         plan.records = load_records(trajectories, dof)
         plan.records_path = str(trajectories)
     return plan
+
+
+def _match_layout(path: str, obj: dict[str, Any], actions: list[dict[str, Any]],
+                  segs: list[Any], layout: Layout) -> None:
+    """The plan must be for this layout: its parts are the layout's, placed where the
+    layout has them (1 mm), so a plan from another layout is refused, not replayed."""
+    pos = {pid: layout.pos[i] for i, pid in enumerate(layout.ids)}
+    made = obj.get("layout") if isinstance(obj.get("layout"), str) else "another layout"
+    for k, a in enumerate(actions):
+        if a["part"] not in pos:
+            raise _bad(path, f"actions[{k}].part: {a['part']!r} is not a part of "
+                       f"{layout.path} (the plan was made for {made})")
+        off = float(np.max(np.abs(a["place"] - pos[a["part"]])))
+        if not off <= 1e-3:
+            raise _bad(path, f"actions[{k}].place: {a['part']} is placed "
+                       f"{np.round(a['place'], 4).tolist()} in the plan but at "
+                       f"{np.round(pos[a['part']], 4).tolist()} in {layout.path} (the plan was "
+                       f"made for {made})")
+    for k, sg in enumerate(segs):
+        if sg.part not in pos:
+            raise _bad(path, f"motions[{k}].part: {sg.part!r} is not a part of {layout.path} "
+                       f"(the plan was made for {made})")
 
 
 def load_records(path: str, dof: dict[str, int]) -> dict[str, dict[str, np.ndarray]]:

@@ -284,7 +284,7 @@ class ReviewSession:
             pid = f"{ptype}{k}"
         pid = str(pid)
         if not _ID_RE.match(pid):
-            return self._refuse(f"'{pid}': part ids are 1-128 characters: a letter or _ then "
+            return self._refuse(f"{pid[:40]!r}: part ids are 1-128 characters: a letter or _ then "
                                 "letters, digits, _ . -")
         if pid in self.ids:
             return self._refuse(f"a part '{pid}' already exists")
@@ -428,6 +428,9 @@ class ReviewSession:
         """Re-verify and, only on a pass, write the layout JSON atomically to ``out``."""
         from cellspec.commands.common import atomic_write
 
+        if not self.ids:  # an empty layout verifies trivially: nothing was checked
+            return EditResult(False, "not accepted: the layout has no parts; nothing written",
+                              self.verdict)
         t0 = time.perf_counter()
         self.verdict = self._verify()
         secs = time.perf_counter() - t0

@@ -84,6 +84,9 @@ class Fault:
         return "block:" + ",".join(f"{v:g}" for v in self.box or ())
 
 
+MAX_BLOCK = 100.0  # metres: the largest |coordinate| of a blocked region
+
+
 def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ...],
                  dofs: dict[str, int]) -> tuple[Fault, ...]:
     """Parse ``--faults``; bad specs are bad input naming the valid forms."""
@@ -105,7 +108,11 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 j = int(f[2])
                 if not 1 <= j <= dofs[f[1]]:
                     raise CellspecError(f"--faults {item}: {f[1]} has joints 1..{dofs[f[1]]}")
-                out.append(Fault("offset", robot=f[1], joint=j, value=float(f[3])))
+                off = float(f[3])
+                if not abs(off) <= 2 * math.pi:
+                    raise CellspecError(f"--faults {item}: the joint offset must be finite and "
+                                        "at most 2π rad")
+                out.append(Fault("offset", robot=f[1], joint=j, value=off))
             elif f[0] == "slow" and len(f) in (2, 3):
                 robot = f[1] if len(f) == 3 else None
                 if robot is not None and robot not in robots:
@@ -124,6 +131,10 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 if len(v) != 6 or any(v[k] >= v[k + 3] for k in range(3)):
                     raise CellspecError(f"--faults {item}: block needs X0,Y0,Z0,X1,Y1,Z1 with "
                                         "X0<X1, Y0<Y1, Z0<Z1")
+                if not all(abs(x) <= MAX_BLOCK for x in v):
+                    # pybullet cannot hold a box beyond this: it would silently not collide
+                    raise CellspecError(f"--faults {item}: block coordinates must be finite "
+                                        f"and within {MAX_BLOCK:g} m")
                 out.append(Fault("block", box=v))
             else:
                 raise CellspecError(f"--faults: cannot read {item!r} (forms: {forms})")
@@ -317,6 +328,13 @@ class _ExecWorld:
 
         self.p = p
         self.cid = p.connect(p.DIRECT)
+        try:  # an error while building disconnects the client (no leak)
+            self._build(twin, p, yaw_quat, robot_urdf)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, twin: Any, p: Any, yaw_quat: Any, robot_urdf: Any) -> None:
         cid = self.cid
         p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=cid)
         p.setGravity(0, 0, -9.81, physicsClientId=cid)
@@ -475,7 +493,7 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     pending = sorted(((t * slow[r], r, kind, part) for t, r, kind, part in tl.events),
                      key=lambda e: (e[0], e[1]))
     drop_at: dict[str, float] = {}
-    for part in drops:
+    for part in sorted(drops):  # not set order: str hashing differs between processes
         gs = [e for e in tl.events if e[3] == part and e[2] == "grasp"]
         rs = [e for e in tl.events if e[3] == part and e[2] == "release"]
         if gs and rs:

@@ -215,3 +215,16 @@ def robot_spec(model: str) -> RobotSpec:
     if model not in MODELS:
         raise CellspecError(f"unknown robot model {model!r}; known models: {', '.join(MODELS)}")
     return _cached(model)
+
+
+def check_models(cell) -> None:
+    """Every robot of the cell has a known model; else CellspecError at the robot's line
+    (bad input, exit 2), naming the known models."""
+    from cellspec.dsl.errors import Diagnostic
+
+    for r in cell.robots:
+        if r.model not in MODELS:
+            s = r.source
+            raise CellspecError(Diagnostic(s.file, s.line, s.col, f"robot {r.name}: unknown "
+                                           f"robot model {r.model!r}; known models: "
+                                           f"{', '.join(MODELS)}"))

@@ -46,12 +46,17 @@ from cellspec.dsl.twin import PLAN_CHECKS
 MAX_FAILED_WAYPOINTS = 1
 SPACING_STD = 0.1
 MAX_PLAN_BYTES = 1 << 20
+MAX_PATH_POINTS = 200  # per robot: each point is an IK and collision check
 
 _LINE = re.compile(r"NAME\s+(?P<robot>\S+)\s+ACTION\b\s*(?P<action>.*)$")
 _ACTION = re.compile(
     r"^(?:(?P<wait>WAIT)|(?:PICK\s+(?P<obj>\S+))?\s*(?:PLACE\s+(?P<target>\S+))?)\s*"
     r"(?:PATH\s*(?P<path>\[.*\]))?\s*$")
 _POINT = re.compile(r"\(\s*([^,()]+)\s*,\s*([^,()]+)\s*,\s*([^,()]+)\s*\)")
+_P = r"\(\s*[^,()]+\s*,\s*[^,()]+\s*,\s*[^,()]+\s*\)"
+_POINTS = re.compile(rf"(?:{_P}(?:\s*,\s*{_P})*)?\s*,?")  # one comma between points
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)",
+                     re.ASCII | re.IGNORECASE)  # plain decimals (not 1_0 or other digits)
 
 
 @dataclass(frozen=True)
@@ -156,19 +161,35 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
             diags.append(Diagnostic(path, k + 1, col + m.end("robot") + 1, f"{robot}: missing "
                                     "action after ACTION (WAIT or PICK OBJECT PLACE PANEL)"))
             continue
+        pm = re.search(r"\bPATH\b", body)
+        if a is None and pm is not None:
+            diags.append(Diagnostic(path, k + 1, acol + pm.start(), f"{robot}: PATH must be "
+                                    "one bracketed list `[(x, y, z), ...]` at the end of the "
+                                    "line (is a `]` or `)` missing?)"))
+            continue
         if a is None or not body or (not a.group("wait") and not a.group("obj")
                                      and not a.group("target")):
             diags.append(Diagnostic(path, k + 1, acol, f"{robot}: unknown action {body[:40]!r} "
                                     "(expected WAIT or PICK OBJECT PLACE PANEL [PATH [...]])"))
             continue
+        if a.group("wait") and a.group("path"):
+            diags.append(Diagnostic(path, k + 1, acol + a.start("path"), f"{robot}: WAIT takes "
+                                    "no PATH (a PATH belongs to PICK ... PLACE ...)"))
+            continue
         pts: list[tuple[float, float, float]] = []
         if a.group("path"):
             inner = a.group("path")[1:-1].strip()
             pcol = acol + a.start("path")
-            rest = _POINT.sub("", inner).replace(",", "").strip()
-            if rest:
+            if not _POINTS.fullmatch(inner):
+                bad = _POINT.sub("", inner).replace(",", "").strip()
                 diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH must be a list of "
-                                        "(x, y, z) points"))
+                                        "(x, y, z) points separated by commas"
+                                        + ("" if bad else " (one comma between two points)")))
+                continue
+            if not all(_NUMBER.fullmatch(v.strip()) for pt in _POINT.findall(inner)
+                       for v in pt):
+                diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH points must be "
+                                        "numbers"))
                 continue
             try:
                 pts = [tuple(float(v) for v in p) for p in _POINT.findall(inner)]  # type: ignore
@@ -178,7 +199,11 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
                 continue
             if not all(math.isfinite(v) and abs(v) < 100 for p in pts for v in p):
                 diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH points must be "
-                                        "finite (metres)"))
+                                        "finite numbers within 100 m of the origin (metres)"))
+                continue
+            if len(pts) > MAX_PATH_POINTS:
+                diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH has {len(pts)} "
+                                        f"points; at most {MAX_PATH_POINTS}"))
                 continue
         seen[robot] = RocoAction(robot=robot, wait=bool(a.group("wait")), obj=a.group("obj"),
                                  target=a.group("target"), path=tuple(pts), line=k + 1, text=s)
@@ -201,7 +226,8 @@ def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
     shown = display_path(p)
     try:
         if p.stat().st_size > MAX_PLAN_BYTES:
-            raise CellspecError(Diagnostic(shown, 0, 0, "plan file too large"))
+            raise CellspecError(Diagnostic(shown, 0, 0, f"plan file too large (more than "
+                                           f"{MAX_PLAN_BYTES} bytes)"))
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read plan: {exc}")) from None
@@ -281,7 +307,8 @@ def _task(cell: Cell, plan: RocoPlan) -> PlanCheck | None:
                              "contain both PICK and PLACE")
         if a.obj not in objs:
             return PlanCheck(False, "task", a.robot, a.obj, feedback=f"{a.robot}'s ACTION is not "
-                             f"valid: there is no object {a.obj} (objects: {', '.join(objs)})")
+                             f"valid: there is no object {a.obj} (objects: "
+                             f"{', '.join(objs) or 'none: the cell declares no `object`'})")
         if a.target not in cell.twin.panels:
             return PlanCheck(False, "task", a.robot, a.obj, feedback=f"{a.robot}'s ACTION is not "
                              f"valid: there is no panel {a.target} (panels: "
@@ -337,10 +364,14 @@ class _Scene:
         self.cell = cell
         self.seed = seed
         self.twin = Twin(cell, None)
-        for o in cell.twin.objects:
-            self.twin.add_box(o.name, object_size(cell, o.name), rest_pos(cell, o.name, o.panel),
-                              kind="part")
-        self.checker = CollisionChecker(self.twin)
+        try:  # an error while building disconnects the twin's client (no leak)
+            for o in cell.twin.objects:
+                self.twin.add_box(o.name, object_size(cell, o.name),
+                                  rest_pos(cell, o.name, o.panel), kind="part")
+            self.checker = CollisionChecker(self.twin)
+        except BaseException:
+            self.twin.close()
+            raise
 
     def close(self) -> None:
         self.twin.close()
@@ -429,10 +460,13 @@ def check_plan(cell: Cell, plan: RocoPlan, *, max_failed_waypoints: int = MAX_FA
                              failed_waypoints=len(failed))
         passed.append("waypoints")
         for a in plan.actions:
-            if not a.path:
+            if not a.path or a.wait or not a.obj:  # only PICK ... PLACE ... carries a PATH
                 continue
-            (src,), (dst,) = [[p for p in poses if p.robot == a.robot]
-                              for _, poses in _goal_sets(cell, plan)]
+            ends = [[p for p in poses if p.robot == a.robot]
+                    for _, poses in _goal_sets(cell, plan)]
+            if any(len(e) != 1 for e in ends):
+                continue
+            (src,), (dst,) = ends
             pts = np.array([src.pos] + [list(p) for p in a.path] + [dst.pos])
             steps = np.linalg.norm(np.diff(pts, axis=0), axis=1)
             std = float(np.std(steps))

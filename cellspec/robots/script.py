@@ -27,7 +27,8 @@ WAYPOINTS: per robot, (t seconds, joint angles in radians) in the robot model's 
 EVENTS: (t, robot, "grasp" | "release", part). ACTIONS: each placement's TCP poses in the
 robot's base frame (position in metres, quaternion xyzw).
 Run: python {script_name} [CELL]  (replays the plan in the cellspec twin; exit 0 when every
-part ends at its planned place).
+part ends at its planned place, 1 when one does not, 2 when CELL is unreadable or lacks
+the script's robots).
 """
 
 import sys
@@ -41,6 +42,10 @@ ACTIONS = {actions}
 PLACE_TOL = 0.005
 
 
+class ScriptError(Exception):
+    """The cell given is not the one this script was made for."""
+
+
 def run(cell_path=CELL):
     """Replay the waypoints in the twin; returns the parts that do not end at their place."""
     import numpy as np
@@ -49,6 +54,12 @@ def run(cell_path=CELL):
     from cellspec.robots.twin import Twin
 
     cell = load_cell(cell_path)
+    have = {{r.name: r.model for r in cell.robots}}
+    wrong = [f"{{n}} ({{m}})" for n, m in ROBOTS.items() if have.get(n) != m]
+    if wrong:
+        got = ", ".join(f"{{n}} ({{m}})" for n, m in have.items()) or "none"
+        raise ScriptError(f"{{cell_path}}: this script needs robot(s) {{', '.join(wrong)}}; "
+                          f"the cell has {{got}}")
     times = sorted({{t for wps in WAYPOINTS.values() for t, _ in wps}})
     with Twin(cell) as twin:
         for r, wps in WAYPOINTS.items():
@@ -80,7 +91,13 @@ def run(cell_path=CELL):
 
 
 if __name__ == "__main__":
-    missing = run(sys.argv[1] if len(sys.argv) > 1 else CELL)
+    from cellspec.dsl.errors import CellspecError
+
+    try:
+        missing = run(sys.argv[1] if len(sys.argv) > 1 else CELL)
+    except (CellspecError, ScriptError) as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)
     for name in missing:
         print(f"{{name}} is not at its planned place", file=sys.stderr)
     sys.exit(1 if missing else 0)

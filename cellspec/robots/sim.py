@@ -1,5 +1,7 @@
 """The pipeline behind ``cellspec sim``: sequence → actions → checks → motions → execution.
 
+0. The layout is verified against the cell's rules: one that fails them is not simulated
+   (``fail``; ``unverified=True`` simulates it, but never with a ``pass``).
 1. The sequence: the sequencer's plan (``cpsat.sequence.plan``: order and grip axes), or
    the steps of a given plan JSON.
 2. The twin (``Twin``, no layout parts: parts appear at the supply one at a time and stay
@@ -22,7 +24,8 @@
 
 Every action is checked even after a failure (the failed part is put at its place), so
 the report names every failing action. The verdict is ``pass`` only when every action
-passes; a motion planner time limit is a failure with the reason ``time limit``.
+passes; a motion planner time limit is reported with the reason ``time limit`` and, when
+the only failures are time limits, makes the verdict ``unknown`` (never ``pass``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import (
@@ -143,12 +146,18 @@ class SimResult:
         return out
 
     def plan_json(self, cell: Cell, layout: Layout) -> dict[str, Any]:
-        """The plan: sequence, allocation, compiled actions with joints, motions, timing."""
+        """The plan: sequence, allocation, compiled actions with joints, motions, timing.
+
+        Each action's ``start`` is its start time (s) on the executed timeline (None when
+        nothing was executed): with it ``time_parameterise`` rebuilds that timeline, so a
+        replay runs concurrently executed arms concurrently."""
+        t0 = {w[0]: w[1] for w in self.timeline.windows} if self.timeline is not None else {}
         return {
             "cell": cell.path, "layout": layout.path, "verdict": self.verdict,
             "steps": [s.to_json() for s in self.steps],
             "homes": self.homes,
-            "actions": [dict(a.to_json(), joints=self.joints.get(a.index, {}))
+            "actions": [dict(a.to_json(), joints=self.joints.get(a.index, {}),
+                             start=round(t0[a.index], 9) if a.index in t0 else None)
                         for a in self.compiled],
             "motions": [{"action": s.action, "robot": s.robot, "part": s.part, "kind": s.kind,
                          "grasp": s.grasp, "release": s.release,
@@ -231,8 +240,10 @@ def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
         kind = _grip_kind(cell, layout, idx[s.part], s)
         # a vacuum cup places any part (support order leaves its top free when it is
         # placed); parallel jaws need the part planned for them (the sequencer's axis)
-        cands[s.part] = [r.name for r in use
-                         if r.gripper.kind == kind or r.gripper.kind == "vacuum"]
+        c = [r.name for r in use if r.gripper.kind == kind or r.gripper.kind == "vacuum"]
+        size = part_size(cell, layout, idx[s.part])
+        fit = [r for r in c if too_wide(twin, r, size, s.axis) is None]
+        cands[s.part] = fit or c  # none fits: keep them, the planning pass says why
     if all(len(c) <= 1 for c in cands.values()) and len(use) <= 1:
         return {p: (c[0] if c else None) for p, c in cands.items()}, None
     arms = [r.name for r in use]
@@ -278,17 +289,83 @@ def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
              faults: tuple[Fault, ...] = (), seed: int = SEED,
              motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0,
-             snapshots: str | None = None, arms: tuple[str, ...] | None = None) -> SimResult:
+             snapshots: str | None = None, arms: tuple[str, ...] | None = None,
+             unverified: bool = False) -> SimResult:
     """Check, plan and execute every placement of the layout in the twin (``arms``: only
-    these robots work, the others stay at home; default all)."""
-    from cellspec.robots.twin import Twin
+    these robots work, the others stay at home; default all).
 
+    The layout is verified first (``cellspec.solver.verify.check``, the cell's rules): a
+    layout that fails them is not simulated (verdict ``fail``, the violations named), one
+    that cannot be verified within ``time_limit`` gives ``unknown``. ``unverified=True``
+    simulates it anyway, but the verdict is then never ``pass``. A motion planner time limit
+    is not a proof that no motion exists: when the only failures are time limits the
+    verdict is ``unknown``."""
+    if not cell.robots:
+        s = cell.source
+        raise CellspecError(Diagnostic(s.file, s.line, s.col, f"cell {cell.name} has no "
+                                       "robots: nothing can place the parts"))
+    if len(layout) == 0:
+        raise CellspecError(Diagnostic(layout.path, 0, 0, "the layout has no parts: nothing "
+                                       "to simulate"))
     if arms is not None:
         names = [r.name for r in cell.robots]
         bad = [a for a in arms if a not in names]
         if bad or not arms:
             raise CellspecError(f"arms: unknown robot {bad[0]!r} (robots: {', '.join(names)})"
                                 if bad else "arms: name at least one robot")
+    gate = _verify_gate(cell, layout, steps, time_limit)
+    if gate is not None and not unverified:
+        return SimResult(gate[0], gate[1] + "; not simulated (fix the layout, or simulate it "
+                         "anyway with --unverified)", [])
+    res = _simulate(cell, layout, steps=steps, faults=faults, seed=seed,
+                    motion_time_limit=motion_time_limit, time_limit=time_limit,
+                    snapshots=snapshots, arms=arms)
+    if gate is not None and res.verdict == "pass":
+        res.verdict, res.reason = gate[0], gate[1] + "; every action passes in the twin"
+    elif gate is not None:
+        res.notes.insert(0, gate[1])
+    return res
+
+
+def _verify_gate(cell: Cell, layout: Layout, steps: tuple[Step, ...] | None,
+                 time_limit: float) -> tuple[str, str] | None:
+    """None when the layout verifies (with the plan's order when steps are given, else its
+    rules that need no order); else (verdict, why): fail with the violations, or unknown."""
+    from cellspec.solver.verify import check
+
+    if steps is not None:
+        ids = sorted(layout.ids)
+        got = sorted(s.part for s in steps)
+        if got != ids:
+            missing = sorted(set(ids) - set(got))
+            extra = sorted(set(got) - set(ids))
+            dup = sorted({p for p in got if got.count(p) > 1})
+            why = "; ".join(x for x in (
+                f"missing {', '.join(missing[:8])}" if missing else "",
+                f"not in the layout: {', '.join(extra[:8])}" if extra else "",
+                f"placed twice: {', '.join(dup[:8])}" if dup else "") if x)
+            raise CellspecError(Diagnostic(layout.path, 0, 0, "the plan's steps must place "
+                                           f"every part of the layout once ({why}): is the "
+                                           "plan for another layout?"))
+        lay = layout.with_order(tuple(s.part for s in steps))
+    else:
+        lay = layout.with_order(None)  # the sequencer chooses the order
+    v = check(cell, lay, timeout=time_limit)
+    if v.verdict == "unknown":
+        return "unknown", f"the layout could not be verified: {v.reason}"
+    if v.verdict == "fail":
+        names = [f"{x.rule}({', '.join(x.parts)})" for x in v.violations]
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        what = "the layout with the plan's order" if steps is not None else "the layout"
+        return "fail", f"{what} fails its rules: {', '.join(names[:6])}{more}"
+    return None
+
+
+def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
+              faults: tuple[Fault, ...], seed: int, motion_time_limit: float,
+              time_limit: float, snapshots: str | None,
+              arms: tuple[str, ...] | None) -> SimResult:
+    from cellspec.robots.twin import Twin
 
     if steps is None:
         from cellspec.solver.cpsat.sequence import plan
@@ -298,14 +375,7 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
             verdict = "fail" if pr.status == "infeasible" else "unknown"
             return SimResult(verdict, f"no assembly sequence: {pr.reason}", [])
         steps = pr.steps
-        notes = [f"the layout itself fails {v.rule}({', '.join(v.parts)})"
-                 for v in (pr.verdict.violations if pr.verdict else ())
-                 if v.rule not in pr.order_rules]
-    else:
-        notes = []
-    known = set(layout.ids)
-    if sorted(s.part for s in steps) != sorted(known):
-        raise CellspecError("the plan's steps must place every part of the layout once")
+    notes: list[str] = []
     with Twin(cell) as twin:
         sizes = [part_size(cell, layout, i) for i in range(len(layout))]
         check_supplies(twin, sizes, seed)
@@ -318,9 +388,13 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
 
             snapshot_twin(twin, f"{snapshots}/planned.png")
     if any(not a.ok for a in res.actions):
-        res.verdict = "fail"
-        res.reason = f"{sum(not a.ok for a in res.actions)} of {len(res.actions)} actions fail " \
-            "before execution"
+        bad = [a for a in res.actions if not a.ok]
+        limit = all(a.check == "motion" and (a.reason or "").endswith("time limit")
+                    for a in bad)
+        res.verdict = "unknown" if limit else "fail"
+        res.reason = f"{len(bad)} of {len(res.actions)} actions fail before execution" + (
+            ": the motion planner hit its time limit (not a proof that no motion exists; "
+            "raise --motion-time-limit)" if limit else "")
         return res
     idx = {pid: i for i, pid in enumerate(layout.ids)}
     start = {r: np.array(q) for r, q in res.homes.items()}
@@ -582,6 +656,22 @@ def arm_clash(twin: Any, tl: Timeline, every: float = 0.05,
         twin.set_qs(before)
 
 
+def too_wide(twin: Any, robot: str, size, axis: str | None) -> str | None:
+    """Why the robot's parallel jaws cannot close on the part (its width across the jaws,
+    along the grip axis, exceeds the opening), or None (it fits, or a vacuum cup). The
+    twin's fingers are kinematic and the grasped part is exempt from collision checks at
+    the grasp, so without this a part wider than the jaws would pass."""
+    g = twin.robot(robot).gripper
+    if g.kind != "parallel":
+        return None
+    ax = axis or "x"  # no axis: a top grasp with the jaws along x (``grasp_quat``)
+    w = float(size[0] if ax == "x" else size[1])
+    if w <= g.opening + 1e-9:
+        return None
+    return (f"the part is {w:.3f} m wide along {ax}, the grip axis: wider than {robot}'s "
+            f"jaw opening {g.opening:g} m")
+
+
 def _classify(reason: str | None) -> str:
     return "collision" if reason and "collision" in reason.lower() else "ik"
 
@@ -610,6 +700,10 @@ def _plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
 
         if robot is None:
             fail("gripper", f"no robot has a {kind} gripper for {s.part}")
+            continue
+        wide = too_wide(twin, robot, size, s.axis)
+        if wide is not None:
+            fail("gripper", wide)
             continue
         z, why = supply_for(twin, robot, size, s.axis, seed)
         if z is None:

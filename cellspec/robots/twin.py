@@ -99,18 +99,18 @@ class Twin:
         self.version = 0  # bumped whenever the set of bodies changes
         self.moves = 0  # bumped whenever a static body is moved (set_pose)
         self._shapes: dict[tuple[float, float, float, str], tuple[int, int]] = {}
-        try:
+        try:  # any error while building (bad input or pybullet's) disconnects the client
             for r in cell.robots:
                 self._load_robot(r)
-        except CellspecError:
+            self.robot_names: tuple[str, ...] = tuple(r.name for r in cell.robots)
+            self.body_robot = {rb.body: rb for rb in self._robots.values()}
+            self._add_surfaces()
+            self._add_keepouts()
+            if layout is not None:
+                self.add_layout(layout)
+        except BaseException:
             self.close()
             raise
-        self.robot_names: tuple[str, ...] = tuple(r.name for r in cell.robots)
-        self.body_robot = {rb.body: rb for rb in self._robots.values()}
-        self._add_surfaces()
-        self._add_keepouts()
-        if layout is not None:
-            self.add_layout(layout)
 
     # -- building ---------------------------------------------------------------------
     def _load_robot(self, r) -> None:
@@ -156,7 +156,7 @@ class Twin:
         if h is None:
             return np.array(spec.home, dtype=float)
         q = np.array([float(v) for v in h])
-        src = r.source
+        src = self.cell.twin.home_sources.get(r.name, r.source)  # the `home` line
         if q.shape != (spec.dof,):
             raise CellspecError(Diagnostic(
                 src.file, src.line, src.col,
