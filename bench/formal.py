@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 import cellspec  # noqa: E402
 from cellspec.formal import explain, lint, prove_robust  # noqa: E402
 from cellspec.layout import layout_from_obj  # noqa: E402
+from cellspec.solver.smt.fixtures import fault_layout  # noqa: E402
 
 CELL = """\
 import physical
@@ -43,20 +44,6 @@ cell bench {
     tolerance contact 0.001
 }
 """
-
-
-def towers(n: int, gap: float = 0.015) -> dict:
-    cols = max(1, n // 2)
-    side = int(np.ceil(np.sqrt(cols)))
-    parts = []
-    for c in range(cols):
-        i, j = divmod(c, side)
-        for k in range(2 if 2 * (c + 1) <= n else 1):
-            parts.append({"id": f"c{c}_{k}", "type": "cube",
-                          "pos": [round(0.1 + i * (0.05 + gap), 4),
-                                  round(0.1 + j * (0.05 + gap), 4), round(0.025 + 0.05 * k, 4)]})
-    parts = parts[:n]
-    return {"parts": parts, "order": [p["id"] for p in sorted(parts, key=lambda p: p["pos"][2])]}
 
 
 def bridges(n: int, overlap_mm: float = 2.5, spacing: float = 0.015) -> dict:
@@ -83,21 +70,6 @@ def bridges(n: int, overlap_mm: float = 2.5, spacing: float = 0.015) -> dict:
                       "pos": [round(0.1 + k * 0.065, 4), 3.9, 0.025]})
         k += 1
     return {"parts": parts, "order": [p["id"] for p in sorted(parts, key=lambda p: p["pos"][2])]}
-
-
-def inject(obj: dict, k: int, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    obj = json.loads(json.dumps(obj))
-    for idx in rng.choice(len(obj["parts"]), k, replace=False):
-        p = obj["parts"][int(idx)]
-        kind = int(rng.integers(0, 3))
-        if kind == 0:
-            p["pos"][2] = round(p["pos"][2] + 0.01, 4)
-        elif kind == 1:
-            p["pos"][0] = round(p["pos"][0] + 0.04, 4)
-        else:
-            p["pos"][1] = round(p["pos"][1] - 0.5, 4)
-    return obj
 
 
 def timed(fn, *a, **kw):
@@ -155,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                           "findings": len(r.findings)})
         if r.status != "consistent":
             wrong.append(f"lint {n} cubes: {r.status}")
-    lay = layout_from_obj(inject(towers(200, gap=0.015), 40))
+    lay = layout_from_obj(fault_layout(40))
     e1, s1 = timed(explain, cell, lay, timeout=args.timeout)
     ea, sa = timed(explain, cell, lay, timeout=args.timeout, max_causes=1000)
     ex = {"parts": 200, "injected": 40, "violations": e1.total_violations,

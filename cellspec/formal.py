@@ -24,6 +24,7 @@ before it is reported; ``unknown`` (time, binding budget) is never success.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from fractions import Fraction
@@ -111,8 +112,7 @@ def displaced_layout(layout: Layout, boxes: np.ndarray, dx: np.ndarray, dy: np.n
     c[:, 0] += dx
     c[:, 1] += dy
     pos = np.round(c.astype(np.float64) * float(g.RESOLUTION), 4)
-    return Layout(ids=layout.ids, types=layout.types, pos=pos, size=np.array(layout.size),
-                  grippers=layout.grippers, order=layout.order, path=path)
+    return dataclasses.replace(layout, pos=pos, path=path)
 
 
 def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
@@ -374,13 +374,13 @@ def _sub_layout(layout: Layout, sel: list[int]) -> Layout:
     ids = tuple(layout.ids[i] for i in sel)
     keep = set(ids)
     idx = np.array(sel, dtype=np.int64)
-    return Layout(ids=ids, types=tuple(layout.types[i] for i in sel),
-                  pos=np.array(layout.pos)[idx].reshape(len(idx), 3),
-                  size=np.array(layout.size)[idx].reshape(len(idx), 3),
-                  grippers=tuple(layout.grippers[i] for i in sel),
-                  order=None if layout.order is None else tuple(p for p in layout.order
-                                                                if p in keep),
-                  path=f"{layout.path}::explained")
+    # replace, not a new Layout: a field the selection does not concern is carried over
+    return dataclasses.replace(
+        layout, ids=ids, types=tuple(layout.types[i] for i in sel),
+        pos=layout.pos[idx].reshape(len(idx), 3), size=layout.size[idx].reshape(len(idx), 3),
+        grippers=tuple(layout.grippers[i] for i in sel),
+        order=None if layout.order is None else tuple(p for p in layout.order if p in keep),
+        path=f"{layout.path}::explained")
 
 
 # --- lint ---------------------------------------------------------------------------------

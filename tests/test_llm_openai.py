@@ -5,6 +5,7 @@ adapter, and the loop driven by a model."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +18,7 @@ from cellspec.dsl.errors import CellspecError
 from cellspec.llm_adapters.base import Budget, BudgetExceeded, TranslateError, parse_spec
 from cellspec.llm_adapters.loop import run_design
 from cellspec.llm_adapters.openai_adapter import (
+    ChatAdapter,
     OpenAIAdapter,
     ProposalError,
     ReplayAdapter,
@@ -370,3 +372,77 @@ def test_cli_tools_record_and_replay(server, tmp_path, monkeypatch, capsys):
     live.pop("seconds")
     rep.pop("seconds")
     assert rep == live
+
+
+class Scripted(ChatAdapter):
+    """A chat adapter answering from a list of response records (the model's side of the
+    exchange, as the openai adapter records it); the tool loop under test is the real one."""
+
+    name = "scripted"
+
+    def __init__(self, responses, **kw):
+        super().__init__("scripted", **kw)
+        self.responses = list(responses)
+
+    def _complete(self, kind, messages, schema, tools=None):
+        self.sent = messages
+        return self.responses.pop(0)
+
+
+def answer(obj, usage=None):
+    return {"content": obj if isinstance(obj, str) else json.dumps(obj),
+            "finish_reason": "stop", "refusal": None,
+            "usage": usage if usage is not None else {"prompt_tokens": 3,
+                                                      "completion_tokens": 2}}
+
+
+def calls(*c):
+    return {"content": None, "finish_reason": "tool_calls", "refusal": None,
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2}, "tool_calls": list(c)}
+
+
+def call(k, name="verify", args=None):
+    return {"id": f"c{k}", "name": name,
+            "arguments": json.dumps({"layout": GOOD}) if args is None else args}
+
+
+@pytest.mark.parametrize(("responses", "match"), [
+    ([calls({"name": "verify", "arguments": "{}"})], "malformed tool call"),  # no id
+    ([calls({"id": 1, "name": "verify", "arguments": "{}"})], "malformed tool call"),
+    ([calls({"id": "c", "name": None, "arguments": "{}"})], "malformed tool call"),
+    ([calls({"id": "c", "name": "verify", "arguments": 5})], "malformed tool call"),
+    ([calls("verify")], "malformed tool call"),
+    ([answer("[" * 100_000)], "malformed JSON: nested too deeply"),
+    ([answer("{")], "malformed JSON"),
+    ([answer({"parts": "none"})], "does not match the schema: parts"),
+    ([calls(call(0))] * 9, "no answer after 8 tool rounds"),
+])
+def test_hostile_model_answers_in_the_tool_loop(cell, responses, match):
+    a = Scripted(responses, use_tools=True)
+    with pytest.raises(ProposalError, match=match):
+        a.propose(parse_spec(TOWER), cell, None)
+    if "tool rounds" in match:  # every round was a call; none failed on its own
+        assert a.calls == 8 and all(r.error is None for r in a.records)
+    else:  # the failing call is recorded with its reason
+        assert re.search(match, a.records[-1].error)
+
+
+def test_too_many_tool_calls_in_one_answer_are_answered_but_not_run(cell):
+    a = Scripted([calls(*(call(k) for k in range(20))), answer(GOOD)], use_tools=True)
+    out = a.propose(parse_spec(TOWER), cell, None)
+    assert out["parts"] == GOOD["parts"]
+    assert a.tool_log == [("verify", True)] * 16 + [("verify", False)] * 4
+    tool_msgs = [m for m in a.sent if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == [f"c{k}" for k in range(20)]
+    assert json.loads(tool_msgs[-1]["content"]) == {
+        "ok": False, "error": "verify: not run: at most 16 tool calls per answer"}
+
+
+@pytest.mark.parametrize("usage", ["lots", {"prompt_tokens": "9", "completion_tokens": -4},
+                                   {"prompt_tokens": True}, None])
+def test_garbage_token_counts_count_as_zero(cell, usage):
+    resp = answer(GOOD)
+    resp["usage"] = usage
+    a = Scripted([resp])
+    assert a.propose(parse_spec(TOWER), cell, None)["parts"] == GOOD["parts"]
+    assert (a.records[-1].prompt_tokens, a.records[-1].completion_tokens) == (0, 0)

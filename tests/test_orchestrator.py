@@ -14,12 +14,7 @@ import cellspec
 from cellspec.cli import main
 from cellspec.layout import layout_from_obj
 from cellspec.llm_adapters.offline import OfflineAdapter
-from cellspec.llm_adapters.orchestrator import (
-    PHASES,
-    TRANSITIONS,
-    Reviewer,
-    run_orchestrated,
-)
+from cellspec.llm_adapters.orchestrator import PHASES, TRANSITIONS, Reviewer, run_orchestrated
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -197,13 +192,89 @@ def test_modify_then_reject_after_broken_file(cell, tmp_path):
     assert_valid_trace(o)
 
 
-def test_modify_to_a_non_layout_is_regenerated(cell, tmp_path):
-    def wipe(path):
-        path.write_text(json.dumps({"parts": "none"}))
+def _write(text):
+    def run(path):
+        path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
         return "\n"
-    o, _ = review(cell, tmp_path, ["m\n", wipe, "a\n"])
-    assert ("Inspect", "fail") in phases(o)
+    return run
+
+
+def _set_pos(value):
+    def fn(parts):
+        parts[0]["pos"][0] = value
+    return fn
+
+
+def _dup_id(parts):
+    parts[1]["id"] = parts[0]["id"]
+
+
+def _delete(path):
+    path.unlink()
+    return "\n"
+
+
+BROKEN_EDITS = {
+    "not JSON": (_write("{not json"), "the edited file is not JSON (Expecting property"),
+    "NaN": (edit(_set_pos(float("nan"))),
+            "the edited layout is not valid: parts[0].pos[0]: must be a finite number"),
+    "Infinity literal": (_write('{"units": "m", "parts": [{"id": "a", "type": "cube", '
+                                '"pos": [Infinity, 0.2, 0.025]}]}'),
+                         "the edited layout is not valid: parts[0].pos[0]: must be a finite"),
+    "huge number": (edit(_set_pos(1e300)),
+                    "the edited layout is not valid: parts[0].pos[0]: 1e+300 m is absurd"),
+    "duplicate ids": (edit(_dup_id), "the edited layout is not valid: parts[1].id: duplicate "
+                                     "id 'tower1_1' (first at parts[0])"),
+    "a list": (_write("[1, 2]"), "the edited file is not a layout object"),
+    "parts not a list": (_write('{"parts": "none"}'), "the edited layout is not valid: "),
+    "deleted": (_delete, "the edited file "),
+    "binary": (_write(b"\xff\xfe\x00"), "(not UTF-8 text)"),
+    "nested too deeply": (_write("[" * 100000), "the edited file is not JSON (nested too "
+                                                "deeply)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_EDITS))
+def test_a_broken_edit_keeps_the_layout(cell, tmp_path, case):
+    """A modified file that cannot be used is named on the terminal, the layout stays as
+    it was, and the reviewer is asked again (here: accepts the unchanged layout)."""
+    change, message = BROKEN_EDITS[case]
+    o, err = review(cell, tmp_path, ["m\n", change, "a\n"])
+    assert message in err and "; the layout is unchanged" in err
+    assert phases(o) == [("Plan", "ok"), ("Design", "ok"), ("Inspect", "ok"),
+                         ("HumanReview", "ok"), ("PreExecute", "ok"), ("Done", "ok")]
     assert o.result.outcome == "generated" and verified(cell, o.result.layout)
+    assert [p["pos"] for p in o.result.layout["parts"]] == [
+        [0.4, 0.2, 0.025], [0.4, 0.2, 0.075], [0.4, 0.2, 0.125]]
+
+
+def test_deleted_edit_then_end_of_input_rejects(cell, tmp_path):
+    o, err = review(cell, tmp_path, ["m\n", _delete])
+    assert "is gone (deleted?)" in err
+    assert o.result.outcome == "rejected" and o.result.reason == "no answer (end of input)"
+
+
+@pytest.mark.parametrize(("answers", "reason"), [
+    (["zzz\n", "\x00\n", "\n"], "no answer (end of input)"),
+    (["x\n"] * 10_000, "no usable answer after 5 tries"),  # a pipe of garbage: no spin
+    (["m\n", _write("{"), "m\n", _write("{"), "m\n", _write("{"), "x\n", "q\n"],
+     "no usable answer after 5 tries"),
+    (["m\n", "\n"] * 50, "no decision after 5 reviews"),  # modify with no edit, for ever
+])
+def test_garbage_answers_end_in_a_rejection(cell, tmp_path, answers, reason):
+    o, err = review(cell, tmp_path, answers)
+    assert o.result.outcome == "rejected" and o.result.reason == reason
+    assert o.result.layout is None
+    assert_valid_trace(o)
+
+
+def test_unwritable_review_file_is_said(cell, tmp_path):
+    path = tmp_path / "gone" / "r.json"  # the folder does not exist
+    err = io.StringIO()
+    rv = Reviewer(Terminal(["m\n", "r\n"], path), err, path)
+    o = run_orchestrated(TOWER, cell, OfflineAdapter(), reviewer=rv)
+    assert f"cannot write {path} (No such file or directory); answer a or r" in err.getvalue()
+    assert o.result.reason == "rejected by the reviewer"
 
 
 @pytest.mark.parametrize(("choice", "routed"), [
@@ -278,3 +349,14 @@ def test_an_error_inside_a_phase_aborts_with_the_reason(cell, monkeypatch):
     assert o.result.reason == "PreExecute: the sequencer met bad input"
     assert o.result.layout is None
     assert_valid_trace(o)
+
+
+def test_an_endless_line_is_not_an_answer(cell, tmp_path):
+    """stdin of NUL bytes with no newline (< /dev/zero): read in bounded pieces, each a
+    wrong answer; rejected after 5, never a hang or a memory blow-up."""
+    err = io.StringIO()
+    path = tmp_path / "r.json"
+    rv = Reviewer(io.StringIO("\0" * 1_000_000), err, path)
+    o = run_orchestrated(TOWER, cell, OfflineAdapter(), reviewer=rv)
+    assert o.result.reason == "no usable answer after 5 tries"
+    assert err.getvalue().count("please answer a, m or r") == 5

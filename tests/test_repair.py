@@ -5,12 +5,14 @@ re-verified here by clingo and by the numpy reference."""
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from conftest import STATION
 
 import cellspec
+from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.repair import parse_blocked, repair
@@ -128,6 +130,37 @@ def test_blocked_box_with_unbounded_axis(station):
     r = repair(station, lay, blocked=[z])
     fixed = layout_from_obj(r.layout)
     assert all(p[0] <= 0.355 + 1e-9 or p[1] >= 0.275 - 1e-9 for p in fixed.pos)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("box x [0.2, 0.1]", "keep-out x range is empty: 0.2 >= 0.1"),
+    ("garbage", "syntax error: expected a number, 'x', 'y', 'z', found 'garbage'"),
+    ("", "syntax error: expected a number, 'x', 'y', 'z', found '}'"),
+    ("box x [0, 1e400]", "1e400 is absurd for a cell (at most 10000 m)"),
+    ("box x [0,1] x [0, 1]", "keep-out axis x is given twice"),
+    # a region that tries to open a second cell is named as such, with no temporary file
+    ("x > 0 }\ncell x {", "a second cell 'x': 'blocked' is already defined at --block:1:1"),
+])
+def test_bad_blocked_regions_are_named(spec, message):
+    """--block is parsed from the string by the cell grammar (load_cell_text), no file."""
+    with pytest.raises(CellspecError) as exc:
+        parse_blocked(spec, "blocked_1")
+    assert [str(d) for d in exc.value.diagnostics] == [
+        f"--block: error: blocked region {spec!r}: {message}"]
+
+
+def test_load_cell_text_is_load_cell_without_a_file(tmp_path):
+    from cellspec.dsl.parser import load_cell, load_cell_text
+
+    text = ("cell t {\n    units mm\n    workspace x [0, 500] y [0, 500] z [0, 300]\n"
+            "    part cube size (50, 50, 50)\n}\n")
+    f = tmp_path / "t.cell"
+    f.write_text(text)
+    a, b = load_cell_text(text, str(f)), load_cell(f)
+    assert a.workspace == b.workspace and a.part_types == b.part_types  # mm scaled alike
+    assert a.workspace.hi[0] == Fraction(1, 2)
+    with pytest.raises(CellspecError, match="<s>:1:1: error: import needs a file"):
+        load_cell_text("import physical\n" + text, "<s>")
 
 
 def test_cli_repair(cli, tmp_path):

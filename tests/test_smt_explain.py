@@ -11,6 +11,7 @@ from conftest import STATION
 import cellspec
 from cellspec.formal import explain
 from cellspec.layout import layout_from_obj
+from cellspec.solver.smt.fixtures import fault_layout, inject_faults, tower_grid
 from cellspec.solver.verify import check
 
 REPO_EXAMPLES = STATION.parent.parent / "examples"
@@ -23,34 +24,6 @@ cell big {
     default gripper parallel opening 0.07 depth 0.02
 }
 """
-
-
-def towers(cols: int, rows: int, height: int, gap: float = 0.01) -> dict:
-    parts = []
-    for i in range(cols):
-        for j in range(rows):
-            for k in range(height):
-                parts.append({"id": f"c{i}_{j}_{k}", "type": "cube",
-                              "pos": [round(0.1 + i * (0.05 + gap), 4),
-                                      round(0.1 + j * (0.05 + gap), 4),
-                                      round(0.025 + 0.05 * k, 4)]})
-    return {"parts": parts, "order": [p["id"] for p in sorted(parts, key=lambda p: p["pos"][2])]}
-
-
-def inject(obj: dict, k: int, seed: int = 0) -> dict:
-    """Break k parts: lift one (floats), push one into its neighbour, or out of the cell."""
-    rng = np.random.default_rng(seed)
-    obj = json.loads(json.dumps(obj))
-    for idx in rng.choice(len(obj["parts"]), k, replace=False):
-        p = obj["parts"][int(idx)]
-        kind = int(rng.integers(0, 3))
-        if kind == 0:
-            p["pos"][2] = round(p["pos"][2] + 0.01, 4)
-        elif kind == 1:
-            p["pos"][0] = round(p["pos"][0] + 0.04, 4)
-        else:
-            p["pos"][1] = round(p["pos"][1] - 0.5, 4)
-    return obj
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +49,7 @@ def test_passing_layout_has_nothing_to_explain(station_cell):
 
 
 def test_200_parts_40_injected(big_cell):
-    lay = layout_from_obj(inject(towers(10, 10, 2), 40))
+    lay = layout_from_obj(fault_layout(40))
     v = check(big_cell, lay)
     assert v.verdict == "fail" and len(v.violations) >= 40
     e = explain(big_cell, lay, max_causes=100)
@@ -98,7 +71,7 @@ def test_200_parts_40_injected(big_cell):
 def test_random_cores_fail_under_the_reference(station_cell):
     rng = np.random.default_rng(3)
     for _ in range(15):
-        obj = inject(towers(3, 2, 2, gap=0.002), int(rng.integers(1, 4)),
+        obj = inject_faults(tower_grid(3, 2, 2, gap=0.002), int(rng.integers(1, 4)),
                      seed=int(rng.integers(1000)))
         for p in obj["parts"]:
             p["pos"][0] = round(p["pos"][0] + 0.15, 4)

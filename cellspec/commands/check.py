@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError
 
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "1 violations, 2 bad input (and for unknown: a solver limit).")
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="solver time limit in seconds (verdict unknown when hit)")
     c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",

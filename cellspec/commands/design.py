@@ -6,13 +6,25 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, atomic_write
-from cellspec.dsl.errors import CellspecError
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    add_format,
+    add_time_limit,
+    atomic_write,
+    check_output,
+    check_seconds,
+)
+from cellspec.dsl.errors import CellspecError, Diagnostic
 
 if TYPE_CHECKING:
     from cellspec.llm_adapters.base import Adapter
+
+
+MAX_T_MAX = 50  # proposals per command: more is a runaway loop, not persistence
+MAX_TIME_LIMIT = 3600.0  # seconds per solver call
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,8 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--t-max", type=int, default=3, metavar="N",
                    help="proposals before the solver generates (default 3)")
-    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="solver time limit in seconds (default 10)")
+    add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.add_argument("--tools", action="store_true",
                    help="openai/replay: let the model call the skill registry (verify, "
                    "sequence, shift, flatten, ...) while proposing")
@@ -58,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 
@@ -66,14 +77,30 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     """The adapter the options ask for."""
     from cellspec.llm_adapters.base import Budget
     from cellspec.llm_adapters.offline import OfflineAdapter
-    from cellspec.llm_adapters.openai_adapter import DEFAULT_MODEL, OpenAIAdapter, ReplayAdapter
+    from cellspec.llm_adapters.openai_adapter import (
+        DEFAULT_MODEL,
+        MAX_RETRIES,
+        MAX_TIMEOUT,
+        OpenAIAdapter,
+        ReplayAdapter,
+    )
 
     for name in ("max_calls", "max_tokens", "t_max"):
         v = getattr(a, name)
         if v is not None and v < 1:
             raise CellspecError(f"--{name.replace('_', '-')} must be at least 1")
-    if not (a.time_limit > 0) or not (a.timeout > 0):
-        raise CellspecError("--time-limit and --timeout must be positive numbers of seconds")
+    if a.t_max > MAX_T_MAX:
+        raise CellspecError(f"--t-max must be at most {MAX_T_MAX} (proposals per command)")
+    check_seconds(a.time_limit, "--time-limit", MAX_TIME_LIMIT)
+    check_seconds(a.timeout, "--timeout", MAX_TIMEOUT)
+    if not (0 <= a.retries <= MAX_RETRIES):
+        raise CellspecError(f"--retries must be from 0 to {MAX_RETRIES}")
+    if not (0 <= a.temperature <= 2):
+        raise CellspecError("--temperature must be a number from 0 to 2")
+    check_output(a.output, "-o")
+    check_output(a.record, "--record")
+    if a.review:
+        check_output(a.review_file, "--review-file")
     budget = Budget(a.max_calls, a.max_tokens)
     kind = a.adapter
     if kind == "auto":
@@ -90,6 +117,21 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     return OpenAIAdapter(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
                          max_retries=a.retries, temperature=a.temperature, seed=a.seed,
                          budget=budget, record=a.record, use_tools=a.tools)
+
+
+def check_executable(cell: Any) -> None:
+    """Bad input (exit 2, before any work) when ``--execute`` cannot run on the cell: the twin
+    needs robots to place the parts and a supply area to pick them from."""
+    s = cell.source
+    twin = getattr(cell, "twin", None)
+    if not cell.robots:
+        why = "has no robots: nothing can place the parts"
+    elif twin is None or not twin.supplies:
+        why = ("has no supply area: add `supply NAME x [..] y [..] z [..]` (where the robots "
+               "pick parts from)")
+    else:
+        return
+    raise CellspecError(Diagnostic(s.file, s.line, s.col, f"--execute: cell {cell.name} {why}"))
 
 
 OUTCOMES = {
@@ -109,13 +151,18 @@ def run(a: argparse.Namespace) -> int:
 
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
+    if a.execute:
+        check_executable(cell)
     reviewer = Reviewer(sys.stdin, sys.stderr, a.review_file) if a.review else None
     router = getattr(adapter, "route", None) if a.llm_routing else None
     o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=a.time_limit,
                          reviewer=reviewer, execute=a.execute, router=router)
     r = o.result
     if r.layout is not None and a.output:
-        atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
+        try:
+            atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
+        except OSError as exc:  # checked before the run; the disk may still refuse
+            raise CellspecError(f"-o {a.output}: cannot write: {exc.strerror or exc}") from None
     if a.format == "json":
         print(json.dumps(o.to_json(), indent=2))
         return EXIT_OK if r.layout is not None else EXIT_FAIL

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError
 
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "1 explained, 2 bad input or unknown (a solver limit).")
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="solver time limit in seconds (default 60; unknown when hit)")
     c.add_argument("--no-minimise", action="store_true",

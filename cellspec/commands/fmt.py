@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, print_diagnostics
 from cellspec.dsl.errors import CellspecError
 
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "nothing and exit 1 if any file would change.")
     f.add_argument("paths", nargs="+", help=".cell files or directories")
     f.add_argument("--check", action="store_true", help="only report files that would change")
-    f.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    common.add_format(f)
     f.set_defaults(func=run)
 
 

@@ -7,8 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.dsl.errors import CellspecError
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -26,10 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
-    c.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
-                   help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT:g}; "
-                   "unknown when hit without a layout)")
+    common.add_format(c)
+    common.add_time_limit(c, DEFAULT_TIME_LIMIT, f"solver time limit in seconds (default "
+                   f"{DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)")
     c.set_defaults(func=run)
 
 
@@ -41,8 +40,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.cpsat.generate import generate
     from cellspec.solver.verify import check
 
-    if not (a.time_limit > 0):
-        raise CellspecError("--time-limit must be a positive number of seconds")
+    common.check_seconds(a.time_limit)
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))

@@ -6,7 +6,7 @@ import argparse
 import json
 import re
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError
 
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--parts", action="append", default=None, metavar="TYPE=N",
                    help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
                    "inline test layout of the file)")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="Z3 time limit per question in seconds (default 30)")
     c.add_argument("--no-redundancy", action="store_true",

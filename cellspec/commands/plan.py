@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.dsl.errors import CellspecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout with the order here")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
-    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="solver time limit in seconds (default 10; unknown when hit)")
+    common.add_format(c)
+    common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10; unknown when hit)")
     c.add_argument("--compare", action="store_true",
                    help="also run the paper's greedy sink-node sequencer (Algorithm 4)")
     c.set_defaults(func=run)
@@ -37,8 +36,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan, with_order
     from cellspec.solver.instance import build_instance
 
-    if not (a.time_limit > 0):
-        raise CellspecError("--time-limit must be a positive number of seconds")
+    common.check_seconds(a.time_limit)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     r = plan(cell, layout, time_limit=a.time_limit)

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.dsl.errors import CellspecError
 
@@ -30,9 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--workers", type=int, default=1, metavar="N",
                    help="CP-SAT workers (default 1: deterministic; more often prove "
                    "minimality sooner, but equally good repairs may then differ run to run)")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
-    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="solver time limit in seconds (default 10)")
+    common.add_format(c)
+    common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.set_defaults(func=run)
 
 
@@ -46,8 +46,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
-    if not (a.time_limit > 0):
-        raise CellspecError("--time-limit must be a positive number of seconds")
+    common.check_seconds(a.time_limit)
     if a.workers < 1:
         raise CellspecError("--workers must be at least 1")
     cell = load_cell(a.cell)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, atomic_write
 from cellspec.dsl.errors import CellspecError
 
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "paths, with no network and no model. Exit 0 all passed, 1 any failed, "
                        "2 bad input.")
     t.add_argument("paths", nargs="+", help=".cell files or directories")
-    t.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(t)
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")

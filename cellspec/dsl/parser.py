@@ -198,6 +198,31 @@ def load_cell(path: str | os.PathLike[str]) -> Cell:
     )
 
 
+def load_cell_text(text: str, shown: str = "<text>") -> Cell:
+    """Build a cell from source text, not a file (e.g. a region given on the command line),
+    with the checks and messages of :func:`load_cell`; ``shown`` names it in diagnostics.
+    Imports need a file and are refused."""
+    model = parse_text(text, shown)
+    for st in model.statements:
+        if type(st).__name__ == "Import":
+            loc = get_location(st)
+            raise CellspecError(Diagnostic(shown, loc["line"], loc["col"],
+                                           "import needs a file: use load_cell"))
+    key = Path(shown)
+    f = _File(key, shown, text, model, _scale(model))
+    return _Builder({key: f}, [key], f, DiagnosticSink()).build(main_key=key)
+
+
+def _scale(model: Any) -> Fraction:
+    """The length scale of a parsed file: 1/1000 when its cell says ``units mm``."""
+    for st in model.statements:
+        if type(st).__name__ == "Cell":
+            for item in st.items:
+                if type(item).__name__ == "Units" and item.unit == "mm":
+                    return Fraction(1, 1000)
+    return Fraction(1)
+
+
 def _key(p: Path) -> Path:
     return p.resolve() if p.exists() else p
 
@@ -227,13 +252,7 @@ def _load_recursive(path: Path, files: dict[Path, _File], order: list[Path],
         for d in exc.diagnostics:
             sink.add(d.file, d.line, d.col, d.message)
         return
-    f = _File(key, shown, text, model)
-    for st in model.statements:
-        cls = type(st).__name__
-        if cls == "Cell":
-            for item in st.items:
-                if type(item).__name__ == "Units" and item.unit == "mm":
-                    f.scale = Fraction(1, 1000)
+    f = _File(key, shown, text, model, _scale(model))
     for st in model.statements:
         if type(st).__name__ != "Import":
             continue

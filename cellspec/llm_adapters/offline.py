@@ -98,6 +98,9 @@ class _Chunk:
         return [w for w in self.text.split() if w not in FILLER]
 
 
+MAX_COMMAND = 2000  # characters: a command in words, not a document
+
+
 class OfflineAdapter(Adapter):
     """Deterministic controlled-English translator; proposes nothing (the solver builds)."""
 
@@ -107,6 +110,9 @@ class OfflineAdapter(Adapter):
     def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
         if not isinstance(command, str) or not command.strip():
             raise TranslateError("cannot translate: the command is empty")
+        if len(command) > MAX_COMMAND:
+            raise TranslateError(f"cannot translate: the command is {len(command)} characters "
+                                 f"long; a command is at most {MAX_COMMAND}")
         text = _normalise(command)
         ws = cell.workspace
         unit = float(_cube_height(cell))

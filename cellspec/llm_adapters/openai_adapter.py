@@ -97,6 +97,27 @@ def spec_summary(spec: DesignSpec) -> str:
     return "; ".join(out)
 
 
+MAX_TOOL_CALLS = 16  # skills run per model answer (each may run a solver)
+
+
+def _tokens(resp: dict[str, Any]) -> tuple[int, int]:
+    """(prompt, completion) tokens of a response record; 0 where missing or not a count."""
+    usage = resp.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+
+    def count(k: str) -> int:
+        v = usage.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+    return count("prompt_tokens"), count("completion_tokens")
+
+
+def _well_formed(calls: Any) -> bool:
+    """Whether ``calls`` is a list of tool calls the loop can answer."""
+    return isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("name"), str)
+        and isinstance(c.get("arguments"), str | dict) for c in calls)
+
+
 class ChatAdapter(Adapter):
     """translate/propose over one ``_complete(kind, messages, schema, tools)`` chat call.
     With ``use_tools`` the propose step runs the skill registry's function-calling loop."""
@@ -131,8 +152,7 @@ class ChatAdapter(Adapter):
     def _parse(self, kind: str, resp: dict[str, Any], schema: type[BaseModel],
                t0: float) -> BaseModel:
         """Validate one response against ``schema`` and record the call."""
-        usage = resp.get("usage") or {}
-        pt, ct = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        pt, ct = _tokens(resp)
         err = None
         try:
             if resp.get("refusal"):
@@ -144,8 +164,9 @@ class ChatAdapter(Adapter):
                 raise ProposalError("the model returned no content")
             try:
                 obj = json.loads(content)
-            except ValueError as exc:
-                raise ProposalError(f"the model returned malformed JSON: {exc}") from None
+            except (ValueError, RecursionError) as exc:
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise ProposalError(f"the model returned malformed JSON: {why}") from None
             try:
                 return schema.model_validate(obj)
             except ValidationError as exc:
@@ -177,16 +198,23 @@ class ChatAdapter(Adapter):
             calls = resp.get("tool_calls") or []
             if not calls:
                 return self._parse(kind, resp, schema, t0)
-            usage = resp.get("usage") or {}
-            self.record(kind, t0, int(usage.get("prompt_tokens") or 0),
-                        int(usage.get("completion_tokens") or 0))
+            if not _well_formed(calls):
+                why = "the model returned a malformed tool call (each needs a string id and " \
+                    "name, and arguments)"
+                self.record(kind, t0, *_tokens(resp), error=why)
+                raise ProposalError(why)
+            self.record(kind, t0, *_tokens(resp))
             msgs.append({"role": "assistant", "content": resp.get("content"),
                          "tool_calls": [{"id": c["id"], "type": "function",
                                          "function": {"name": c["name"],
                                                       "arguments": c["arguments"]}}
                                         for c in calls]})
-            for c in calls:
-                result = registry.dispatch(c["name"], c["arguments"])
+            for k, c in enumerate(calls):
+                if k >= MAX_TOOL_CALLS:  # every call gets an answer; the excess is refused
+                    result = {"ok": False, "error": f"{c['name']}: not run: at most "
+                              f"{MAX_TOOL_CALLS} tool calls per answer"}
+                else:
+                    result = registry.dispatch(c["name"], c["arguments"])
                 self.tool_log.append((c["name"], bool(result.get("ok"))))
                 msgs.append({"role": "tool", "tool_call_id": c["id"],
                              "content": json.dumps(result, sort_keys=True)})
@@ -243,6 +271,18 @@ class ChatAdapter(Adapter):
         return obj
 
 
+MAX_TIMEOUT = 600.0  # seconds per LLM call
+MAX_RETRIES = 10
+
+
+def _check_writable(path: Path, what: str) -> None:
+    """Bad input unless ``path`` can be written: its folder exists and it is no folder."""
+    if path.is_dir():
+        raise CellspecError(f"{what} {path}: is a directory, not a file")
+    if not path.parent.is_dir():
+        raise CellspecError(f"{what} {path}: no such directory {path.parent}")
+
+
 class OpenAIAdapter(ChatAdapter):
     """The real ``openai`` client against any OpenAI-compatible server."""
 
@@ -257,16 +297,25 @@ class OpenAIAdapter(ChatAdapter):
         super().__init__(model, budget, use_tools)
         from openai import OpenAI
 
-        if not (timeout > 0):
-            raise CellspecError("the LLM timeout must be a positive number of seconds")
-        if max_retries < 0:
-            raise CellspecError("max_retries must be 0 or more")
+        if not (0 < timeout <= MAX_TIMEOUT):
+            raise CellspecError("the LLM timeout must be a positive number of seconds, at most "
+                                f"{MAX_TIMEOUT:g}")
+        if not (0 <= max_retries <= MAX_RETRIES):
+            raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
+        if temperature is not None and not (0 <= temperature <= 2):
+            raise CellspecError("the temperature must be a number from 0 to 2")
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise CellspecError(f"the LLM server URL must start with http:// or https:// "
+                                f"(got {url!r})")
+        if record:
+            _check_writable(Path(record), "--record")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "
                                 "local server) or use --adapter offline")
-        self.client = OpenAI(api_key=key, base_url=base_url or os.environ.get("OPENAI_BASE_URL")
-                             or None, timeout=timeout, max_retries=max_retries)
+        self.client = OpenAI(api_key=key, base_url=url, timeout=timeout,
+                             max_retries=max_retries)
         self.temperature = temperature
         self.seed = seed
         self.record_path = Path(record) if record else None
@@ -312,8 +361,12 @@ class OpenAIAdapter(ChatAdapter):
                                                     tools),
                                "model": self.model, "messages": messages, "response": resp},
                               sort_keys=True)
-            with self.record_path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
+            try:
+                with self.record_path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            except OSError as exc:
+                raise CellspecError(f"{self.record_path}: cannot record the exchange: "
+                                    f"{exc.strerror or exc}") from None
         return resp
 
 
@@ -328,14 +381,22 @@ class ReplayAdapter(ChatAdapter):
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
+                (exc.strerror or str(exc)).lower()
+            raise CellspecError(f"{p}: cannot read the cassette: {why}") from None
         self.entries: dict[str, dict[str, Any]] = {}
-        for k, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        for k, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 e = json.loads(line)
+                if not isinstance(e["hash"], str) or not isinstance(e["response"], dict):
+                    raise TypeError
                 self.entries.setdefault(e["hash"], e["response"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 raise CellspecError(f"{p}:{k}: not a cassette entry") from None
 
     def _complete(self, kind: str, messages: list[dict[str, Any]],

@@ -133,9 +133,12 @@ class Reviewer:
         for p in parts:
             x, y, z = p["pos"]
             print(f"  {p['id']:<10} {p['type']:<8} ({x:.4f}, {y:.4f}, {z:.4f})", file=self.out)
+        misses = 0  # answers that led nowhere: a pipe of garbage must not spin for ever
         while True:
+            if misses >= MAX_MISSES:
+                return "reject", f"no usable answer after {MAX_MISSES} tries"
             print("accept, modify or reject? [a/m/r] ", end="", file=self.out, flush=True)
-            line = self.inp.readline()
+            line = self.inp.readline(MAX_LINE)  # bounded: an endless line is not an answer
             if not line:
                 return "reject", "no answer (end of input)"
             ans = line.strip().lower()
@@ -143,25 +146,56 @@ class Reviewer:
                 return "accept", None
             if ans in ("r", "reject", "n", "no"):
                 return "reject", "rejected by the reviewer"
-            if ans in ("m", "modify", "e", "edit"):
+            misses += 1
+            if ans not in ("m", "modify", "e", "edit"):
+                print(f"please answer a, m or r (not {ans[:40]!r})", file=self.out)
+                continue
+            try:
                 self.path.write_text(json.dumps({"units": "m", "parts": parts}, indent=2)
                                      + "\n", encoding="utf-8")
-                print(f"edit {self.path}, then press Enter ", end="", file=self.out,
-                      flush=True)
-                if not self.inp.readline():
-                    return "reject", "no answer (end of input)"
-                try:
-                    obj = json.loads(self.path.read_text(encoding="utf-8"))
-                except (OSError, ValueError) as exc:
-                    print(f"the edited file is not JSON ({exc}); the layout is unchanged",
-                          file=self.out)
-                    continue
-                if not isinstance(obj, dict):
-                    print("the edited file is not a layout object; the layout is unchanged",
-                          file=self.out)
-                    continue
-                return "modify", obj
-            print(f"please answer a, m or r (not '{ans}')", file=self.out)
+            except OSError as exc:
+                print(f"cannot write {self.path} ({exc.strerror or exc}); answer a or r",
+                      file=self.out)
+                continue
+            print(f"edit {self.path}, then press Enter ", end="", file=self.out, flush=True)
+            if not self.inp.readline(MAX_LINE):
+                return "reject", "no answer (end of input)"
+            obj, why = _read_edit(self.path)
+            if why is not None:
+                print(f"{why}; the layout is unchanged", file=self.out)
+                continue
+            return "modify", obj
+
+
+MAX_MISSES = 5
+MAX_LINE = 4096  # characters read per answer
+
+
+def _read_edit(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The reviewer's edited layout, or why it cannot be used (unreadable, not JSON, not a
+    layout the loader accepts: NaN, duplicate ids, unknown fields, ...)."""
+    from cellspec.layout import layout_from_obj
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, f"the edited file {path} is gone (deleted?)"
+    except (OSError, UnicodeDecodeError) as exc:
+        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
+            (exc.strerror or str(exc))
+        return None, f"cannot read the edited file {path} ({why})"
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return None, f"the edited file is not JSON ({why})"
+    if not isinstance(obj, dict):
+        return None, "the edited file is not a layout object"
+    try:
+        layout_from_obj(obj, str(path))
+    except CellspecError as exc:
+        return None, f"the edited layout is not valid: {_msg(exc)}"
+    return obj, None
 
 
 class Orchestrator:

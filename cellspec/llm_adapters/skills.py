@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -32,10 +33,14 @@ from cellspec.llm_adapters.base import strict_schema
 
 GRANULAR = ("workspace", "no_overlap", "gravity", "grip_access")
 GRID = 0.0001  # 0.1 mm: every coordinate a skill writes is on this grid
+MAX_PARTS = 1000  # a skill call is interactive: a layout this large is not a cell's
+MAX_LISTED = 50  # violations listed in a result (the total is given when there are more)
+MAX_OFFSET = 1000.0  # metres: |dx|, |dy| of shift, like the layout's coordinate bound
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: "0.4" is not a number and true is not 1 (a model's typo must not pass)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class PartIn(_Args):
@@ -169,8 +174,9 @@ class SkillRegistry:
         if isinstance(args, str | bytes):
             try:
                 args = json.loads(args)
-            except ValueError as exc:
-                return {"ok": False, "error": f"{name}: the arguments are not JSON: {exc}"}
+            except (ValueError, RecursionError) as exc:
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                return {"ok": False, "error": f"{name}: the arguments are not JSON: {why}"}
         if not isinstance(args, dict):
             return {"ok": False, "error": f"{name}: the arguments must be a JSON object"}
         try:
@@ -179,16 +185,30 @@ class SkillRegistry:
             errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}"
                              for e in exc.errors()[:5])
             return {"ok": False, "error": f"{name}: bad arguments: {errs}"}
+        except RecursionError:
+            return {"ok": False, "error": f"{name}: bad arguments: nested too deeply"}
         try:
             return {"ok": True, **skill.fn(parsed)}
         except CellspecError as exc:
             msg = "; ".join(d.message if not d.line else str(d) for d in exc.diagnostics)
             return {"ok": False, "error": f"{name}: {msg}"}
+        except Exception as exc:  # noqa: BLE001 - a skill defect is a result, never a crash
+            # the model (or the orchestrator) gets a result it can act on; the 'internal'
+            # flag marks a bug to report, unlike the bad-argument errors above
+            return {"ok": False, "internal": True,
+                    "error": f"{name}: internal error (please report): "
+                             f"{type(exc).__name__}: {exc}"}
 
     # --- helpers ---------------------------------------------------------------------
-    def _layout(self, lay: LayoutIn) -> Any:
+    def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Any:
+        """The layout of the arguments, checked by the layout loader (ids, types, numbers)."""
         from cellspec.layout import layout_from_obj
 
+        if len(lay.parts) > MAX_PARTS:
+            raise SkillError(f"layout: {len(lay.parts)} parts; a skill takes at most "
+                             f"{MAX_PARTS}")
+        if need_parts and not lay.parts:
+            raise SkillError("layout: the layout has no parts")
         obj: dict[str, Any] = {"units": "m", "parts": [p.model_dump() for p in lay.parts]}
         if lay.order is not None:
             obj["order"] = list(lay.order)
@@ -198,10 +218,13 @@ class SkillRegistry:
         from cellspec.solver.verify import check
 
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
-        return {"verdict": v.verdict, "reason": v.reason,
-                "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
-                               for x in v.violations],
-                "skipped_rules": list(v.skipped_rules)}
+        out = {"verdict": v.verdict, "reason": v.reason,
+               "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
+                              for x in v.violations[:MAX_LISTED]],
+               "skipped_rules": list(v.skipped_rules)}
+        if len(v.violations) > MAX_LISTED:  # a model reads the result: the first ones, a count
+            out["violations_total"] = len(v.violations)
+        return out
 
     # --- skills ----------------------------------------------------------------------
     def _verify(self, a: LayoutArgs) -> dict[str, Any]:
@@ -233,6 +256,7 @@ class SkillRegistry:
                 "conflict": list(p.conflict)}
 
     def _task(self, a: LayoutArgs) -> dict[str, Any]:
+        self._layout(a.layout, need_parts=True)
         v = self._verify(a)
         if v["verdict"] != "pass":
             what = "; ".join(f"{x['rule']}({', '.join(x['parts'])})" for x in v["violations"][:5])
@@ -279,7 +303,8 @@ class SkillRegistry:
         rng = [avoid.x, avoid.y, avoid.z if avoid.z is not None else [-1000.0, 1000.0]]
         for axis, r in zip("xyz", rng, strict=True):
             if len(r) != 2 or not all(np.isfinite(r)) or r[0] >= r[1]:
-                raise SkillError(f"avoid.{axis} must be [lo, hi] with lo < hi")
+                raise SkillError(f"avoid.{axis} must be [lo, hi]: two finite numbers of metres "
+                                 "with lo < hi")
         box = Box(lo=tuple(Fraction(str(r[0])) for r in rng),
                   hi=tuple(Fraction(str(r[1])) for r in rng))
         return with_blocked(self.cell, [BoxZone(name="blocked", box=box,
@@ -294,16 +319,18 @@ class SkillRegistry:
         from cellspec.layout import layout_from_obj
 
         cell = self._blocked_cell(a.avoid)
-        base = self._layout(a.layout)
+        base = self._layout(a.layout, need_parts=True)
         if (a.dx is None) != (a.dy is None):
             raise SkillError("give both dx and dy, or neither (the smallest clearing offset)")
         if a.dx is not None:
             if not (np.isfinite(a.dx) and np.isfinite(a.dy)):
                 raise SkillError("dx and dy must be finite numbers of metres")
+            if max(abs(a.dx), abs(a.dy)) > MAX_OFFSET:
+                raise SkillError(f"dx and dy must be at most {MAX_OFFSET:g} m in size")
             offsets = [(a.dx, a.dy)]
         else:
             offsets = _offsets(cell, base)
-        tried = 0
+        tried, t0 = 0, perf_counter()
         for dx, dy in offsets:
             new = {p.id: [_r(p.pos[0] + dx), _r(p.pos[1] + dy), p.pos[2]]
                    for p in a.layout.parts}
@@ -312,7 +339,8 @@ class SkillRegistry:
                                                     if v is not None}}, "<shift>")
             tried += 1
             v = self._verdict(cell, lay)
-            if v["verdict"] == "pass" or a.dx is not None or tried >= 12:
+            spent = perf_counter() - t0 > self.time_limit  # the whole search is bounded
+            if v["verdict"] == "pass" or a.dx is not None or tried >= 12 or spent:
                 return {"layout": obj, "dx": _r(dx), "dy": _r(dy), **v}
         raise SkillError("no rigid shift inside the workspace clears the keep-outs and the "
                          "blocked region (try flatten, or a re-plan)")
@@ -323,7 +351,7 @@ class SkillRegistry:
         k = 1 if a.max_layers is None else a.max_layers
         if k < 1:
             raise SkillError("max_layers must be at least 1")
-        base = self._layout(a.layout)
+        base = self._layout(a.layout, need_parts=True)
         ws = self.cell.workspace
         z0 = float(self.cell.surfaces[0].z) if self.cell.surfaces else float(ws.lo[2])
         clear = a.clearance if a.clearance is not None else _finger_room(self.cell)
@@ -363,7 +391,9 @@ def _sizes(cell: Any, layout: Any) -> np.ndarray:
         if np.isnan(size[i]).any() and t in cell.part_types:
             size[i] = [float(v) for v in cell.part_types[t].size]
     if np.isnan(size).any():
-        raise SkillError("a part has no size (unknown part type; types: "
+        i = int(np.flatnonzero(np.isnan(size).any(axis=1))[0])
+        raise SkillError(f"part {layout.ids[i]} has no size: unknown part type "
+                         f"'{layout.types[i]}' (the cell defines: "
                          + ", ".join(cell.part_types) + ")")
     return size
 

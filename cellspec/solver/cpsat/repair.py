@@ -27,6 +27,7 @@ unsatisfiable core over one assumption literal per rule, found with a single wor
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from fractions import Fraction
 from typing import Any
@@ -550,8 +551,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                 moves.append(Move(part=pid, src=tuple(_pos_m(c_old)),  # type: ignore[arg-type]
                                   dst=tuple(dst), how="free" if free else "shift",  # type: ignore
                                   why=reason))
-        repaired = Layout(ids=layout.ids, types=layout.types, pos=new_pos, size=layout.size,
-                          grippers=layout.grippers, order=None, path=layout.path)
+        repaired = dataclasses.replace(layout, pos=new_pos, order=None)
         reordered = False
         if layout.order is not None:
             inst = build_instance(cell, repaired)
@@ -587,28 +587,21 @@ def parse_blocked(spec: str, name: str) -> Zone:
     """A blocked region written like a keep-out zone, in metres: ``box x [a, b] y [c, d]``
     (omitted axes unbounded) or a half-space such as ``x + y > 0.7``; parsed by the cell
     grammar itself. Raises CellspecError naming the region."""
-    import tempfile
-    from pathlib import Path
-
     from cellspec.dsl.errors import Diagnostic
-    from cellspec.dsl.parser import load_cell
+    from cellspec.dsl.model import Source
+    from cellspec.dsl.parser import load_cell_text
 
     body = spec.strip()
     if not body.startswith("box") and not body.startswith(":"):
         body = ": " + body
     text = ("cell blocked {\n    units m\n    workspace x [-1000, 1000] y [-1000, 1000] "
             f"z [-1000, 1000]\n    keepout {name} {body}\n}}\n")
-    with tempfile.TemporaryDirectory() as d:
-        f = Path(d) / "blocked.cell"
-        f.write_text(text, encoding="utf-8")
-        try:
-            c = load_cell(f)
-        except CellspecError as exc:
-            msgs = "; ".join(dd.message for dd in exc.diagnostics)
-            raise CellspecError(Diagnostic("--block", 0, 0, f"blocked region {spec!r}: "
-                                           f"{msgs}")) from None
-    from cellspec.dsl.model import Source
-
+    try:
+        c = load_cell_text(text, "--block")
+    except CellspecError as exc:
+        msgs = "; ".join(dd.message for dd in exc.diagnostics)
+        raise CellspecError(Diagnostic("--block", 0, 0, f"blocked region {spec!r}: "
+                                       f"{msgs}")) from None
     # the parser bounds omitted axes within clingo's integers already
     return c.keepouts[0].model_copy(update={"source": Source(file="--block", line=0, col=0)})
 
