@@ -335,3 +335,29 @@ def test_version():
     res = run_cellspec("--version")
     assert res.returncode == 0
     assert res.stdout.strip() == f"cellspec {cellspec.__version__}"
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("check", STATION, "rules/examples/tower3.json", "--robust", "0.001", "--witness",
+      "{missing}/w.json"), "--witness"),
+    (("plan", STATION, "rules/examples/tower3.json", "-o", "{missing}/x.json"), "-o"),
+    (("repair", STATION, "rules/examples/tower3_broken.json", "-o", "{missing}/x.json"), "-o"),
+    (("generate", STATION, "rules/scenarios/designs.cell", "-o", "{missing}/x.json"), "-o"),
+    (("test", "rules/stdlib", "--junit-xml", "{missing}/j.xml"), "--junit-xml"),
+])
+def test_output_into_a_missing_folder_is_bad_input_before_any_work(tmp_path, args, flag):
+    missing = tmp_path / "no" / "such"
+    res = run_cellspec(*[str(x).format(missing=missing) for x in args])
+    assert res.returncode == 2, res.stderr
+    assert f"{flag} {missing}" in res.stderr and "no such directory" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_atomic_write_os_error_names_the_path(tmp_path):
+    from cellspec.commands.common import atomic_write
+    from cellspec.dsl.errors import CellspecError
+
+    target = tmp_path / "gone" / "out.json"
+    with pytest.raises(CellspecError, match=r"cannot write .*out\.json"):
+        atomic_write(target, "{}")
+    assert not target.parent.exists()

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_output
 from cellspec.dsl.errors import CellspecError
 
 
@@ -53,6 +53,7 @@ def run(a: argparse.Namespace) -> int:
             raise CellspecError("--robust-timeout must be a positive number of seconds")
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
+    check_output(a.witness, "--witness")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
     v = check(cell, layout, backend=a.backend, timeout=a.timeout)

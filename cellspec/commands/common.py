@@ -21,14 +21,21 @@ def print_diagnostics(exc: CellspecError) -> int:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write text to path via a temporary file and rename, so a reader never sees half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    """Write text to path via a temporary file and rename, so a reader never sees half.
+    An OS error (missing folder, no permission, full disk) is bad input naming the path."""
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
+                                   suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise CellspecError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
 

@@ -41,6 +41,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.verify import check
 
     common.check_seconds(a.time_limit)
+    common.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))

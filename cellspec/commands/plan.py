@@ -37,6 +37,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.instance import build_instance
 
     common.check_seconds(a.time_limit)
+    common.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     r = plan(cell, layout, time_limit=a.time_limit)

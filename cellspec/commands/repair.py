@@ -47,6 +47,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
     common.check_seconds(a.time_limit)
+    common.check_output(a.output, "-o")
     if a.workers < 1:
         raise CellspecError("--workers must be at least 1")
     cell = load_cell(a.cell)

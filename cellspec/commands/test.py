@@ -7,7 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, atomic_write
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    atomic_write,
+    check_output,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -37,6 +44,7 @@ def run(a: argparse.Namespace) -> int:
 
     if a.workers < 1:
         raise CellspecError("--workers must be at least 1")
+    check_output(a.junit_xml, "--junit-xml")
     report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout)
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
