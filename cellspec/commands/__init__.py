@@ -4,5 +4,4 @@ To add a verb, write its module here and add its name to ``VERBS``.
 """
 
 VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint", "design",
-         "diagnose", "run", "world", "review",
-         "sim", "check_plan"]
+         "sim", "check_plan", "review", "run", "diagnose", "world"]
