@@ -9,11 +9,14 @@ installs chromium. ``CELLSPEC_DOCS_SCREENSHOT=1`` also saves ``docs/review.png``
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +38,23 @@ def _missing() -> str | None:
         return (f"no Chromium at {CHROMIUM} (Debian package 'chromium'; .ci/run installs it "
                 "with apt-get when it can)")
     return None
+
+
+@contextlib.contextmanager
+def _browser(tmp_path: Path, height: int) -> Iterator[Any]:
+    """A page in headless Debian Chromium with a fresh profile, closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+            args=FLAGS, viewport={"width": 1400, "height": height})
+        try:
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            page.set_default_timeout(WAIT_MS)
+            yield page
+        finally:
+            ctx.close()
 
 
 def _violation_buttons(page) -> list[str]:
@@ -65,7 +85,7 @@ def test_review_page_fix_and_accept(tmp_path: Path) -> None:
     why = _missing()
     if why:
         pytest.skip(why)
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
@@ -85,57 +105,49 @@ def test_review_page_fix_and_accept(tmp_path: Path) -> None:
     url = app.start()
     assert url.startswith("http://127.0.0.1:")
     try:
-        with sync_playwright() as pw:
-            ctx = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                args=FLAGS, viewport={"width": 1400, "height": 900})
-            try:
-                page = ctx.pages[0] if ctx.pages else ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
-                page.goto(url)
-                page.get_by_text("verdict: fail (5 violations)").wait_for()
+        with _browser(tmp_path, 900) as page:
+            page.goto(url)
+            page.get_by_text("verdict: fail (5 violations)").wait_for()
 
-                # the violation list in the DOM is the verdict of `cellspec check`
-                want = [f"{v.rule}({', '.join(v.parts)})" for v in expected.violations]
-                page.get_by_role("button", name=want[-1], exact=True).wait_for()
-                assert _violation_buttons(page) == want
-                body = page.inner_text("body")
-                for v in expected.violations:
-                    assert v.message in body
-                    assert v.source in body  # file:line:col
-                page.screenshot(path=str(tmp_path / "review_fail.png"))
-                if os.environ.get("CELLSPEC_DOCS_SCREENSHOT") == "1":
-                    _docs_screenshot(page)
+            # the violation list in the DOM is the verdict of `cellspec check`
+            want = [f"{v.rule}({', '.join(v.parts)})" for v in expected.violations]
+            page.get_by_role("button", name=want[-1], exact=True).wait_for()
+            assert _violation_buttons(page) == want
+            body = page.inner_text("body")
+            for v in expected.violations:
+                assert v.message in body
+                assert v.source in body  # file:line:col
+            page.screenshot(path=str(tmp_path / "review_fail.png"))
+            if os.environ.get("CELLSPEC_DOCS_SCREENSHOT") == "1":
+                _docs_screenshot(page)
 
-                # c2 sinks into c1: put it on top of c1 (part picked in the dropdown)
-                _select_part(page, "c2")
-                assert session.selected == ("c2",)
-                _set_field(page, "x", "0.4")
-                _set_field(page, "z", "0.075")
-                page.get_by_role("button", name="no_overlap(c1, c2)", exact=True).wait_for(
-                    state="detached")
+            # c2 sinks into c1: put it on top of c1 (part picked in the dropdown)
+            _select_part(page, "c2")
+            assert session.selected == ("c2",)
+            _set_field(page, "x", "0.4")
+            _set_field(page, "z", "0.075")
+            page.get_by_role("button", name="no_overlap(c1, c2)", exact=True).wait_for(
+                state="detached")
 
-                # clicking a violation selects its parts: the fields then show c3
-                page.get_by_role("button", name="gravity(c3)", exact=True).click()
-                page.get_by_text("selected c3", exact=True).wait_for()
-                assert session.selected == ("c3",)
-                expect(page.get_by_label("z", exact=True)).to_have_value("0.2")
-                _set_field(page, "z", "0.125")
-                page.get_by_role("button", name="gravity(c3)", exact=True).wait_for(
-                    state="detached")
+            # clicking a violation selects its parts: the fields then show c3
+            page.get_by_role("button", name="gravity(c3)", exact=True).click()
+            page.get_by_text("selected c3", exact=True).wait_for()
+            assert session.selected == ("c3",)
+            expect(page.get_by_label("z", exact=True)).to_have_value("0.2")
+            _set_field(page, "z", "0.125")
+            page.get_by_role("button", name="gravity(c3)", exact=True).wait_for(
+                state="detached")
 
-                # the order: c1 must come before c2
-                _select_part(page, "c1")
-                page.get_by_role("button", name="earlier", exact=True).click()
-                page.get_by_text("verdict: pass").wait_for()
-                assert _violation_buttons(page) == []
-                page.screenshot(path=str(tmp_path / "review_pass.png"))
+            # the order: c1 must come before c2
+            _select_part(page, "c1")
+            page.get_by_role("button", name="earlier", exact=True).click()
+            page.get_by_text("verdict: pass").wait_for()
+            assert _violation_buttons(page) == []
+            page.screenshot(path=str(tmp_path / "review_pass.png"))
 
-                page.get_by_role("button", name="Accept", exact=True).click()
-                page.get_by_text("accepted: written to").wait_for()
-                page.screenshot(path=str(tmp_path / "review_accepted.png"))
-            finally:
-                ctx.close()
+            page.get_by_role("button", name="Accept", exact=True).click()
+            page.get_by_text("accepted: written to").wait_for()
+            page.screenshot(path=str(tmp_path / "review_accepted.png"))
         assert app.wait(10) == "accept"
     finally:
         app.stop()
@@ -168,8 +180,6 @@ def test_plan_replay_in_browser(tmp_path: Path) -> None:
         pytest.skip(why)
     import json
 
-    from playwright.sync_api import sync_playwright
-
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.review.app import ReviewApp
@@ -189,36 +199,28 @@ def test_plan_replay_in_browser(tmp_path: Path) -> None:
     c2 = app.replay.parts["c2"]
     mid = round((c2["grasp"] + c2["release"]) / 2, 2)
     try:
-        with sync_playwright() as pw:
-            ctx = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                args=FLAGS, viewport={"width": 1400, "height": 1000})
-            try:
-                page = ctx.pages[0] if ctx.pages else ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
-                page.goto(url)
-                page.get_by_text("verdict: pass").wait_for()
-                page.get_by_text("δ(t) = |q_exec − q_plan| against ε").wait_for()
-                # the slider's label points at the slider; its number box sits beside it
-                sid = page.locator("label", has_text="time (s)").get_attribute("for")
-                box = page.locator(f"[id='{sid}']").locator("xpath=..").locator(
-                    "input.mantine-NumberInput-input")
-                box.click()
-                box.press("Control+a")
-                box.press_sequentially(f"{mid:.2f}", delay=30)
-                box.press("Enter")
-                page.get_by_text(re.compile(
-                    rf"^t = {mid:.2f} s .*{c2['robot']}: carries c2")).wait_for()
-                page.wait_for_timeout(1500)  # let the canvas catch up before the picture
-                page.screenshot(path=str(tmp_path / "replay.png"))
-                page.get_by_role("button", name="Play", exact=True).click()
-                page.wait_for_function(
-                    "(t0) => [...document.querySelectorAll('p, span, div')].some("
-                    "e => /^t = [0-9.]+ s/.test(e.textContent) && "
-                    "parseFloat(e.textContent.slice(4)) > t0 + 0.3)", arg=mid)
-                page.get_by_role("button", name="Pause", exact=True).click()
-            finally:
-                ctx.close()
+        with _browser(tmp_path, 1000) as page:
+            page.goto(url)
+            page.get_by_text("verdict: pass").wait_for()
+            page.get_by_text("δ(t) = |q_exec − q_plan| against ε").wait_for()
+            # the slider's label points at the slider; its number box sits beside it
+            sid = page.locator("label", has_text="time (s)").get_attribute("for")
+            box = page.locator(f"[id='{sid}']").locator("xpath=..").locator(
+                "input.mantine-NumberInput-input")
+            box.click()
+            box.press("Control+a")
+            box.press_sequentially(f"{mid:.2f}", delay=30)
+            box.press("Enter")
+            page.get_by_text(re.compile(
+                rf"^t = {mid:.2f} s .*{c2['robot']}: carries c2")).wait_for()
+            page.wait_for_timeout(1500)  # let the canvas catch up before the picture
+            page.screenshot(path=str(tmp_path / "replay.png"))
+            page.get_by_role("button", name="Play", exact=True).click()
+            page.wait_for_function(
+                "(t0) => [...document.querySelectorAll('p, span, div')].some("
+                "e => /^t = [0-9.]+ s/.test(e.textContent) && "
+                "parseFloat(e.textContent.slice(4)) > t0 + 0.3)", arg=mid)
+            page.get_by_role("button", name="Pause", exact=True).click()
     finally:
         app.stop()
 
@@ -234,7 +236,6 @@ def test_cli_accept_exits_0_and_reject_exits_1(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from playwright.sync_api import sync_playwright
 
     tower = REPO / "rules" / "examples" / "tower3.json"
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -248,35 +249,27 @@ def test_cli_accept_exits_0_and_reject_exits_1(tmp_path: Path) -> None:
 
     procs = []
     try:
-        with sync_playwright() as pw:
-            ctx = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                args=FLAGS, viewport={"width": 1400, "height": 900})
-            try:
-                page = ctx.pages[0] if ctx.pages else ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
-                for button, out in (("Accept", tmp_path / "a.json"),
-                                    ("Reject", tmp_path / "r.json")):
-                    proc, url = start(out)
-                    procs.append(proc)
-                    page.goto(url)
-                    page.get_by_text("verdict: pass").wait_for()
-                    page.get_by_role("button", name=button, exact=True).click()
-                    page.get_by_text("the review is over").wait_for()
-                    stdout, stderr = proc.communicate(timeout=30)
-                    last = json.loads(stdout.strip().splitlines()[-1])
-                    assert "Traceback" not in stderr
-                    if button == "Accept":
-                        assert proc.returncode == 0, stderr
-                        assert last["decision"] == "accept" and last["output"] == str(out)
-                        r = run_cellspec("check", STATION, out)
-                        assert r.returncode == 0 and r.stdout.startswith("pass")
-                    else:
-                        assert proc.returncode == 1, stderr
-                        assert last["decision"] == "reject" and last["output"] is None
-                        assert not out.exists()
-            finally:
-                ctx.close()
+        with _browser(tmp_path, 900) as page:
+            for button, out in (("Accept", tmp_path / "a.json"),
+                                ("Reject", tmp_path / "r.json")):
+                proc, url = start(out)
+                procs.append(proc)
+                page.goto(url)
+                page.get_by_text("verdict: pass").wait_for()
+                page.get_by_role("button", name=button, exact=True).click()
+                page.get_by_text("the review is over").wait_for()
+                stdout, stderr = proc.communicate(timeout=30)
+                last = json.loads(stdout.strip().splitlines()[-1])
+                assert "Traceback" not in stderr
+                if button == "Accept":
+                    assert proc.returncode == 0, stderr
+                    assert last["decision"] == "accept" and last["output"] == str(out)
+                    r = run_cellspec("check", STATION, out)
+                    assert r.returncode == 0 and r.stdout.startswith("pass")
+                else:
+                    assert proc.returncode == 1, stderr
+                    assert last["decision"] == "reject" and last["output"] is None
+                    assert not out.exists()
     finally:
         for p in procs:
             if p.poll() is None:
