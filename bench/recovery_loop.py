@@ -35,6 +35,7 @@ CELL = REPO / "rules" / "cells" / "dual_arm_station.cell"
 LAYOUTS = (REPO / "rules" / "world" / "tower_row.json",
            REPO / "rules" / "world" / "two_towers.json")
 KINDS = ("none", "slip", "obstacle", "moved")
+WALL = REPO / "rules" / "layouts" / "wall_9.json"  # 9 touching cubes: the guarded place
 
 
 def trials(n_normal: int, n_faulted: int, seed: int, n_actions: tuple[int, ...]
@@ -62,12 +63,15 @@ def main() -> int:
     ap.add_argument("--normal", type=int, default=40)
     ap.add_argument("--faulted", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wall", type=int, default=12,
+                    help="normal runs of the wall of touching cubes (rules/layouts/wall_9.json, "
+                    "diagnose mode), reported on their own (12)")
     ap.add_argument("--engine", choices=("arm", "gripper"), default="arm",
                     help="arm (default): the twin's robot arm drives the gripper pad; "
                     "gripper: a kinematic gripper body on straight paths")
     a = ap.parse_args()
     if a.quick:
-        a.normal, a.faulted = 4, 2
+        a.normal, a.faulted, a.wall = 4, 2, 3
     cell = load_cell(CELL)
     layouts = [load_layout(p) for p in LAYOUTS]
     plan = trials(a.normal, a.faulted, a.seed, tuple(2 * len(x) for x in layouts))
@@ -87,6 +91,19 @@ def main() -> int:
                 "wall_s": time.perf_counter() - w0, "skipped": bool(r.skipped_faults),
                 "diagnosed": next(iter(r.first_diagnosis.values()), None),
                 "recovery_s": r.recovery_times, "parts": len(order) if r.success else 0})
+    wall_layout = load_layout(WALL)
+    wall_runs = []
+    for k in range(a.wall):
+        r = run_layout(cell, wall_layout, None, seed=a.seed * 1000 + 500 + k, engine=a.engine,
+                       arm=arm)
+        wall_runs.append({"success": r.success, "reason": r.reason,
+                          "max_error_mm": round(r.max_error * 1000, 1),
+                          "place_corrections": r.place_corrections})
+    wall_summary = {"layout": str(WALL.relative_to(REPO)), "runs": len(wall_runs),
+                    "success_rate": round(sum(x["success"] for x in wall_runs)
+                                          / max(1, len(wall_runs)), 4),
+                    "place_corrections": sum(x["place_corrections"] for x in wall_runs),
+                    "failures": [x["reason"] for x in wall_runs if not x["success"]]}
     total_wall = time.perf_counter() - t0
     summary: dict[str, dict] = {}
     for mode in MODES:
@@ -129,7 +146,7 @@ def main() -> int:
            "cell": str(CELL.relative_to(REPO)),
            "layouts": [str(p.relative_to(REPO)) for p in LAYOUTS], "seed": a.seed,
            "trials": {"normal": a.normal, "per_fault": a.faulted}, "modes": summary,
-           "diagnosis_accuracy": round(acc, 4), "targets": targets,
+           "diagnosis_accuracy": round(acc, 4), "targets": targets, "wall": wall_summary,
            "target_met": all(targets.values()), "wall_seconds": round(total_wall, 1)}
     print(json.dumps(out))
     err = sys.stderr
@@ -149,6 +166,9 @@ def main() -> int:
         print(f"{mode:<9} {'ALL':<9} {'':>4} {s['success_rate']:>8.2f} {'':>8} "
               f"{s['mean_actions']:>7.2f}   parts/sim-min {s['parts_per_sim_minute']:.1f}, "
               f"actions/wall-s {s['actions_per_wall_second']:.1f}", file=err)
+    print(f"wall of touching cubes ({wall_summary['layout']}, diagnose): "
+          f"{sum(x['success'] for x in wall_runs)}/{len(wall_runs)} built, "
+          f"{wall_summary['place_corrections']} guarded-place corrections", file=err)
     for k, v in targets.items():
         print(f"target {k}: {'ok' if v else 'MISS'}", file=err)
     return 0

@@ -27,10 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--world", required=True, metavar="DB",
                    help="the world database to create (SQLite, WAL)")
     c.add_argument("--faults", default=None, metavar="LIST",
-                   help="induced faults, e.g. slip@3,obstacle@5,moved@7 (planned action numbers)")
+                   help="induced faults, e.g. slip@3,obstacle@5,moved@7,support@5 (planned action "
+                   "numbers; support@N: a pick N whose part stands on another)")
     c.add_argument("--seed", type=int, default=0, help="seed of the noise and faults (0)")
     c.add_argument("--noise", type=float, default=0.0005, metavar="M",
                    help="standard deviation of the observed positions, metres (0.0005)")
+    c.add_argument("--occlusion", type=float, default=0.0, metavar="P",
+                   help="probability (seeded) that an object other than the action's part is "
+                   "hidden from an observation; hidden entities lose confidence (0)")
     c.add_argument("--mode", choices=("diagnose", "nodiag", "blind"), default="diagnose",
                    help="diagnose (default); nodiag: restart the part on failure; blind: "
                    "retry the failed action as is (the benchmark's baselines)")
@@ -54,7 +58,12 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     r = run_layout(cell, layout, a.world, faults=faults, seed=a.seed, noise=a.noise,
-                   mode=a.mode, engine=a.engine)
+                   mode=a.mode, engine=a.engine, occlusion=a.occlusion)
+    if r.refused:
+        print(f"{a.layout}: {r.reason}", file=sys.stderr)
+        if a.format == "json":
+            print(json.dumps(r.to_json(), indent=2))
+        return EXIT_FAIL
     if a.format == "json":
         print(json.dumps(r.to_json(), indent=2))
     else:
@@ -65,6 +74,8 @@ def run(a: argparse.Namespace) -> int:
             head = f"{s.label:>6}  {s.kind:<5} {s.part:<6}"
             if s.outcome == "committed":
                 line = f"{head} committed"
+            elif s.outcome == "rejected":
+                line = f"{head} rejected ({'; '.join(s.failed)})"
             else:
                 line = f"{head} rolled back ({'; '.join(s.failed) or 'condition failed'})"
             if s.causes:
@@ -87,6 +98,10 @@ def run(a: argparse.Namespace) -> int:
               f"{len(r.steps)} actions ({r.planned} planned), {rolled} rolled back; "
               f"max part error {r.max_error * 1000:.1f} mm; simulated {r.sim_seconds:.1f} s"
               + (f"; diagnosed {diag}" if diag else ""))
+        if r.lifecycle:
+            moves = [f"{x['entity']} {x['from']}->{x['to']} ({x['action']})"
+                     for x in r.lifecycle]
+            print(f"lifecycle: {', '.join(moves)}")
         if r.skipped_faults:
             print(f"skipped faults: {', '.join(r.skipped_faults)}", file=sys.stderr)
     return EXIT_OK if r.success else EXIT_FAIL

@@ -19,6 +19,7 @@ import numpy as np
 from cellspec.dsl.errors import CellspecError
 from cellspec.world.db import ARCHIVE_BELOW, DECAY, Entity
 
+MAX_COORD_M = 1000.0  # observed coordinates beyond this are bad input
 GATE_M = 0.5  # default gate on centre distance, metres
 CONFIRM = 2  # observations in a row before a new entity is created
 _SCALE = 1_000_000  # integer costs in micrometres
@@ -51,6 +52,9 @@ def parse_observation(obj: Any, where: str) -> Observation:
         if not all(math.isfinite(float(x)) for x in v):
             raise CellspecError(f"{where}: '{key}' holds NaN or infinity; an observation "
                                 "needs a finite pose (nothing was written)")
+        if key != "quat" and any(abs(float(x)) > MAX_COORD_M for x in v):
+            raise CellspecError(f"{where}: '{key}' holds a value beyond {MAX_COORD_M:g} m, "
+                                "not a pose in a work cell")
         return tuple(float(x) for x in v)
 
     size = vec("size", 3)

@@ -30,6 +30,7 @@ LIFECYCLE = ("Active", "Uncertain", "Archived")
 PHASES = ("idle", "approaching", "grasping", "holding", "transporting", "placing",
           "releasing")
 RELATIONS = ("on", "inside", "near", "holding")
+BUSY_S = 5.0  # seconds to wait for another writer's lock before reporting it
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -128,6 +129,18 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def check_writable(self) -> None:
+        """Refuse (bad input) a database another writer holds locked, or a read-only file,
+        before a run starts, instead of failing half-way."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            why = ("locked by another writer (tried for "
+                   f"{BUSY_S:g} s)") if "locked" in str(exc) or "busy" in str(exc) else str(exc)
+            raise _bad(self.path, f"the world database cannot be written: {why}; nothing "
+                       "was changed") from None
 
     # -- reading ---------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -298,14 +311,20 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,
     if p.is_dir():
         raise _bad(shown, "is a directory, expected a world database file")
     if not exists and not create:
+        if p.exists():
+            raise _bad(shown, "the file is empty (0 bytes), not a world database "
+                       "(cellspec run creates one)")
         raise _bad(shown, "no such world database (cellspec run creates one)")
+    if not exists and not p.parent.is_dir():
+        raise _bad(shown, f"cannot create the world database: no folder '{p.parent}'")
     if exists:
         with open(p, "rb") as fh:
             head = fh.read(16)
         if head != b"SQLite format 3\x00":
             raise _bad(shown, "not a world database: the file is not SQLite (left untouched)")
+    conn = None
     try:
-        conn = sqlite3.connect(str(p), isolation_level=None, timeout=30.0)
+        conn = sqlite3.connect(str(p), isolation_level=None, timeout=BUSY_S)
         if exists:
             if check:
                 res = conn.execute("PRAGMA integrity_check").fetchall()
@@ -341,5 +360,13 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,
             conn.execute("INSERT INTO cs VALUES (1, 'idle', NULL)")
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise _bad(shown, "the world database is locked by another writer (tried for "
+                       f"{BUSY_S:g} s); nothing was changed") from None
+        if not exists:
+            raise _bad(shown, f"cannot create the world database: {exc} (is the folder "
+                       "writable?)") from None
         raise _bad(shown, f"corrupt or unreadable world database: {exc}") from None
     return World(conn, shown)

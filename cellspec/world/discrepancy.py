@@ -21,11 +21,18 @@ import numpy as np
 
 from cellspec.dsl.errors import CellspecError
 from cellspec.world import relations as rel
-from cellspec.world.association import Observation, associate, parse_observation
+from cellspec.world.association import (
+    MAX_COORD_M,
+    Observation,
+    associate,
+    parse_observation,
+)
 from cellspec.world.db import PHASES, RELATIONS, Entity, Relation
 from cellspec.world.rules import MEASURES
 
 DRIFT_TOL_M = 0.01  # drift above this is a discrepancy
+MAX_OBJECTS = 2000  # objects per state file
+MAX_JSON_BYTES = 16 * 1024 * 1024  # state and trace files larger than this are refused
 _REL_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*([^,()\s]+)\s*,\s*([^,()\s]+)\s*\)\s*$")
 
 
@@ -80,7 +87,38 @@ def _vec(v: Any, n: int, where: str) -> tuple[float, ...]:
         raise CellspecError(f"{where}: expected a list of {n} numbers")
     if not all(math.isfinite(float(x)) for x in v):
         raise CellspecError(f"{where}: NaN or infinity in a pose")
+    if any(abs(float(x)) > MAX_COORD_M for x in v):
+        raise CellspecError(f"{where}: a coordinate beyond {MAX_COORD_M:g} m is not a pose "
+                            "in a work cell")
     return tuple(float(x) for x in v)
+
+
+def read_json(path: str, what: str = "file") -> Any:
+    """Read a JSON file as bad-input-safe: missing, directory, binary, huge, deeply nested or
+    invalid files are a CellspecError naming the file (line:col for syntax errors); NaN and
+    infinity literals are read as NaN so the validators refuse them by name."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise CellspecError(f"{path}: is a directory, expected a {what} JSON file")
+        if p.stat().st_size > MAX_JSON_BYTES:
+            raise CellspecError(f"{path}: the {what} file is larger than "
+                                f"{MAX_JSON_BYTES // (1024 * 1024)} MB")
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CellspecError(f"{path}: no such {what} file") from None
+    except UnicodeDecodeError:
+        raise CellspecError(f"{path}: not a {what} JSON file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise CellspecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise CellspecError(f"{path}:1:1: the {what} file is empty")
+    try:
+        return json.loads(text, parse_constant=lambda c: float("nan"))
+    except json.JSONDecodeError as exc:
+        raise CellspecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CellspecError(f"{path}: the {what} JSON is nested too deeply") from None
 
 
 def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...],
@@ -100,12 +138,20 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
     objs = obj.get("objects", [])
     if not isinstance(objs, list):
         raise CellspecError(f"{shown}: objects must be a list")
+    if len(objs) > MAX_OBJECTS:
+        raise CellspecError(f"{shown}: {len(objs)} objects; a state holds at most "
+                            f"{MAX_OBJECTS} (the association is quadratic)")
     out: list[Obj] = []
     anon = 0
     for k, o in enumerate(objs):
         where = f"{shown}: objects[{k}]"
-        if isinstance(o, dict) and "size" not in o and part_sizes and o.get("type") in part_sizes:
-            o = {**o, "size": list(part_sizes[o["type"]])}
+        if isinstance(o, dict) and "size" not in o and part_sizes is not None:
+            if o.get("type") in part_sizes:
+                o = {**o, "size": list(part_sizes[o["type"]])}
+            elif isinstance(o.get("type"), str) and o["type"]:
+                raise CellspecError(f"{where}: unknown part type '{o['type']}' (the cell "
+                                    f"defines: {', '.join(sorted(part_sizes)) or 'none'}); "
+                                    "give its 'size' for an object of another kind")
         ob: Observation = parse_observation(o, where)
         if ob.label is None:
             anon += 1
@@ -166,16 +212,7 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
 def load_state(path: str, surfaces: tuple[tuple[str, float], ...],
                part_sizes: dict[str, tuple[float, float, float]] | None = None) -> State:
     """Read and validate a state JSON file."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CellspecError(f"{path}: cannot read: {exc}") from None
-    try:
-        obj = json.loads(text, parse_constant=lambda c: float("nan"))
-    except json.JSONDecodeError as exc:
-        raise CellspecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    return state_from_json(obj, path, surfaces, part_sizes)
+    return state_from_json(read_json(path, "state"), path, surfaces, part_sizes)
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,14 @@ def arm_note(robot: str) -> str:
             "the pybullet physics simulation follows the arm's tool centre point (IK every "
             "2 cm, joint interpolation, forward kinematics); the arm's links are kinematic "
             "and not in the physics scene (only the pad and the parts make contact)")
-FAULTS = ("slip", "obstacle", "moved")
+FAULTS = ("slip", "obstacle", "moved", "support")
 MODES = ("diagnose", "nodiag", "blind")
 SUCCESS_M = 0.005  # a part counts as built when its true centre is this close to its target
 RETRY_LIMIT = 3  # recoveries per part before giving up
-SEARCH_TRIES = 4  # sideways search steps when a part jams while being lowered
-SEARCH_STEP_M = 0.0015
+GUARD_TRIES = 4  # corrections of a guarded (compliant) place before it fails
+GUARD_SEATED_M = 0.002  # within this of the seated height, contact is the seating itself
+GUARD_LIFT_M = 0.003  # lift before moving sideways out of a contact
+GUARD_MARGIN_M = 0.0005  # clearance added to the measured overlap
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,65 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
     if len(set(ats)) != len(ats):
         raise CellspecError("--faults: at most one fault per action")
     return tuple(sorted(out, key=lambda f: f.at))
+
+
+def check_faults(faults: tuple[Fault, ...], cell: Cell, layout: Layout) -> None:
+    """Bad input unless every fault names a planned action (1..2n) that suits its kind:
+    ``support@N`` needs a pick (odd N) whose part stands on another part of the layout."""
+    n = 2 * len(layout)
+    for f in faults:
+        if f.at > n:
+            raise CellspecError(f"--faults: {f} is beyond the last action ({n} planned "
+                                f"actions for {len(layout)} parts)")
+    sups = [f for f in faults if f.kind == "support"]
+    if not sups:
+        return
+    order = list(layout.order) if layout.order else None
+    if order is None:
+        raise CellspecError("--faults: support@N needs a layout with an `order` (the pick "
+                            "N must be known before planning)")
+    stacked = _stacked(layout, _sizes(cell, layout))
+    for f in sups:
+        if f.at % 2 == 0:
+            raise CellspecError(f"--faults: {f}: support@N displaces the support of the part "
+                                "picked at action N; N must be a pick (odd)")
+        pid = order[(f.at - 1) // 2]
+        if pid not in stacked:
+            raise CellspecError(f"--faults: {f}: the part picked at action {f.at} ({pid}) "
+                                "stands on no other part")
+
+
+def _stacked(layout: Layout, sizes: dict[str, tuple[float, float, float]]) -> dict[str, str]:
+    """part -> the part it stands on in the layout (its first support in layout order)."""
+    out: dict[str, str] = {}
+    pos = np.asarray(layout.pos, float)
+    size = np.array([sizes[p] for p in layout.ids], float)
+    for i, a in enumerate(layout.ids):
+        for j, b in enumerate(layout.ids):
+            if i == j:
+                continue
+            bottom = pos[i][2] - size[i][2] / 2
+            top = pos[j][2] + size[j][2] / 2
+            if abs(bottom - top) < 0.001 and all(
+                    abs(pos[i][k] - pos[j][k]) < size[j][k] / 2 for k in (0, 1)):
+                out.setdefault(a, b)
+    return out
+
+
+def verify_layout(cell: Cell, layout: Layout) -> str | None:
+    """None when the layout passes the cell's rules, else why the run refuses to build it."""
+    from cellspec.solver.verify import check
+
+    v = check(cell, layout)
+    if v.verdict == "pass":
+        return None
+    if v.verdict == "unknown":
+        return (f"refused: the layout could not be verified ({v.reason}); nothing was built "
+                "(see `cellspec check`)")
+    shown = "; ".join(f"{x.rule}: {x.message}" for x in v.violations[:3])
+    more = f" (and {len(v.violations) - 3} more)" if len(v.violations) > 3 else ""
+    return (f"refused: the layout fails its rules ({shown}{more}); nothing was built "
+            "(see `cellspec check`)")
 
 
 @dataclass
@@ -135,6 +196,9 @@ class RunResult:
     skipped_faults: list[str]
     engine: str = ENGINE
     note: str = ENGINE_NOTE
+    refused: bool = False  # the layout failed verification: nothing was built or written
+    lifecycle: list[dict[str, Any]] = field(default_factory=list)  # entity state changes
+    place_corrections: int = 0  # back-offs of the guarded place
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (wall time excluded so the output is byte-identical across runs)."""
@@ -143,9 +207,14 @@ class RunResult:
                 "faults": [str(f) for f in self.faults],
                 "skipped_faults": self.skipped_faults,
                 "steps": [s.to_json() for s in self.steps],
+                "lifecycle": self.lifecycle,
                 "summary": {"success": self.success, "reason": self.reason,
+                            "refused": self.refused,
+                            "place_corrections": self.place_corrections,
                             "actions": len(self.steps), "planned": self.planned,
-                            "rolled_back": rolled, "max_error_m": round(self.max_error, 4),
+                            "rolled_back": rolled,
+                            "max_error_m": (round(self.max_error, 4)
+                                            if math.isfinite(self.max_error) else None),
                             "sim_seconds": round(self.sim_seconds, 3),
                             "diagnosed": self.first_diagnosis,
                             "recovery_sim_seconds": [round(t, 3) for t in self.recovery_times]}}
@@ -177,12 +246,18 @@ def _overlap(lo1: np.ndarray, hi1: np.ndarray, lo2: np.ndarray, hi2: np.ndarray,
 
 class _Runner:
     def __init__(self, cell: Cell, layout: Layout, world: World, faults: tuple[Fault, ...],
-                 seed: int, noise: float, mode: str, order: tuple[str, ...]):
+                 seed: int, noise: float, mode: str, order: tuple[str, ...],
+                 occlusion: float = 0.0):
         self.cell, self.layout, self.world = cell, layout, world
         self.faults = {f.at: f for f in faults}
         self.mode, self.noise = mode, noise
         self.rng = np.random.default_rng(seed)
         self.frng = np.random.default_rng(seed + 7919)
+        self.occlusion = occlusion
+        self.orng = np.random.default_rng(seed + 104729)  # its own stream: 0 changes nothing
+        self.hidden: list[tuple[np.ndarray, np.ndarray]] = []  # regions the sensor cannot see
+        self.lifecycle: list[dict[str, Any]] = []
+        self.corrections = 0  # guarded-place back-offs
         self.order = order
         self.size = _sizes(cell, layout)
         self.type = dict(zip(layout.ids, layout.types, strict=True))
@@ -191,6 +266,13 @@ class _Runner:
         self.surfaces = cell_surfaces(cell)
         self.table_z = min(z for _, z in self.surfaces)
         self.sim = Sim(self.table_z, seed)
+        try:
+            self._setup(cell, layout, order)
+        except BaseException:  # never leak the physics client
+            self.sim.close()
+            raise
+
+    def _setup(self, cell: Cell, layout: Layout, order: tuple[str, ...]) -> None:
         self.keepouts: list[tuple[np.ndarray, np.ndarray]] = []
         self.steps: list[Step] = []
         self.placed: set[str] = set()
@@ -238,9 +320,33 @@ class _Runner:
     def belief(self) -> dict[str, Entity]:
         return {e.id: e for e in self.world.entities()}
 
-    def observe(self) -> list[assoc.Observation]:
-        return [assoc.Observation(type=o["type"], pos=o["pos"], size=o["size"])
-                for o in self.sim.observe(self.rng, self.noise)]
+    def observe(self, keep: str | None = None) -> list[assoc.Observation]:
+        """The sensor's view: every body with seeded noise, minus the ones occluded this time
+        (with ``occlusion`` > 0: each body other than ``keep`` and the held part is hidden
+        with that probability); the sensor reports the regions it could not see."""
+        raw = self.sim.observe(self.rng, self.noise)
+        self.hidden = []
+        seen = []
+        for o in raw:
+            if (self.occlusion > 0 and o["name"] not in (keep, self.sim.held)
+                    and self.orng.random() < self.occlusion):
+                c, h = np.array(o["pos"]), np.array(o["size"]) / 2 + 0.01
+                self.hidden.append((c - h, c + h))
+                continue
+            seen.append(assoc.Observation(type=o["type"], pos=o["pos"], size=o["size"]))
+        return seen
+
+    def _hidden(self, e: Entity) -> bool:
+        c = np.array(e.pos)
+        return any(bool(np.all(c >= lo) and np.all(c <= hi)) for lo, hi in self.hidden)
+
+    def track(self, before: dict[str, Entity], label: str) -> None:
+        """Record every entity lifecycle change (Active / Uncertain / Archived) of a write."""
+        for e in self.world.entities():
+            old = before.get(e.id)
+            if old is not None and old.lifecycle != e.lifecycle:
+                self.lifecycle.append({"action": label, "entity": e.id, "from": old.lifecycle,
+                                       "to": e.lifecycle, "confidence": round(e.confidence, 4)})
 
     def grip_box(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         return (tuple(map(float, self.sim.pad_pos())), PAD)
@@ -275,7 +381,7 @@ class _Runner:
     def expected_state(self, ents: list[Entity], cs: tuple[str, str | None], target: str,
                        path: tuple[tuple[float, ...], tuple[float, ...]] | None) -> State:
         objs = tuple(Obj(e.id, e.type, e.pos, e.size) for e in ents
-                     if e.lifecycle != "Archived")
+                     if e.lifecycle != "Archived" and not self._hidden(e))
         grip = self.grip_box()
         return State(cs=cs, objects=objs, relations=derive_relations(objs, self.surfaces, grip),
                      gripper=grip, path=path, target=target)
@@ -320,9 +426,13 @@ class _Runner:
                 return True
         return False
 
-    def apply_moved(self) -> str | None:
+    def apply_moved(self, part: str | None = None) -> str | None:
+        """Displace a placed part nothing stands on (``part``: that one, whatever stands on
+        it: the `support` fault); returns its id, or None when no part qualifies."""
         remaining = [p for p in self.order if p not in self.placed]
         cands = []
+        if part is not None:
+            return self._displace(part) if part in self.placed else None
         for p in sorted(self.placed):
             top = self.sim.pose(p)[2] + self.size[p][2] / 2
             lo = self.sim.pose(p) - np.array(self.size[p]) / 2
@@ -341,7 +451,9 @@ class _Runner:
                 cands.append(p)
         if not cands:
             return None
-        p = cands[int(self.frng.integers(len(cands)))]
+        return self._displace(cands[int(self.frng.integers(len(cands)))])
+
+    def _displace(self, p: str) -> str | None:
         base = self.sim.pose(p)
         offs = [(0, 0.09), (0.09, 0), (0, -0.09), (-0.09, 0), (0.09, 0.09), (-0.09, 0.09),
                 (0.09, -0.09), (-0.09, -0.09), (0, 0.15), (0.15, 0), (-0.15, 0)]
@@ -432,18 +544,7 @@ class _Runner:
         m = sim.move([tgt[0] - rel[0], tgt[1] - rel[1], z])
         ok &= m.reached
         down = np.array([tgt[0] - rel[0], tgt[1] - rel[1], tgt[2] - rel[2] + 0.001])
-        m = sim.move(down, stop=False)
-        for _ in range(SEARCH_TRIES):  # jammed on a touching neighbour's edge: search sideways
-            if m.reached:
-                break
-            push = sim.side_push(pid)
-            if push is None:
-                break
-            down[:2] += push * SEARCH_STEP_M
-            g = sim.goal.copy()
-            sim.move([g[0], g[1], g[2] + 0.005], stop=False)
-            sim.move([down[0], down[1], g[2] + 0.005], stop=False)
-            m = sim.move(down, stop=False)
+        m = self.guarded_descent(pid, down)
         ok &= m.reached
         if not ok:  # stopped on the way down (a protective stop): keep the part, give up here
             exp = tuple(map(float, sim.pad_pos() - self.hold_offset(pid)))
@@ -458,6 +559,59 @@ class _Runner:
         measures = {"controller_ok": bool(ok), "ext_force": ext, "contact_force": fpeak,
                     "contact_time": ftime, "speed": sim.speed(pid)}
         return measures, ("idle", None), path, [replace(bel, pos=tuple(map(float, tgt)))], True
+
+    def guarded_descent(self, pid: str, down: np.ndarray) -> Any:
+        """Lower the held part to ``down`` under the cell's contact threshold (compliant
+        place): when a body other than its supports pushes on it above the threshold before
+        it is seated, halt, perceive the part and what it touches, back off along the
+        contact normal by the measured overlap (plus a margin), and lower it again; at most
+        GUARD_TRIES corrections (then the place fails with the part still in hand)."""
+        sim = self.sim
+        thr = self._contact_threshold()
+        sups = tuple(r.b for r in (self.target_rels or []) if r.a == pid)
+        seat_z = float(down[2]) + GUARD_SEATED_M
+
+        def blocked() -> bool:
+            return (float(sim.pad_pos()[2]) > seat_z
+                    and sim.touching(pid, sups)[0] > thr)
+
+        m = sim.move(down, stop=False, guard=blocked)
+        for _ in range(GUARD_TRIES):
+            if m.reached:
+                break
+            _, who = sim.touching(pid, sups)
+            shift = self._backoff(pid, who)
+            if shift is None:
+                break
+            g = sim.goal.copy()
+            sim.move([g[0], g[1], g[2] + GUARD_LIFT_M], stop=False)
+            down[:2] += shift
+            sim.move([down[0], down[1], g[2] + GUARD_LIFT_M], stop=False)
+            self.corrections += 1
+            m = sim.move(down, stop=False, guard=blocked)
+        return m
+
+    def _backoff(self, pid: str, who: list[str]) -> np.ndarray | None:
+        """The xy shift that takes the held part (perceived) out of the perceived boxes it
+        touches: along the axis of least overlap, by that overlap plus a margin."""
+        if not who:
+            return None
+        noise = (lambda: self.rng.normal(0.0, self.noise, 3)) if self.noise > 0 else \
+            (lambda: np.zeros(3))
+        c = self.sim.pose(pid) + noise()
+        h = np.array(self.size[pid]) / 2
+        total = np.zeros(2)
+        for n in who:
+            oc = self.sim.pose(n) + noise()
+            oh = np.array(self.sim.sizes[n]) / 2
+            over = (h + oh)[:2] - np.abs(c - oc)[:2]  # overlap per axis (>0: overlapping)
+            if np.any(over <= -0.002):
+                continue
+            ax = int(np.argmin(over))
+            d = np.zeros(2)
+            d[ax] = np.sign(c[ax] - oc[ax]) or 1.0
+            total += d * (max(over[ax], 0.0) + GUARD_MARGIN_M)
+        return total if np.any(total) else None
 
     def _contact_threshold(self) -> float:
         f = self.cell.world.forces.get("contact")
@@ -485,6 +639,15 @@ class _Runner:
                     fault = None
                 else:
                     note = f"{fault}: {moved} displaced"
+            elif fault is not None and fault.kind == "support":
+                sup = _stacked(self.layout, self.size).get(pid)
+                moved = self.apply_moved(sup) if sup is not None else None
+                if moved is None:
+                    self.skipped.append(str(fault))
+                    note = f"{fault}: the support of {pid} is not placed or cannot move (skipped)"
+                    fault = None
+                else:
+                    note = f"{fault}: {moved}, the support of {pid}, displaced"
             slip = fault is not None and fault.kind == "slip"
             obst = fault is not None and fault.kind == "obstacle"
             self.obstacle_spawned = False
@@ -508,7 +671,7 @@ class _Runner:
                 note = f"{fault}: no free spot on the path (skipped)"
                 fault = None
             # observe, associate, decide, write atomically
-            obs = self.observe()
+            obs = self.observe(keep=pid)
             predicted = [e for e in bel.values() if e.id != pid] + pred
             predicted.sort(key=lambda e: e.id)
             cands = self.world.candidates()
@@ -539,6 +702,8 @@ class _Runner:
             t = Transition(action=kind, part=pid, upserts=upd.entities, relations=rels,
                            cs=observed.cs, task_status=(node, "done"), detail=detail)
             committed = self.world.transition(t, lambda d=decision: d.ok)
+            if committed:
+                self.track(bel, label)
             step = Step(label=label, kind=kind, part=pid,
                         outcome="committed" if committed else "rolled_back",
                         failed=decision.failed, fault=str(fault) if fault else None, note=note)
@@ -629,7 +794,9 @@ class _Runner:
                       for i, p in enumerate(ids)), self.surfaces, None) if r.rel == "on"]
         sups = [r.b for r in self.target_rels if r.a == pid and r.b in self.target]
         belief = [str(r) for r in self.target_rels if r.a in sups]
-        trace = {"action": {"kind": "place", "object": pid, "target": sups[0] if sups else None},
+        under = sups[0] if sups else next((r.b for r in self.target_rels if r.a == pid), None)
+        trace = {"action": {"kind": "place", "object": pid, "target": under,
+                            "at": list(self.target[pid])},
                  "belief": belief, "confidence": 1.0,
                  "assumption": (f"{', '.join(sups)} stand where the layout puts them, so "
                                 f"{pid} placed at its target rests on them") if sups else
@@ -643,7 +810,8 @@ class _Runner:
 
     def perceive(self, label: str) -> None:
         """Observe and commit the observed state (a re-perception transition)."""
-        bel = list(self.belief().values())
+        before = self.belief()
+        bel = list(before.values())
         obs = self.observe()
         upd = assoc.update(bel, obs, self.world.candidates())
         st = self.observed_state(upd, obs, bel, ("idle", None), {})
@@ -655,6 +823,7 @@ class _Runner:
                                          detail={"after": label,
                                                  "created": list(upd.created)}))
         self.world.set_candidates(upd.candidates)
+        self.track(before, f"{label} (perceive)")
 
     def _bump(self, pid: str) -> bool:
         self.retries[pid] = self.retries.get(pid, 0) + 1
@@ -756,12 +925,17 @@ def make_arm(cell: Cell, engine: str) -> Any:
 def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None, *,
                faults: tuple[Fault, ...] = (), seed: int = 0, noise: float = 0.0005,
                mode: str = "diagnose", order: tuple[str, ...] | None = None,
-               engine: str = "auto", arm: Any = None) -> RunResult:
+               engine: str = "auto", arm: Any = None, occlusion: float = 0.0,
+               verify: bool = True) -> RunResult:
     """Build the layout in the simulation with the world model in the loop (see module doc).
 
     ``engine``: ``arm`` (the twin's robot arm drives the gripper pad), ``gripper`` (a
     kinematic gripper body on straight paths) or ``auto`` (arm when the twin is available).
-    ``arm``: an ArmDriver to reuse (benchmarks), else one is made and closed here."""
+    ``arm``: an ArmDriver to reuse (benchmarks), else one is made and closed here.
+    ``occlusion``: the seeded probability that an object other than the action's part and
+    the held one is hidden from an observation. ``verify``: check the layout against the
+    cell's rules first and refuse (a result with ``refused``, nothing built, no database
+    written) unless the verdict is pass."""
     if mode not in MODES:
         raise CellspecError(f"unknown mode '{mode}' (modes: {', '.join(MODES)})")
     if not (math.isfinite(noise) and 0 <= noise <= 0.01):
@@ -770,29 +944,64 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
         commit_rule(cell, k)
     if not cell.world.diagnoses and mode == "diagnose":
         raise CellspecError(f"{cell.path}: the cell has no diagnose rules: `import diagnosis`")
+    if not (math.isfinite(occlusion) and 0 <= occlusion <= 0.9):
+        raise CellspecError("--occlusion must be a probability between 0 and 0.9")
     if len(layout) == 0:
         raise CellspecError(f"{layout.path}: the layout has no parts")
+    check_faults(faults, cell, layout)
+    if verify:
+        refusal = verify_layout(cell, layout)
+        if refusal is not None:
+            return RunResult(steps=[], success=False, reason=refusal, mode=mode,
+                             faults=faults, planned=2 * len(layout), sim_seconds=0.0,
+                             wall_seconds=0.0, max_error=float("nan"), first_diagnosis={},
+                             recovery_times=[], skipped_faults=[], refused=True)
     order = order or plan_order(cell, layout)
     t_wall = time.perf_counter()
-    tmp = None
-    if world_path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="cellspec-world-")
-        world_path = Path(tmp.name) / "world.db"
-    if Path(world_path).exists() and Path(world_path).stat().st_size > 0:
-        w = open_world(world_path)
-        if w.history():
-            w.close()
-            raise CellspecError(f"{world_path}: the world database already holds a run; "
-                                "give a new file (nothing was changed)")
-    else:
-        w = open_world(world_path, create=True, cell=cell.name)
     own_arm = arm is None
+    if own_arm:  # before the database: a cell the arm engine cannot drive creates nothing
+        arm = make_arm(cell, engine)
+    tmp = None
+    created = False
     try:
-        if own_arm:
-            arm = make_arm(cell, engine)
-        r = _Runner(cell, layout, w, faults, seed, noise, mode, order)
+        if world_path is None:
+            tmp = tempfile.TemporaryDirectory(prefix="cellspec-world-")
+            world_path = Path(tmp.name) / "world.db"
+        if Path(world_path).exists() and Path(world_path).stat().st_size > 0:
+            w = open_world(world_path)
+            try:
+                owner = w.meta("cell")
+                if owner and owner != cell.name:
+                    raise CellspecError(f"{world_path}: the world database belongs to cell "
+                                        f"'{owner}', not '{cell.name}'; give a new file "
+                                        "(nothing was changed)")
+                if w.history():
+                    raise CellspecError(f"{world_path}: the world database already holds a "
+                                        "run; give a new file (nothing was changed)")
+                w.check_writable()
+            except BaseException:
+                w.close()
+                raise
+        else:
+            w = open_world(world_path, create=True, cell=cell.name)
+            created = True
+    except BaseException:
+        if own_arm and arm is not None:
+            arm.close()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    try:
+        r = _Runner(cell, layout, w, faults, seed, noise, mode, order, occlusion)
     except BaseException:
         w.close()
+        if own_arm and arm is not None:
+            arm.close()
+        if created:  # nothing ran: leave no half-made database behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(world_path) + suffix).unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.cleanup()
         raise
     if arm is not None:
         arm.q = arm.twin.home(arm.robot)
@@ -818,4 +1027,5 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
                      planned=2 * len(order), sim_seconds=r.sim.time,
                      wall_seconds=time.perf_counter() - t_wall, max_error=err,
                      first_diagnosis=r.first_diag, recovery_times=r.recovery_times,
-                     skipped_faults=r.skipped)
+                     skipped_faults=r.skipped, lifecycle=r.lifecycle,
+                     place_corrections=r.corrections)

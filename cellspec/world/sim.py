@@ -2,7 +2,8 @@
 
 One pybullet DIRECT client per simulation, stepped at 240 Hz with gravity, seeded and
 deterministic (``deterministicOverlappingPairs``; the same calls give the same states).
-Parts are rigid boxes on the table. The end effector is a 0.03 m pad driven by a
+Parts are rigid boxes on the table (with friction anchors, so resting contacts do not
+creep). The end effector is a 0.03 m pad driven by a
 force-limited constraint; without a ``driver`` it moves along straight approach – transport
 – place paths on its own (**a kinematic gripper body, not the robot arm**); with an
 ``ArmDriver`` (cellspec/world/arm.py) its targets are the TCP path of the twin's robot arm
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,7 +78,7 @@ class Sim:
         self.table_z = table_z
         col = p.createCollisionShape(pb.GEOM_BOX, halfExtents=[3, 3, 0.05])
         self.table = p.createMultiBody(0, col, -1, [0.45, 0.2, table_z - 0.05])
-        p.changeDynamics(self.table, -1, lateralFriction=0.8)
+        p.changeDynamics(self.table, -1, lateralFriction=0.8, frictionAnchor=1)
         pc = p.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2 for s in PAD])
         self.pad = p.createMultiBody(PAD_MASS, pc, -1, [0.45, -0.2, 0.3])
         p.changeDynamics(self.pad, -1, lateralFriction=1.0)
@@ -110,7 +112,10 @@ class Sim:
         p = self.p
         col = p.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2 for s in size])
         b = p.createMultiBody(mass, col, -1, list(pos))
-        p.changeDynamics(b, -1, lateralFriction=0.8)
+        # friction anchors: static friction holds resting contacts in place; without them
+        # parts pressed against each other creep apart (soft contacts), pushing a wall of
+        # touching cubes several millimetres off its layout over a run
+        p.changeDynamics(b, -1, lateralFriction=0.8, frictionAnchor=1)
         self.bodies[name], self.kind[name], self.types[name] = b, kind, typ
         self.sizes[name] = tuple(float(s) for s in size)  # type: ignore[assignment]
 
@@ -159,10 +164,12 @@ class Sim:
     # -- motion ----------------------------------------------------------------------
     def move(self, goal: tuple[float, float, float] | np.ndarray, speed: float = SPEED,
              slip_at: float | None = None, force: float = DRIVE_FORCE,
-             settle: int = 24, stop: bool = True) -> Motion:
+             settle: int = 24, stop: bool = True,
+             guard: Callable[[], bool] | None = None) -> Motion:
         """Drive the pad to ``goal``; ``slip_at`` in (0, 1) drops the part; ``stop``: make a
         protective stop when the external force exceeds STOP_FORCE (off when seating a part,
-        where contact with touching neighbours is expected; the drive stays force-limited)."""
+        where contact with touching neighbours is expected; the drive stays force-limited);
+        ``guard``: checked every step, True halts the pad where it stands (a guarded move)."""
         p = self.p
         start = self.goal.copy()
         goal = np.asarray(goal, float)
@@ -185,6 +192,9 @@ class Sim:
             peak = max(peak, self._external())
             if stop and peak > STOP_FORCE:  # protective stop: halt on a hard contact
                 break
+            if guard is not None and guard():
+                self.hold_here()
+                return Motion(reached=False, ext_force=peak, seconds=self.time - t0)
         extra = 0  # a lagging pad gets up to 0.4 s more to arrive
         while ((not stop or peak <= STOP_FORCE) and extra < 96
                and float(np.linalg.norm(self.pad_pos() - goal)) > REACHED_M):
@@ -227,21 +237,19 @@ class Sim:
                 above = above + 1 if sup > threshold else 0
         return grip, peak, above * DT
 
-    def side_push(self, part: str) -> np.ndarray | None:
-        """Unit xy direction away from the contacts of a part with bodies above its bottom
-        face (a jammed part's neighbours), or None when it touches none."""
+    def touching(self, part: str, allowed: tuple[str, ...] = ()) -> tuple[float, list[str]]:
+        """Contact normal force (N) on a part from bodies other than the pad, the table and
+        ``allowed`` (its intended supports), and the names of those bodies."""
         b = self.bodies[part]
-        c = self.pose(part)
-        bottom = c[2] - self.sizes[part][2] / 2
-        d = np.zeros(2)
+        names = {v: k for k, v in self.bodies.items()}
+        skip = {self.pad, self.table, b} | {self.bodies[n] for n in allowed if n in self.bodies}
+        force, who = 0.0, set()
         for pt in self.p.getContactPoints(bodyA=b):
-            if pt[2] == self.pad:
+            if pt[2] in skip or pt[2] not in names:
                 continue
-            pos = np.array(pt[5])
-            if pos[2] > bottom + 0.0005 or pt[2] in self.bodies.values():
-                d += (c[:2] - pos[:2]) * max(pt[9], 0.0)
-        n = float(np.linalg.norm(d))
-        return d / n if n > 1e-9 else None
+            force += max(pt[9], 0.0)
+            who.add(names[pt[2]])
+        return force, sorted(who)
 
     def attach(self, part: str) -> bool:
         """Close the grasp on a part the pad touches (fixed constraint); False if not touching."""

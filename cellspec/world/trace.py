@@ -15,7 +15,6 @@ fails, with the reason:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cellspec.dsl.errors import CellspecError
 from cellspec.world import relations as rel
-from cellspec.world.db import RELATIONS, World
-from cellspec.world.discrepancy import parse_relation
+from cellspec.world.db import RELATIONS, Relation, World
+from cellspec.world.discrepancy import parse_relation, read_json
 
 
 class TraceAction(BaseModel):
@@ -35,6 +34,14 @@ class TraceAction(BaseModel):
     kind: Literal["pick", "place", "insert", "regrasp", "retarget", "replan"]
     object: str = Field(min_length=1)
     target: str | None = None
+    at: tuple[float, float, float] | None = None  # where a place puts the object's centre
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, v: tuple[float, float, float] | None) -> tuple[float, float, float] | None:
+        if v is not None and not all(np.isfinite(x) and abs(x) <= 1000.0 for x in v):
+            raise ValueError("'at' must be three finite coordinates (metres, at most 1000)")
+        return v
 
 
 class Trace(BaseModel):
@@ -103,14 +110,29 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
             if not (r.a == "gripper" and held == r.b and phase != "idle"):
                 wrong.append(f"{r}: the interaction state is ⟨{phase}, {held or '-'}⟩")
         elif r.rel == "near" and (r.a > r.b):
-            from cellspec.world.db import Relation
-
             if Relation("near", r.b, r.a) not in geo:
                 wrong.append(f"{r}: the gap exceeds {near_d} m")
         elif r not in geo:
             why = {"on": "the centroid is not over the support or the faces do not meet",
                    "inside": "the box is not contained", "near": f"the gap exceeds {near_d} m"}
             wrong.append(f"{r}: {why.get(r.rel, 'not in the geometry')}")
+    a = tr.action
+    if a.at is not None and a.target is not None and a.kind in ("place", "insert"):
+        # the causal assumption of a place: the object put at `at` rests on its target
+        obj = ents[a.object]
+        ids2 = [i for i in ids if i != a.object] + [a.object]
+        pos2 = np.array([ents[i].pos for i in ids2[:-1]] + [list(a.at)], float).reshape(-1, 3)
+        size2 = np.array([ents[i].size for i in ids2], float).reshape(-1, 3)
+        after = set(rel.derive(ids2, pos2, size2, surfaces, None, near_d=near_d))
+        want = Relation("inside" if a.kind == "insert" else "on", a.object, a.target)
+        if want not in after:
+            where = ", ".join(f"{v:.3f}" for v in a.at)
+            sup = ents.get(a.target)
+            seen = (f"; the model has {a.target} at "
+                    f"({', '.join(f'{v:.3f}' for v in sup.pos)})" if sup else "")
+            why = (f"{obj.id}'s box would not lie in {a.target}'s" if a.kind == "insert" else
+                   f"{obj.id}'s bottom does not meet {a.target}'s top over its footprint")
+            wrong.append(f"{a.kind} {a.object} at ({where}) would not give {want}: {why}{seen}")
     if wrong:
         return TraceVerdict(False, "physics", tuple(wrong))
     return TraceVerdict(True, None, ())
@@ -118,14 +140,7 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
 
 def load_trace(path: str) -> Any:
     """Read a trace JSON file (NaN and infinity are refused)."""
-    try:
-        text = open(path, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CellspecError(f"{path}: cannot read: {exc}") from None
-    try:
-        return json.loads(text, parse_constant=lambda c: float("nan"))
-    except json.JSONDecodeError as exc:
-        raise CellspecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    return read_json(path, "trace")
 
 
 __all__ = ["RELATIONS", "Trace", "TraceVerdict", "load_trace", "validate_trace"]
