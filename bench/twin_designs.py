@@ -81,7 +81,7 @@ QUICK = ("single cube", "tower of 2", "four apart")  # bench/twin.py --quick: a 
 
 def run(only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Simulate every design (or those named in ``only``); the JSON object of the benchmark."""
-    from cellspec.commands.sim import quiet_pybullet
+    from cellspec.robots import quiet_pybullet
 
     quiet_pybullet()
     from cellspec.dsl.parser import load_cell

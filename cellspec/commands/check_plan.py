@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError, Diagnostic
 
 
@@ -25,13 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--spacing-std", type=float, default=0.1, metavar="M",
                    help="largest standard deviation of PATH step lengths, metres (default 0.1)")
     c.add_argument("--seed", type=int, default=0, help="IK restart seed (default 0)")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.sim import quiet_pybullet
+    from cellspec.robots import quiet_pybullet
 
     quiet_pybullet()
     from cellspec.dsl.parser import load_cell

@@ -8,33 +8,19 @@ import os
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    add_time_limit,
+    atomic_write,
+    check_seconds,
+)
 from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.robots import quiet_pybullet
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
-
-
-def quiet_pybullet() -> None:
-    """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
-    if "pybullet" in sys.modules:
-        return
-    import ctypes
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        import pybullet  # noqa: F401
-
-        try:
-            ctypes.CDLL(None).fflush(None)
-        except (OSError, AttributeError):
-            pass
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,8 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--trajectories", metavar="FILE.json",
                    help="write every recorded (t, q_plan, q_exec) sample here")
     c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
-    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="sequencer and scheduler time limit (default 10)")
+    add_time_limit(c, 10.0, "sequencer and scheduler time limit (default 10)")
     c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
                    help="RRT-Connect time limit per motion (default 5)")
     c.add_argument("--compare-single", action="store_true",
@@ -71,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--unverified", action="store_true",
                    help="simulate even a layout that fails the cell's rules (by default it "
                    "is not simulated: verdict fail); the verdict is then never pass")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 
@@ -104,24 +89,23 @@ def writable_dir(path: str, flag: str) -> Path:
     return p
 
 
-def write_out(path: Path, text: str, flag: str) -> None:
-    """``atomic_write`` with an OS error (disk full, permissions changed) as bad input."""
-    try:
-        atomic_write(path, text)
-    except OSError as exc:
-        raise CellspecError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
-
-
 def _steps(path: str):
+    from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
 
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_LAYOUT_BYTES:
+            raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the limit "
+                                           f"is {MAX_LAYOUT_BYTES} bytes"))
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
     except json.JSONDecodeError as exc:
         raise CellspecError(Diagnostic(path, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}")
                             ) from None
+    except RecursionError:
+        raise CellspecError(Diagnostic(path, 0, 0, "invalid JSON: nested too deeply")) from None
     steps = obj.get("steps") if isinstance(obj, dict) else None
     if not isinstance(steps, list) or not steps:
         raise CellspecError(Diagnostic(path, 0, 0, "steps: a plan needs a non-empty `steps` "
@@ -152,10 +136,8 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.robots.models import check_models, robot_spec
     from cellspec.robots.sim import compare_single, simulate
 
-    for v, name in ((a.time_limit, "--time-limit"), (a.motion_time_limit, "--motion-time-limit")):
-        if not (0 < v <= MAX_SECONDS):
-            raise CellspecError(f"{name} must be a positive number of seconds, at most "
-                                f"{MAX_SECONDS:g}")
+    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
+    check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
     if a.seed < 0:
         raise CellspecError("--seed must be 0 or more")
     for path, flag in ((a.output, "-o"), (a.script, "--script"),
@@ -179,17 +161,16 @@ def run(a: argparse.Namespace) -> int:
         compare_single(cell, layout, res, seed=a.seed, motion_time_limit=a.motion_time_limit,
                        time_limit=a.time_limit)
     if a.output:
-        write_out(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n", "-o")
+        atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
     if a.script:
         if res.timeline is None:
             print(f"note: no robot script written: {res.reason}", file=sys.stderr)
         else:
             from cellspec.robots.script import script_text
 
-            write_out(Path(a.script), script_text(cell, res, Path(a.script).name), "--script")
+            atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
     if a.trajectories and res.execution is not None:
-        write_out(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n",
-                  "--trajectories")
+        atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
     if a.format == "json":

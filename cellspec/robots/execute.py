@@ -323,31 +323,27 @@ class _ExecWorld:
     def __init__(self, twin: Any) -> None:
         import pybullet as p
 
-        from cellspec.robots.twin import yaw_quat
-        from cellspec.robots.urdf import robot_urdf
+        from cellspec.robots.twin import connect
 
         self.p = p
-        self.cid = p.connect(p.DIRECT)
+        self.cid = connect(-9.81)
         try:  # an error while building disconnects the client (no leak)
-            self._build(twin, p, yaw_quat, robot_urdf)
+            self._build(twin, p)
         except BaseException:
             self.close()
             raise
 
-    def _build(self, twin: Any, p: Any, yaw_quat: Any, robot_urdf: Any) -> None:
+    def _build(self, twin: Any, p: Any) -> None:
+        from cellspec.robots.twin import load_robot, surface_slabs
+
         cid = self.cid
-        p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=cid)
-        p.setGravity(0, 0, -9.81, physicsClientId=cid)
         p.setTimeStep(DT, physicsClientId=cid)
         self.robots: dict[str, tuple[int, tuple[int, ...], int]] = {}
         self.link_names: dict[str, dict[int, str]] = {}
         cell = twin.cell
         for r in cell.robots:
             rb = twin.robot(r.name)
-            body = p.loadURDF(robot_urdf(rb.spec, rb.gripper),
-                              basePosition=[float(v) for v in r.base],
-                              baseOrientation=yaw_quat(float(r.yaw_deg)), useFixedBase=True,
-                              physicsClientId=cid)
+            body = load_robot(cid, r, rb.spec, rb.gripper)
             for li in range(-1, p.getNumJoints(body, physicsClientId=cid)):
                 p.setCollisionFilterGroupMask(body, li, 1, 4, physicsClientId=cid)
             self.robots[r.name] = (body, rb.joints, rb.tcp)
@@ -355,13 +351,10 @@ class _ExecWorld:
         self.parts: dict[str, int] = {}
         self.held: dict[str, tuple[str, tuple, tuple]] = {}  # robot -> part, rel pos, rel quat
         self.blocks: list[int] = []
-        ws = cell.workspace
-        cx = (float(ws.lo[0]) + float(ws.hi[0])) / 2
-        cy = (float(ws.lo[1]) + float(ws.hi[1])) / 2
-        for s in cell.surfaces:
+        for _, centre in surface_slabs(cell):
             col = p.createCollisionShape(p.GEOM_BOX, halfExtents=[3, 3, 0.01],
                                          physicsClientId=cid)
-            b = p.createMultiBody(0, col, -1, [cx, cy, float(s.z) - 0.01], physicsClientId=cid)
+            b = p.createMultiBody(0, col, -1, list(centre), physicsClientId=cid)
             p.setCollisionFilterGroupMask(b, -1, 8, 2, physicsClientId=cid)
 
     def add_part(self, name: str, size, pos, mass: float) -> None:

@@ -42,6 +42,7 @@ import numpy as np
 from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Box, Cell
 from cellspec.dsl.twin import PLAN_CHECKS
+from cellspec.robots.tasks import grasp_orientation, tcp_for
 
 MAX_FAILED_WAYPOINTS = 1
 SPACING_STD = 0.1
@@ -254,21 +255,12 @@ def rest_pos(cell: Cell, obj: str, panel: str) -> tuple[float, float, float]:
 
 def grasp_point(cell: Cell, robot: str, obj: str, centre) -> np.ndarray:
     """The TCP position that grasps an object with its centre at ``centre`` from above."""
-    r = next(x for x in cell.robots if x.name == robot)
-    s = object_size(cell, obj)
-    top = float(centre[2]) + s[2] / 2
-    if r.gripper.kind == "vacuum":
-        return np.array([centre[0], centre[1], top])
-    depth = float(r.gripper.depth) if r.gripper.depth is not None else 0.02
-    return np.array([centre[0], centre[1], top - min(depth, s[2] / 2)])
+    return tcp_for(cell, robot, centre, object_size(cell, obj))
 
 
 def grasp_quat_for(cell: Cell, robot: str) -> np.ndarray:
     """Tool pointing down; parallel jaws closing along world x."""
-    from cellspec.robots.ik import grasp_quat
-
-    r = next(x for x in cell.robots if x.name == robot)
-    return grasp_quat("z" if r.gripper.kind == "vacuum" else "x")
+    return grasp_orientation(cell, robot, None)
 
 
 def in_reach(cell: Cell, robot: str, pos) -> tuple[bool, str]:

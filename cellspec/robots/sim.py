@@ -200,7 +200,10 @@ def _in_zone(cell: Cell, pt) -> bool:
 
 
 def _joint_time(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
-    return float(np.max(np.abs(b - a) / (vel * SPEED)))
+    """``ik.joint_time`` at the plan's SPEED of the velocity limits."""
+    from cellspec.robots.ik import joint_time
+
+    return joint_time(a, b, vel * SPEED)
 
 
 IK_TRIES = 4  # IK seeds tried when the solution nearest the previous pose does not converge

@@ -34,7 +34,8 @@ import pybullet as p
 from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
-from cellspec.robots.models import MODELS, RobotSpec, robot_spec
+from cellspec.robots.models import RobotSpec, check_models, robot_spec
+from cellspec.robots.tasks import part_size
 from cellspec.robots.urdf import GripperGeom, robot_urdf
 
 KINDS = ("part", "keepout", "obstacle", "surface")
@@ -73,23 +74,39 @@ def yaw_quat(yaw_deg: float) -> tuple[float, float, float, float]:
     return (0.0, 0.0, math.sin(h), math.cos(h))
 
 
+def connect(gravity_z: float = 0.0) -> int:
+    """A new pybullet DIRECT client with deterministic overlapping pairs and gravity
+    ``gravity_z`` along z (the twin: none; the execution client: -9.81)."""
+    cid = p.connect(p.DIRECT)
+    p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=cid)
+    p.setGravity(0, 0, gravity_z, physicsClientId=cid)
+    return cid
+
+
+def load_robot(cid: int, r, spec: RobotSpec, gripper: GripperGeom) -> int:
+    """Load the cell robot ``r`` (its model with its gripper) at its base and yaw, fixed."""
+    return p.loadURDF(robot_urdf(spec, gripper), basePosition=[_f(v) for v in r.base],
+                      baseOrientation=yaw_quat(_f(r.yaw_deg)), useFixedBase=True,
+                      physicsClientId=cid)
+
+
+def surface_slabs(cell: Cell) -> list[tuple[str, tuple[float, float, float]]]:
+    """Each surface's name and slab centre: 6 m square, 0.02 m thick, top at the surface
+    height, centred on the workspace."""
+    ws = cell.workspace
+    cx = (_f(ws.lo[0]) + _f(ws.hi[0])) / 2
+    cy = (_f(ws.lo[1]) + _f(ws.hi[1])) / 2
+    return [(s.name, (cx, cy, _f(s.z) - 0.01)) for s in cell.surfaces]
+
+
 class Twin:
     """The cell's kinematic pybullet world: robots with grippers, parts, keep-outs, surfaces."""
 
     def __init__(self, cell: Cell, layout: Layout | None = None) -> None:
         """Connect a DIRECT client and build the cell (and layout parts, if given)."""
         self.cell = cell
-        for r in cell.robots:
-            if r.model not in MODELS:
-                src = r.source
-                raise CellspecError(Diagnostic(
-                    src.file, src.line, src.col,
-                    f"robot {r.name}: unknown robot model {r.model!r}; known models: "
-                    f"{', '.join(MODELS)}"))
-        self.client: int = p.connect(p.DIRECT)
-        cid = self.client
-        p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=cid)
-        p.setGravity(0, 0, 0, physicsClientId=cid)
+        check_models(cell)
+        self.client: int = connect()
         self._robots: dict[str, RobotBody] = {}
         self._homes: dict[str, np.ndarray] = {}
         self.bodies: dict[str, int] = {}
@@ -121,11 +138,8 @@ class Twin:
         depth = g.depth if g.depth is not None else dflt.depth
         geom = GripperGeom(kind=g.kind, opening=_f(opening) if opening is not None else 0.07,
                            depth=_f(depth) if depth is not None else 0.02)
-        path = robot_urdf(spec, geom)
         cid = self.client
-        body = p.loadURDF(path, basePosition=[_f(v) for v in r.base],
-                          baseOrientation=yaw_quat(_f(r.yaw_deg)), useFixedBase=True,
-                          physicsClientId=cid)
+        body = load_robot(cid, r, spec, geom)
         names: dict[int, str] = {-1: p.getBodyInfo(body, physicsClientId=cid)[0].decode()}
         parent: dict[int, int] = {}
         by_joint: dict[str, int] = {}
@@ -183,12 +197,8 @@ class Twin:
         return self._shapes[key]
 
     def _add_surfaces(self) -> None:
-        ws = self.cell.workspace
-        cx = (_f(ws.lo[0]) + _f(ws.hi[0])) / 2
-        cy = (_f(ws.lo[1]) + _f(ws.hi[1])) / 2
-        for s in self.cell.surfaces:
-            z = _f(s.z)
-            self.add_box(s.name, (6.0, 6.0, 0.02), (cx, cy, z - 0.01), kind="surface")
+        for name, centre in surface_slabs(self.cell):
+            self.add_box(name, (6.0, 6.0, 0.02), centre, kind="surface")
 
     def _add_keepouts(self) -> None:
         for z in self.cell.keepouts:
@@ -218,14 +228,7 @@ class Twin:
     def add_layout(self, layout: Layout) -> None:
         """Add every part of a layout as a box (its size, or its type's size)."""
         for i, pid in enumerate(layout.ids):
-            size = layout.size[i]
-            if np.isnan(size).any():
-                pt = self.cell.part_types.get(layout.types[i])
-                if pt is None:
-                    raise CellspecError(f"{layout.path}: part {pid}: unknown part type "
-                                        f"{layout.types[i]!r}")
-                size = np.array([_f(v) for v in pt.size])
-            self.add_box(pid, size, layout.pos[i], kind="part")
+            self.add_box(pid, part_size(self.cell, layout, i), layout.pos[i], kind="part")
 
     # -- bodies -----------------------------------------------------------------------
     def _key(self, name: str) -> str:
