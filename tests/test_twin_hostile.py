@@ -452,3 +452,13 @@ def test_robot_script_refuses_a_cell_without_its_robots(tmp_path: Path) -> None:
         ns["run"](str(STATION))
     assert str(exc.value) == (f"{STATION}: this script needs robot(s) arm (panda); the cell "
                               "has irb120 (abb_irb120), irb1600 (abb_irb1600)")
+
+
+def test_plan_nested_too_deeply_is_bad_input(tmp_path):
+    from cellspec.commands.sim import _steps
+    from cellspec.dsl.errors import CellspecError
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CellspecError, match="nested too deeply"):
+        _steps(str(deep))
