@@ -102,10 +102,6 @@ def _expect_ok(r: Any, exp: dict[str, Any]) -> tuple[bool, str]:
     return True, "ok"
 
 
-def _row(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return _summary(rows)
-
-
 def run_offline(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
     from cellspec.llm_adapters.offline import OfflineAdapter
     from cellspec.llm_adapters.orchestrator import run_orchestrated

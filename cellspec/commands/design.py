@@ -158,11 +158,8 @@ def run(a: argparse.Namespace) -> int:
     o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=a.time_limit,
                          reviewer=reviewer, execute=a.execute, router=router)
     r = o.result
-    if r.layout is not None and a.output:
-        try:
-            atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
-        except OSError as exc:  # checked before the run; the disk may still refuse
-            raise CellspecError(f"-o {a.output}: cannot write: {exc.strerror or exc}") from None
+    if r.layout is not None and a.output:  # atomic_write names the path if the disk refuses
+        atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
         print(json.dumps(o.to_json(), indent=2))
         return EXIT_OK if r.layout is not None else EXIT_FAIL

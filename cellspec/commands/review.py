@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, check_output
 from cellspec.dsl.errors import CellspecError
 
 
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time limit of the Repair button in seconds (default 10)")
     c.add_argument("--no-robots", action="store_true",
                    help="draw robot base markers only (skip loading the robot models)")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 
@@ -73,11 +73,8 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--trajectories needs --plan PLAN.json")
     if plan is not None and a.no_robots:
         raise CellspecError("--plan replays the robots: it cannot be used with --no-robots")
+    check_output(a.output, "-o")  # without -o, Accept writes the layout just read
     out = Path(a.output) if a.output else Path(a.layout)
-    if out.is_dir():
-        raise CellspecError(f"{out}: is a directory; -o wants a file name")
-    if not out.parent.exists() and str(out.parent) not in ("", "."):
-        raise CellspecError(f"{out}: the folder {out.parent} does not exist")
     session = ReviewSession(cell, layout, timeout=a.timeout,
                             repair_time_limit=a.repair_time_limit)
 

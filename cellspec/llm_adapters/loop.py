@@ -136,6 +136,26 @@ def _gate(cell: Any, layout: dict[str, Any], spec: DesignSpec, want: int,
                    "grips": [s.to_json() for s in p.steps]}, None
 
 
+def translate_spec(command: str, cell: Any, adapter: Adapter
+                   ) -> tuple[str | None, DesignSpec | None, str | None]:
+    """Translate and parse (once more with the parse error as feedback when the adapter
+    re-translates): (text, spec, None), or (the last text, None, why not)."""
+    text: str | None = None
+    diag: str | None = None
+    for _ in range(2 if adapter.retranslates else 1):
+        try:
+            text = adapter.translate(command, cell, feedback=diag)
+        except TranslateError as exc:
+            return text, None, _msg(exc)
+        except CellspecError as exc:
+            return text, None, f"cannot translate: {_msg(exc)}"
+        try:
+            return text, parse_spec(text), None
+        except CellspecError as exc:
+            diag = str(exc)
+    return text, None, f"cannot translate: the spec does not parse: {diag}"
+
+
 def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
                time_limit: float = 10.0, spec_text: str | None = None, reset: bool = True,
                feedback: Feedback | None = None, repair_ok: bool = True,
@@ -162,22 +182,11 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         return DesignResult(text, outcome, reason, layout, plan, adapter.calls,
                             time.perf_counter() - t0, repairs, attempts, tuple(adapter.records))
 
-    diag: str | None = None
-    for _ in range(0 if spec_text is not None else 2 if adapter.retranslates else 1):
-        try:
-            text = adapter.translate(command, cell, feedback=diag)
-        except TranslateError as exc:
-            return done("rejected", _msg(exc))
-        except CellspecError as exc:
-            return done("rejected", f"cannot translate: {_msg(exc)}")
-        try:
-            spec = parse_spec(text)
-            break
-        except CellspecError as exc:
-            diag = str(exc)
+    if spec_text is None:
+        text, spec, why = translate_spec(command, cell, adapter)
+        if spec is None:
+            return done("rejected", why)
     else:
-        if spec_text is None:
-            return done("rejected", f"cannot translate: the spec does not parse: {diag}")
         try:
             spec = parse_spec(spec_text)
         except CellspecError as exc:

@@ -275,14 +275,6 @@ MAX_TIMEOUT = 600.0  # seconds per LLM call
 MAX_RETRIES = 10
 
 
-def _check_writable(path: Path, what: str) -> None:
-    """Bad input unless ``path`` can be written: its folder exists and it is no folder."""
-    if path.is_dir():
-        raise CellspecError(f"{what} {path}: is a directory, not a file")
-    if not path.parent.is_dir():
-        raise CellspecError(f"{what} {path}: no such directory {path.parent}")
-
-
 class OpenAIAdapter(ChatAdapter):
     """The real ``openai`` client against any OpenAI-compatible server."""
 
@@ -297,9 +289,9 @@ class OpenAIAdapter(ChatAdapter):
         super().__init__(model, budget, use_tools)
         from openai import OpenAI
 
-        if not (0 < timeout <= MAX_TIMEOUT):
-            raise CellspecError("the LLM timeout must be a positive number of seconds, at most "
-                                f"{MAX_TIMEOUT:g}")
+        from cellspec.commands.common import check_output, check_seconds
+
+        check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):
             raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
         if temperature is not None and not (0 <= temperature <= 2):
@@ -309,7 +301,7 @@ class OpenAIAdapter(ChatAdapter):
             raise CellspecError(f"the LLM server URL must start with http:// or https:// "
                                 f"(got {url!r})")
         if record:
-            _check_writable(Path(record), "--record")
+            check_output(str(Path(record)), "--record")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "

@@ -37,8 +37,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Adapter, Feedback, parse_spec
-from cellspec.llm_adapters.loop import DEFAULT_T_MAX, DesignResult, _conformance, _gate, _msg
+from cellspec.llm_adapters.base import Adapter, Feedback
+from cellspec.llm_adapters.loop import (
+    DEFAULT_T_MAX,
+    DesignResult,
+    _conformance,
+    _gate,
+    _msg,
+    translate_spec,
+)
 
 PHASES = ("Plan", "Design", "Inspect", "HumanReview", "PreExecute", "Execute", "Replan",
           "Done", "Failed")
@@ -269,21 +276,11 @@ class Orchestrator:
 
     # --- phases ----------------------------------------------------------------------
     def _plan(self, st: _State, command: str) -> str:
-        diag: str | None = None
-        for _ in range(2 if self.adapter.retranslates else 1):
-            try:
-                st.spec_text = self.adapter.translate(command, self.cell, feedback=diag)
-            except CellspecError as exc:
-                m = _msg(exc)
-                st.reason = m if m.startswith("cannot translate") else f"cannot translate: {m}"
-                return self._go(st, "Plan", "fail", st.reason, "Failed")
-            try:
-                st.spec = parse_spec(st.spec_text)
-                return self._go(st, "Plan", "ok", None, "Design")
-            except CellspecError as exc:
-                diag = str(exc)
-        st.reason = f"cannot translate: the spec does not parse: {diag}"
-        return self._go(st, "Plan", "fail", st.reason, "Failed")
+        st.spec_text, st.spec, why = translate_spec(command, self.cell, self.adapter)
+        if st.spec is None:
+            st.reason = why
+            return self._go(st, "Plan", "fail", st.reason, "Failed")
+        return self._go(st, "Plan", "ok", None, "Design")
 
     def _design(self, st: _State, command: str) -> str:
         from cellspec.llm_adapters.loop import run_design

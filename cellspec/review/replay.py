@@ -25,6 +25,8 @@ import numpy as np
 from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.review.robots import _quat_matrix
+from cellspec.robots.execute import _nearest
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -243,21 +245,6 @@ def load_records(path: str, dof: dict[str, int]) -> dict[str, dict[str, np.ndarr
     return out
 
 
-def _nearest(t_src: np.ndarray, q_src: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """q_src at the nearest timestamps to t (the alignment δ uses)."""
-    if len(t_src) == 1:
-        return np.repeat(q_src, len(t), axis=0)
-    k = np.clip(np.searchsorted(t_src, t), 1, len(t_src) - 1)
-    left = np.abs(t - t_src[k - 1]) <= np.abs(t_src[k] - t)
-    return q_src[np.where(left, k - 1, k)]
-
-
-def _quat_matrix(q: Any) -> np.ndarray:
-    from cellspec.review.robots import _quat_matrix as qm
-
-    return qm(q)
-
-
 class Replay:
     """The replay panel and the robots and parts it moves."""
 
@@ -343,7 +330,7 @@ class Replay:
             step = max(1, len(t) // MAX_PLOT_POINTS)
             t = t[::step]
             qp = rec["q_plan"][::step]
-            qe = _nearest(rec["t_exec"], rec["q_exec"], t)
+            qe = rec["q_exec"][_nearest(rec["t_exec"], t)]  # the alignment δ uses
         else:
             t = np.linspace(0.0, max(self.end, 1e-3), MAX_PLOT_POINTS // 2)
             qp = np.array([self.tl.at(robot, float(x)) for x in t])

@@ -76,7 +76,7 @@ class RobotShapes:
         self.body = rb.body
         cid = twin.client
         self.shapes: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        for li in sorted(rb.link_names):
+        for li in rb.geom_links:  # the links with collision shapes, sorted
             for d in p.getCollisionShapeData(self.body, li, physicsClientId=cid):
                 fn = d[4].decode() if isinstance(d[4], bytes) else str(d[4])
                 prim = _primitive(d[2], d[3], fn)

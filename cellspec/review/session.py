@@ -71,16 +71,6 @@ class RepairOutcome:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    ids: tuple[str, ...]
-    types: tuple[str, ...]
-    pos: np.ndarray
-    size: np.ndarray
-    grippers: tuple[str | None, ...]
-    order: tuple[str, ...] | None
-
-
 def _fmt(v: tuple[float, ...] | np.ndarray) -> str:
     return "(" + ", ".join(f"{float(x):.4f}" for x in v) + ")"
 
@@ -108,7 +98,7 @@ class ReviewSession:
         self.order: list[str] | None = None if layout.order is None else list(layout.order)
         self.selected: tuple[str, ...] = ()
         self.snap: float = 0.0
-        self.history: list[_Snapshot] = []
+        self.history: list[Layout] = []  # undo: earlier layouts
         self.last_repair: RepairOutcome | None = None
         self.decision: str | None = None  # "accept" | "reject"
         self.written: Path | None = None
@@ -158,11 +148,7 @@ class ReviewSession:
 
         return check(self.cell, self.layout(), timeout=self.timeout)
 
-    def _snapshot(self) -> _Snapshot:
-        return _Snapshot(tuple(self.ids), tuple(self.types), self.pos.copy(), self.size.copy(),
-                         tuple(self.grippers), None if self.order is None else tuple(self.order))
-
-    def _restore(self, s: _Snapshot) -> None:
+    def _restore(self, s: Layout) -> None:
         self.ids, self.types = list(s.ids), list(s.types)
         self.pos, self.size = s.pos.copy(), s.size.copy()
         self.grippers = list(s.grippers)
@@ -170,7 +156,7 @@ class ReviewSession:
         self.selected = tuple(p for p in self.selected if p in self.ids)
 
     def _push(self) -> None:
-        self.history.append(self._snapshot())
+        self.history.append(self.layout())
         del self.history[:-MAX_HISTORY]
 
     def _reverify(self, message: str) -> EditResult:
@@ -442,8 +428,8 @@ class ReviewSession:
         path = Path(out)
         try:
             atomic_write(path, json.dumps(self.to_json(), indent=2) + "\n")
-        except OSError as exc:
-            return EditResult(False, f"not accepted: cannot write {path}: {exc.strerror}",
+        except CellspecError as exc:  # "cannot write PATH: why"
+            return EditResult(False, f"not accepted: {exc.diagnostics[0].message}",
                               self.verdict, secs)
         self.decision = "accept"
         self.written = path
