@@ -360,3 +360,13 @@ def test_an_endless_line_is_not_an_answer(cell, tmp_path):
     o = run_orchestrated(TOWER, cell, OfflineAdapter(), reviewer=rv)
     assert o.result.reason == "no usable answer after 5 tries"
     assert err.getvalue().count("please answer a, m or r") == 5
+
+
+def test_review_edit_larger_than_the_layout_limit_is_refused(tmp_path, monkeypatch):
+    from cellspec.llm_adapters import orchestrator
+
+    f = tmp_path / "edit.json"
+    f.write_text('{"parts": []}' + " " * 64)
+    monkeypatch.setattr("cellspec.layout.MAX_LAYOUT_BYTES", 16)
+    obj, why = orchestrator._read_edit(f)
+    assert obj is None and why == f"the edited file {f} is 77 bytes; the limit is 16 bytes"
