@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file (its diagnose rules; `import diagnosis`)")
     c.add_argument("expected", help="expected state JSON")
     c.add_argument("observed", help="observed state JSON")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError
 
 
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="arm: the twin's robot arm drives the gripper pad (IK along every "
                    "path); gripper: a kinematic gripper body on straight paths; auto "
                    "(default): arm when the twin is available")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
 from cellspec.dsl.errors import CellspecError
 
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with `trace`: a reasoning trace JSON validated against the model "
                    "(syntax, semantics, physics); exit 0 accepted, 1 rejected by physics, "
                    "2 bad syntax or unknown entities")
-    c.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from cellspec.dsl.errors import CellspecError
+from cellspec.solver.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
 from cellspec.world.db import ARCHIVE_BELOW, DECAY, Entity
 
-MAX_COORD_M = 1000.0  # observed coordinates beyond this are bad input
 GATE_M = 0.5  # default gate on centre distance, metres
 CONFIRM = 2  # observations in a row before a new entity is created
 _SCALE = 1_000_000  # integer costs in micrometres

@@ -37,21 +37,11 @@ _REL_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*([^,()\s]+)\s*,\s*([^,()\s]+)\s*\)\s
 
 
 @dataclass(frozen=True)
-class Obj:
-    """An object of a state: id, type, box centre and size."""
-
-    id: str
-    type: str
-    pos: tuple[float, float, float]
-    size: tuple[float, float, float]
-
-
-@dataclass(frozen=True)
 class State:
-    """A world state, expected or observed."""
+    """A world state, expected or observed (its objects are entities: id, type, box)."""
 
     cs: tuple[str, str | None]
-    objects: tuple[Obj, ...]
+    objects: tuple[Entity, ...]
     relations: tuple[Relation, ...]
     gripper: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     path: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # swept box of the action
@@ -59,15 +49,15 @@ class State:
     measures: dict[str, float] = field(default_factory=dict)
 
 
-def derive_relations(objects: tuple[Obj, ...], surfaces: tuple[tuple[str, float], ...],
-                     gripper: tuple[tuple[float, ...], tuple[float, ...]] | None
-                     ) -> tuple[Relation, ...]:
-    """The relations of a state from its geometry (cellspec/world/relations.py)."""
+def derive_relations(objects: tuple[Entity, ...], surfaces: tuple[tuple[str, float], ...],
+                     gripper: tuple[tuple[float, ...], tuple[float, ...]] | None,
+                     near_d: float = rel.NEAR_M) -> tuple[Relation, ...]:
+    """The relations of the objects' boxes (cellspec/world/relations.py)."""
     ids = [o.id for o in objects]
     pos = np.array([o.pos for o in objects], float).reshape(-1, 3)
     size = np.array([o.size for o in objects], float).reshape(-1, 3)
     g = (np.array(gripper[0]), np.array(gripper[1])) if gripper else None
-    return tuple(rel.derive(ids, pos, size, surfaces, g))
+    return tuple(rel.derive(ids, pos, size, surfaces, g, near_d=near_d))
 
 
 def parse_relation(text: Any, where: str) -> Relation:
@@ -141,7 +131,7 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
     if len(objs) > MAX_OBJECTS:
         raise CellspecError(f"{shown}: {len(objs)} objects; a state holds at most "
                             f"{MAX_OBJECTS} (the association is quadratic)")
-    out: list[Obj] = []
+    out: list[Entity] = []
     anon = 0
     for k, o in enumerate(objs):
         where = f"{shown}: objects[{k}]"
@@ -155,8 +145,8 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
         ob: Observation = parse_observation(o, where)
         if ob.label is None:
             anon += 1
-        out.append(Obj(id=ob.label or f"?{k}", type=ob.type, pos=ob.pos,
-                       size=ob.size))  # type: ignore[arg-type]
+        out.append(Entity(id=ob.label or f"?{k}", type=ob.type, pos=ob.pos,
+                          size=ob.size))  # type: ignore[arg-type]
     ids = [o.id for o in out]
     if len(set(ids)) != len(ids):
         raise CellspecError(f"{shown}: object ids must be unique")
@@ -285,9 +275,8 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
         mapping = {o.id: o.id for o in observed.objects}
         new = [o.id for o in observed.objects if o.id not in exp_ids]
     else:
-        ents = [Entity(id=o.id, type=o.type, pos=o.pos, size=o.size) for o in expected.objects]
         obs = [Observation(type=o.type, pos=o.pos, size=o.size) for o in observed.objects]
-        a = associate(ents, obs, gate)
+        a = associate(list(expected.objects), obs, gate)
         mapping = {observed.objects[j].id: eid for eid, j in a.matches.items()}
         new = []
         k = 1

@@ -62,13 +62,11 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
         out.add(Relation("on", ids[i], ids[j]))
     for name, z in surfaces:
         zu = _u(z)
-        for i in np.nonzero(np.abs(b[:, 4] - zu) <= e)[0]:
+        for i in np.nonzero(g.on_surface(b, zu, e))[0]:
             out.add(Relation("on", ids[i], name))
             resting[i] = True
-    ins = np.ones((n, n), dtype=bool)
-    for ax in "xyz":
-        lo, hi = g.LO[ax], g.HI[ax]
-        ins &= (a_[..., lo] >= c_[..., lo] - e) & (a_[..., hi] <= c_[..., hi] + e)
+    # [i, j]: box i lies in box j (the corners of j broadcast along the last axis)
+    ins = g.inside_box(np.broadcast_to(a_, (n, n, 6)), tuple(b[:, 0::2].T), tuple(b[:, 1::2].T), e)
     vol = np.prod(b[:, 1::2] - b[:, 0::2], axis=1)
     ins &= vol[:, None] < vol[None, :]  # strictly smaller: equal boxes are not inside each other
     for i, j in zip(*np.nonzero(ins), strict=True):
@@ -79,7 +77,7 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
             out.add(Relation("near", ids[i], ids[j]))
     if gripper is not None:
         gb = boxes(np.asarray([gripper[0]]), np.asarray([gripper[1]]))[0]
-        touch = (np.abs(gb[4] - b[:, 5]) <= e) & g.footprint(b, gb[None, :], e)
+        touch = g.supports(b, gb[None, :], e)  # the pad rests on the part's top
         for i in np.nonzero(touch & ~resting)[0]:
             out.add(Relation("holding", "gripper", ids[i]))
     return sorted(out, key=lambda r: (r.rel, r.a, r.b))

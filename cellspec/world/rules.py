@@ -24,6 +24,8 @@ from textx import get_location
 
 from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.model import Cell, ForceThreshold, Source, WorldRule, WorldSpec
+from cellspec.world.db import PHASES
+from cellspec.world.db import RELATIONS as RELS
 
 ACTIONS = ("pick", "place", "insert")
 # measure -> (kind, integer scale): lengths in 0.1 mm, forces in 0.01 N, times in ms
@@ -40,9 +42,6 @@ FORCES = {"grasp": "grasp force below it (N): the grasp failed (event grasp_weak
 DEFAULT_FORCES = {"grasp": (Fraction(5), None), "collision": (Fraction(15), None),
                   "contact": (Fraction(10), Fraction(1, 2))}
 EVENTS = ("grasp_weak", "collision", "contact")
-RELS = ("on", "inside", "near", "holding")
-PHASES = ("idle", "approaching", "grasping", "holding", "transporting", "placing",
-          "releasing")
 RECOVERIES = {
     "regrasp": "re-perceive the part and grasp it again where it now lies",
     "regrasp_other_axis": "grasp the part again with the other grip axis",
@@ -433,7 +432,8 @@ def show(t: Any) -> str:
 
 
 # -- lowering to ASP -------------------------------------------------------------------
-def _forces(cell: Cell) -> dict[str, tuple[Fraction, Fraction | None]]:
+def force_thresholds(cell: Cell) -> dict[str, tuple[Fraction, Fraction | None]]:
+    """Each force threshold (N) with its duration (s): the cell's, else the default."""
     out = dict(DEFAULT_FORCES)
     for name, f in cell.world.forces.items():
         out[name] = (f.value, f.duration if f.duration is not None else
@@ -443,7 +443,7 @@ def _forces(cell: Cell) -> dict[str, tuple[Fraction, Fraction | None]]:
 
 def _thr_facts(cell: Cell) -> str:
     lines = []
-    for name, (v, dur) in sorted(_forces(cell).items()):
+    for name, (v, dur) in sorted(force_thresholds(cell).items()):
         lines.append(f"thr({name}, {round(v * 100)}).")
         if name == "contact":
             lines.append(f"dur(contact, {round((dur or 0) * 1000)}).")
@@ -475,7 +475,7 @@ class _Lower:
     def __init__(self, cell: Cell) -> None:
         self.n = 0
         self.lines: list[str] = []
-        self.forces = _forces(cell)
+        self.forces = force_thresholds(cell)
 
     def node(self, t: Any) -> int:
         self.n += 1

@@ -32,16 +32,11 @@ import numpy as np
 from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.robots.tasks import part_size
 from cellspec.world import association as assoc
 from cellspec.world.db import Entity, Transition, World, open_world
-from cellspec.world.discrepancy import (
-    Obj,
-    State,
-    cell_surfaces,
-    derive_relations,
-    diagnose,
-)
-from cellspec.world.rules import commit_rule, decide_commit
+from cellspec.world.discrepancy import State, cell_surfaces, derive_relations, diagnose
+from cellspec.world.rules import commit_rule, decide_commit, force_thresholds
 from cellspec.world.sim import PAD, Sim
 
 ENGINE = "kinematic-gripper"
@@ -222,13 +217,7 @@ class RunResult:
 
 # -- helpers -------------------------------------------------------------------------------
 def _sizes(cell: Cell, layout: Layout) -> dict[str, tuple[float, float, float]]:
-    out = {}
-    for i, pid in enumerate(layout.ids):
-        s = layout.size[i]
-        if np.isnan(s).any():
-            s = [float(v) for v in cell.part_types[layout.types[i]].size]
-        out[pid] = (float(s[0]), float(s[1]), float(s[2]))
-    return out
+    return {pid: part_size(cell, layout, i) for i, pid in enumerate(layout.ids)}
 
 
 def _masses(cell: Cell, layout: Layout) -> dict[str, float]:
@@ -281,7 +270,7 @@ class _Runner:
         self.recovery_times: list[float] = []
         self.skipped: list[str] = []
         self.retries: dict[str, int] = {}
-        self.last_observed: dict[str, Obj] = {}
+        self.last_observed: dict[str, Entity] = {}
         self.target_rels: list[Any] | None = None
         # feeder: parts wait in rows in front of the table (y < workspace)
         ws = cell.workspace
@@ -303,8 +292,7 @@ class _Runner:
     def init_world(self) -> None:
         ents = [Entity(id=pid, type=self.type[pid], pos=tuple(map(float, self.sim.pose(pid))),
                        size=self.size[pid]) for pid in self.order]
-        objs = tuple(Obj(e.id, e.type, e.pos, e.size) for e in ents)
-        rels = list(derive_relations(objs, self.surfaces, None))
+        rels = list(derive_relations(tuple(ents), self.surfaces, None))
         nodes = []
         for pid in self.order:
             nodes.append({"node": f"pick:{pid}", "action": "pick", "part": pid,
@@ -365,7 +353,7 @@ class _Runner:
                 while f"new{k}" in taken:
                     k += 1
                 eid = f"new{k}"
-            objs.append(Obj(eid, o.type, o.pos, o.size))
+            objs.append(Entity(eid, o.type, o.pos, o.size))
         objs.sort(key=lambda o: o.id)
         grip = self.grip_box()
         rels = derive_relations(tuple(objs), self.surfaces, grip)
@@ -380,8 +368,7 @@ class _Runner:
 
     def expected_state(self, ents: list[Entity], cs: tuple[str, str | None], target: str,
                        path: tuple[tuple[float, ...], tuple[float, ...]] | None) -> State:
-        objs = tuple(Obj(e.id, e.type, e.pos, e.size) for e in ents
-                     if e.lifecycle != "Archived" and not self._hidden(e))
+        objs = tuple(e for e in ents if e.lifecycle != "Archived" and not self._hidden(e))
         grip = self.grip_box()
         return State(cs=cs, objects=objs, relations=derive_relations(objs, self.surfaces, grip),
                      gripper=grip, path=path, target=target)
@@ -407,6 +394,14 @@ class _Runner:
         return (tuple(map(float, lo)), tuple(map(float, hi)))
 
     # -- faults ---------------------------------------------------------------------------
+    def _clash(self, lo: np.ndarray, hi: np.ndarray, skip: str | None = None) -> bool:
+        """The box comes within 1.5 cm of a body (other than ``skip``) or of a part's target."""
+        if any(_overlap(lo, hi, l2, h2, 0.015) for n, l2, h2 in self.sim.boxes() if n != skip):
+            return True
+        return any(_overlap(lo, hi, np.array(self.target[q]) - np.array(self.size[q]) / 2,
+                            np.array(self.target[q]) + np.array(self.size[q]) / 2, 0.015)
+                   for q in self.order if q != skip)
+
     def spawn_obstacle(self, a: np.ndarray, b: np.ndarray, z: float) -> bool:
         for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.35, 0.65):
             c = a + (b - a) * t
@@ -414,12 +409,7 @@ class _Runner:
                 continue
             size = np.array([0.04, 0.04, z + 0.01 - self.table_z])
             pos = np.array([c[0], c[1], self.table_z + size[2] / 2])
-            lo, hi = pos - size / 2, pos + size / 2
-            clash = any(_overlap(lo, hi, l2, h2, 0.015) for _, l2, h2 in self.sim.boxes())
-            clash |= any(_overlap(lo, hi, np.array(self.target[p]) - np.array(self.size[p]) / 2,
-                                  np.array(self.target[p]) + np.array(self.size[p]) / 2, 0.015)
-                         for p in self.order)
-            if not clash:
+            if not self._clash(pos - size / 2, pos + size / 2):
                 n = sum(1 for k in self.sim.kind.values() if k == "obstacle") + 1
                 self.sim.add_box(f"obstacle{n}", "obstacle", tuple(size), tuple(pos), 0.0,
                                  kind="obstacle")
@@ -464,13 +454,7 @@ class _Runner:
                     and float(ws.lo[1]) <= pos[1] <= float(ws.hi[1])):
                 continue
             s = np.array(self.size[p]) / 2
-            lo, hi = pos - s, pos + s
-            clash = any(_overlap(lo, hi, l2, h2, 0.015) for n, l2, h2 in self.sim.boxes()
-                        if n != p)
-            clash |= any(_overlap(lo, hi, np.array(self.target[q]) - np.array(self.size[q]) / 2,
-                                  np.array(self.target[q]) + np.array(self.size[q]) / 2, 0.015)
-                         for q in self.order if q != p)
-            if not clash:
+            if not self._clash(pos - s, pos + s, p):
                 self.sim.teleport(p, tuple(pos))
                 self.sim.step(24)
                 return p
@@ -614,8 +598,7 @@ class _Runner:
         return total if np.any(total) else None
 
     def _contact_threshold(self) -> float:
-        f = self.cell.world.forces.get("contact")
-        return float(f.value) if f is not None else 10.0
+        return float(force_thresholds(self.cell)["contact"][0])
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> tuple[bool, str]:
@@ -718,8 +701,8 @@ class _Runner:
                         if kind == "place":
                             self.recovery_times.append(self.sim.time - t_det)
                             del self.pending_detect[f]
-            # diagnosis
-            recov: list[tuple[str, str, str, int | None]] = []
+            # diagnosis; a recovery is the actions to queue, or why the run gives up (str)
+            res: list[tuple[str, str, str, int | None]] | str = []
             if self.mode == "diagnose":
                 dg = diagnose(self.cell, expected, observed)
                 if not committed or dg.delta.significant():
@@ -740,19 +723,9 @@ class _Runner:
                         step.recovery = top.recovery
                         res = self.recover(top.recovery, top.args, kind, pid, label, sub,
                                            committed)
-                        if isinstance(res, str):
-                            step.sim_s = self.sim.time - t0
-                            self.steps.append(step)
-                            return False, res
-                        recov = res
                     elif not committed:
                         step.recovery = "retry"
                         res = self.generic(kind, pid, label, sub, perceive=True)
-                        if isinstance(res, str):
-                            step.sim_s = self.sim.time - t0
-                            self.steps.append(step)
-                            return False, res
-                        recov = res
                     if not committed:
                         self.pending_detect.setdefault(pid, t0)
             elif not committed:
@@ -762,23 +735,20 @@ class _Runner:
                     res = self.generic(kind, pid, label, sub, perceive=True, restart=True)
                 else:
                     res = self.generic(kind, pid, label, sub, perceive=False)
-                if isinstance(res, str):
-                    step.sim_s = self.sim.time - t0
-                    self.steps.append(step)
-                    return False, res
-                recov = res
             step.sim_s = self.sim.time - t0
             self.steps.append(step)
-            redo = {a[2] for a in recov if a[1] == "place"}
+            if isinstance(res, str):
+                return False, res
+            redo = {a[2] for a in res if a[1] == "place"}
             queue = [a for a in queue if a[2] not in redo]
             held = self.sim.held
             if held is not None and committed and kind == "pick" and held not in redo:
                 # finish the sub-task in hand first: the recovery goes after its place
                 k = next((i for i, a in enumerate(queue) if a[1] == "place" and a[2] == held),
                          -1)
-                queue[k + 1:k + 1] = recov
+                queue[k + 1:k + 1] = res
             else:
-                queue[:0] = recov
+                queue[:0] = res
         return True, "every action committed"
 
     def check_trace(self, pid: str) -> Any:
@@ -786,12 +756,10 @@ class _Runner:
         from cellspec.world.trace import validate_trace
 
         if self.target_rels is None:
-            ids = list(self.order)
-            pos = np.array([self.target[p] for p in ids])
-            size = np.array([self.size[p] for p in ids])
-            self.target_rels = [r for r in derive_relations(
-                tuple(Obj(p, self.type[p], tuple(pos[i]), tuple(size[i]))
-                      for i, p in enumerate(ids)), self.surfaces, None) if r.rel == "on"]
+            at_target = tuple(Entity(p, self.type[p], self.target[p], self.size[p])
+                              for p in self.order)
+            self.target_rels = [r for r in derive_relations(at_target, self.surfaces, None)
+                                if r.rel == "on"]
         sups = [r.b for r in self.target_rels if r.a == pid and r.b in self.target]
         belief = [str(r) for r in self.target_rels if r.a in sups]
         under = sups[0] if sups else next((r.b for r in self.target_rels if r.a == pid), None)
@@ -829,6 +797,11 @@ class _Runner:
         self.retries[pid] = self.retries.get(pid, 0) + 1
         return self.retries[pid] <= RETRY_LIMIT
 
+    def _pick_place(self, sub: dict[str, int], label: str, pid: str
+                    ) -> list[tuple[str, str, str, int | None]]:
+        return [(self._sub(sub, label), "pick", pid, None),
+                (self._sub(sub, label), "place", pid, None)]
+
     def generic(self, kind: str, pid: str, label: str, sub: dict[str, int], perceive: bool,
                 restart: bool = False) -> list | str:
         if not self._bump(pid):
@@ -838,8 +811,7 @@ class _Runner:
         if restart or (kind == "place" and self.sim.held != pid and perceive):
             if self.sim.held is not None:
                 self.sim.release()
-            return [(self._sub(sub, label), "pick", pid, None),
-                    (self._sub(sub, label), "place", pid, None)]
+            return self._pick_place(sub, label, pid)
         return [(self._sub(sub, label), kind, pid, None)]
 
     def recover(self, recovery: str, args: tuple[str, ...], kind: str, pid: str, label: str,
@@ -854,14 +826,12 @@ class _Runner:
         if recovery in ("regrasp", "regrasp_other_axis"):
             if self.sim.held is not None:
                 self.sim.release()
-            out = [(self._sub(sub, label), "pick", obj, None),
-                   (self._sub(sub, label), "place", obj, None)]
+            out = self._pick_place(sub, label, obj)
         elif recovery == "retarget":
             if obj in self.placed:
                 self.placed.discard(obj)
                 self.pending_detect.setdefault(obj, self.sim.time)
-                out = [(self._sub(sub, label), "pick", obj, None),
-                       (self._sub(sub, label), "place", obj, None)]
+                out = self._pick_place(sub, label, obj)
         elif recovery == "replan_keepout":
             e = self.world.entity(obj) or self.last_observed.get(obj)
             if e is not None:
@@ -877,12 +847,9 @@ class _Runner:
                     self.sim.move([g[0], g[1], self.transport_z()])
                     out = [(self._sub(sub, label), "place", pid, None)]
                 else:
-                    out = [(self._sub(sub, label), "pick", pid, None),
-                           (self._sub(sub, label), "place", pid, None)]
+                    out = self._pick_place(sub, label, pid)
         elif not committed:  # reperceive: then try the action again
             out = [(self._sub(sub, label), kind, pid, None)]
-        if committed and kind == "pick" and out and out[0][2] != pid:
-            pass
         return out
 
     def final(self) -> float:

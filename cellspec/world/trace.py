@@ -15,7 +15,7 @@ fails, with the reason:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cellspec.dsl.errors import CellspecError
 from cellspec.world import relations as rel
+from cellspec.world.association import MAX_COORD_M
 from cellspec.world.db import RELATIONS, Relation, World
-from cellspec.world.discrepancy import parse_relation, read_json
+from cellspec.world.discrepancy import derive_relations, parse_relation, read_json
 
 
 class TraceAction(BaseModel):
@@ -39,7 +40,7 @@ class TraceAction(BaseModel):
     @field_validator("at")
     @classmethod
     def _at(cls, v: tuple[float, float, float] | None) -> tuple[float, float, float] | None:
-        if v is not None and not all(np.isfinite(x) and abs(x) <= 1000.0 for x in v):
+        if v is not None and not all(np.isfinite(x) and abs(x) <= MAX_COORD_M for x in v):
             raise ValueError("'at' must be three finite coordinates (metres, at most 1000)")
         return v
 
@@ -100,9 +101,7 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
     if bad:
         return TraceVerdict(False, "semantics", tuple(bad))
     ids = sorted(ents)
-    pos = np.array([ents[i].pos for i in ids], float).reshape(-1, 3)
-    size = np.array([ents[i].size for i in ids], float).reshape(-1, 3)
-    geo = set(rel.derive(ids, pos, size, surfaces, None, near_d=near_d))
+    geo = set(derive_relations(tuple(ents[i] for i in ids), surfaces, None, near_d))
     phase, held = world.cs()
     wrong = []
     for r in beliefs:
@@ -120,10 +119,8 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
     if a.at is not None and a.target is not None and a.kind in ("place", "insert"):
         # the causal assumption of a place: the object put at `at` rests on its target
         obj = ents[a.object]
-        ids2 = [i for i in ids if i != a.object] + [a.object]
-        pos2 = np.array([ents[i].pos for i in ids2[:-1]] + [list(a.at)], float).reshape(-1, 3)
-        size2 = np.array([ents[i].size for i in ids2], float).reshape(-1, 3)
-        after = set(rel.derive(ids2, pos2, size2, surfaces, None, near_d=near_d))
+        moved = tuple(ents[i] for i in ids if i != a.object) + (replace(obj, pos=a.at),)
+        after = set(derive_relations(moved, surfaces, None, near_d))
         want = Relation("inside" if a.kind == "insert" else "on", a.object, a.target)
         if want not in after:
             where = ", ".join(f"{v:.3f}" for v in a.at)
