@@ -7,23 +7,23 @@ Core modules (imported explicitly, so ``import cellspec.robots`` stays cheap):
 ``motion`` (plan_motion: RRT-Connect over one or several arms). See docs/twin.md.
 """
 
+import contextlib
+import ctypes
+import os
+import sys
+from collections.abc import Iterator
 
-def quiet_pybullet() -> None:
-    """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
-    import sys
 
-    if "pybullet" in sys.modules:
-        return
-    import ctypes
-    import os
-
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Send what C code writes on file descriptor 1 to /dev/null for the duration: pybullet
+    prints banners there, and stdout carries data (JSON)."""
     sys.stdout.flush()
     saved = os.dup(1)
     null = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(null, 1)
-        import pybullet  # noqa: F401
-
+        yield
         try:
             ctypes.CDLL(None).fflush(None)
         except (OSError, AttributeError):
@@ -32,3 +32,11 @@ def quiet_pybullet() -> None:
         os.dup2(saved, 1)
         os.close(saved)
         os.close(null)
+
+
+def quiet_pybullet() -> None:
+    """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
+    if "pybullet" in sys.modules:
+        return
+    with quiet_stdout():
+        import pybullet  # noqa: F401

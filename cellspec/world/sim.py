@@ -20,14 +20,14 @@ part that was already placed.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pybullet as pb
 from pybullet_utils import bullet_client
+
+from cellspec.robots import quiet_stdout
 
 PAD = (0.03, 0.03, 0.01)  # gripper pad size, metres
 PAD_MASS = 0.2
@@ -42,16 +42,8 @@ REACHED_M = 0.002
 
 def _quiet_client() -> bullet_client.BulletClient:
     """A DIRECT client; pybullet's banner on fd 1 is sent to /dev/null (stdout is data)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
+    with quiet_stdout():
         return bullet_client.BulletClient(connection_mode=pb.DIRECT)
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
 
 
 @dataclass
