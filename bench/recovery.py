@@ -24,9 +24,9 @@ from cellspec.solver.cpsat.scenarios import (  # noqa: E402
     TABLE_V,
     find_test,
     recover,
-    scenario_layout,
     table_vi_files,
 )
+from cellspec.testing import layout_of_test  # noqa: E402
 
 PAPER = {"table_v": "9/9 (Ours-LGOrch, Ours-Hybrid)",
          "table_vi": "10/10 (Ours-LGOrch), 9/10 (Ours-Hybrid, full system)"}
@@ -39,14 +39,14 @@ def main() -> int:
     rows = {"table_v": [], "table_vi": []}
     cell = load_cell(SCENARIOS / "table_v.cell")
     for title, kind, test in TABLE_V:
-        rec, _ = recover(cell, scenario_layout(find_test(cell, test)), title, kind,
+        rec, _ = recover(cell, layout_of_test(find_test(cell, test)), title, kind,
                          a.time_limit)
         rows["table_v"].append(rec)
     for f in table_vi_files():
         c = load_cell(f)
         t = c.tests[0]
         title = f.stem.replace("table_vi_", "")
-        rec, _ = recover(c, scenario_layout(t), title, "blocked", a.time_limit,
+        rec, _ = recover(c, layout_of_test(t), title, "blocked", a.time_limit,
                          keep_shape=True)
         rows["table_vi"].append(rec)
     out = {}

@@ -35,7 +35,6 @@ from cellspec.solver.cpsat.sequence import (  # noqa: E402
     greedy_sink,
     order_problem,
     solve_order,
-    with_order,
 )
 from cellspec.solver.instance import build_instance  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
@@ -128,7 +127,7 @@ def main() -> int:
         paper = greedy_sink(order_problem(inst))
         t_paper = time.perf_counter() - t0
         t0 = time.perf_counter()
-        v = check(big, with_order(lay, tuple(s.part for s in steps)))
+        v = check(big, lay.with_order(tuple(s.part for s in steps)))
         t_ver = time.perf_counter() - t0
         row = {"parts": n, "status": st, "method": method, "solve_s": round(t_ours, 3),
                "verified": v.verdict == "pass", "verify_s": round(t_ver, 3),
@@ -151,7 +150,7 @@ def main() -> int:
         if st == "optimal":
             exists += 1
             found += 1
-            assert check(station, with_order(lay, tuple(s.part for s in steps))).ok
+            assert check(station, lay.with_order(tuple(s.part for s in steps))).ok
         elif st == "infeasible":
             infeasible += 1
         paper_ok += p is not None

@@ -421,9 +421,9 @@ def lint_part_set(cell: Cell, parts: dict[str, int] | None) -> dict[str, int]:
 
 
 def _free_problem(cell: Cell, part_set: dict[str, int]):
-    from cellspec.solver.instance import BoxU
+    from cellspec.solver.instance import cell_u
     from cellspec.solver.smt.formula import lin
-    from cellspec.solver.smt.ground import Problem
+    from cellspec.solver.smt.ground import Problem, cell_fields
 
     types: list[str] = []
     for t in sorted(part_set):
@@ -450,25 +450,9 @@ def _free_problem(cell: Cell, part_set: dict[str, int]):
 
         def before(i: int, j: int):
             return ("le", 1, ((("O", i), 1), (("O", j), -1)))
-    zones: dict = {"workspace": BoxU(tuple(g.to_u_int(v) for v in cell.workspace.lo),
-                                     tuple(g.to_u_int(v) for v in cell.workspace.hi))}
-    from cellspec.dsl.model import BoxZone
-
-    for z in cell.keepouts:
-        if isinstance(z, BoxZone):
-            zones[z.name] = BoxU(tuple(g.to_u_int(v) for v in z.box.lo),
-                                 tuple(g.to_u_int(v) for v in z.box.hi))
-        else:
-            zones[z.name] = g.halfspace_u(z.coef, z.op, z.rhs)
-    grip = cell.gripper_params("parallel")
     prob = Problem(n=n, corners=corners, types=tuple(types),
                    grippers=tuple(cell.default_gripper.kind for _ in types),
-                   eps=int(g.to_u(cell.epsilon)), zones=zones,
-                   keepouts=tuple(z.name for z in cell.keepouts),
-                   surfaces={s.name: g.to_u_int(s.z) for s in cell.surfaces},
-                   opening=g.to_u_int(grip.opening) if grip.opening is not None else None,
-                   depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
-                   before=before, neighbours=None)
+                   before=before, neighbours=None, **cell_fields(cell_u(cell)))
     return prob, bounds, single
 
 

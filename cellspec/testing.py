@@ -200,7 +200,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
         kinds = [type(s).__name__ for s in model.statements]
         if "Test" not in kinds and "Cell" not in kinds:
             return [], []  # a rule library: syntax-checked, nothing to run
-        cell = load_cell(p)
+        cell = load_cell(p, parsed=(text, model))
     except CellspecError as exc:
         return [], exc.diagnostics
     results = []

@@ -13,9 +13,10 @@ from conftest import LAYOUTS
 
 import cellspec
 from cellspec.layout import layout_from_obj
-from cellspec.solver.cpsat.scenarios import SCENARIOS, find_test, scenario_layout
+from cellspec.solver.cpsat.scenarios import SCENARIOS, find_test
 from cellspec.solver.instance import build_instance
 from cellspec.solver.stability import stable_mask
+from cellspec.testing import layout_of_test
 
 HEAD = """\
 import physical
@@ -80,7 +81,7 @@ def test_counterweight_makes_a_cantilever_stand(cell):
                                   "tower_5_valid"])
 def test_library_structures_stand(cell, test):
     src = cellspec.load_cell(str(SCENARIOS / "table_v.cell"))
-    lay = scenario_layout(find_test(src, test))
+    lay = layout_of_test(find_test(src, test))
     assert _both(cell, lay).verdict == "pass"
 
 

@@ -20,7 +20,6 @@ from cellspec.solver.cpsat.sequence import (
     order_problem,
     plan,
     solve_order,
-    with_order,
 )
 from cellspec.solver.instance import build_instance
 
@@ -72,7 +71,7 @@ def test_greedy_trap_paper_algorithm_stuck_ours_finds(station):
     r = plan(station, lay)
     assert r.status == "optimal" and len(r.steps) == 10
     assert r.verdict is not None and r.verdict.verdict == "pass"
-    ordered = with_order(lay, r.order)
+    ordered = lay.with_order(r.order)
     assert cellspec.check(station, ordered).verdict == "pass"
     assert cellspec.check(station, ordered, backend="reference").verdict == "pass"
     _step_by_step(station, lay, r.steps)
@@ -85,7 +84,7 @@ def test_cp_sat_path_finds_order_when_greedy_is_stuck(station):
     st, steps, method, _, _ = solve_order(station, inst, 10.0, prefer=list(range(inst.n)))
     assert st == "optimal" and method == "greedy+cp-sat"
     _step_by_step(station, lay, steps)
-    assert cellspec.check(station, with_order(lay, tuple(s.part for s in steps))).ok
+    assert cellspec.check(station, lay.with_order(tuple(s.part for s in steps))).ok
 
 
 def test_dense_block_parallel_only_is_proved_impossible(station):
@@ -141,7 +140,7 @@ def test_complete_against_brute_force(station):
         seen[r.status] += 1
         if r.status == "optimal":
             _step_by_step(station, lay, r.steps)
-            assert cellspec.check(station, with_order(lay, r.order),
+            assert cellspec.check(station, lay.with_order(r.order),
                                   backend="reference").verdict == "pass"
     assert seen["optimal"] and seen["infeasible"]
 

@@ -20,9 +20,9 @@ from cellspec.solver.cpsat.scenarios import (
     SCENARIOS,
     TABLE_V,
     find_test,
-    scenario_layout,
     table_vi_files,
 )
+from cellspec.testing import layout_of_test
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def _reverified(cell, original: Layout, r) -> Layout:
 @pytest.mark.parametrize("title,kind,test", TABLE_V, ids=[t[2] for t in TABLE_V])
 def test_table_v(title, kind, test):
     cell = load_cell(SCENARIOS / "table_v.cell")
-    lay = scenario_layout(find_test(cell, test))
+    lay = layout_of_test(find_test(cell, test))
     assert cellspec.check(cell, lay).verdict == "fail"
     r = repair(cell, lay)
     _reverified(cell, lay, r)
@@ -59,11 +59,11 @@ def test_table_v(title, kind, test):
 
 def test_table_v_minimal_examples():
     cell = load_cell(SCENARIOS / "table_v.cell")
-    lay = scenario_layout(find_test(cell, "tower_3_cube_moved_to_x_1"))
+    lay = layout_of_test(find_test(cell, "tower_3_cube_moved_to_x_1"))
     r = repair(cell, lay)
     (m,) = r.moves
     assert m.part == "c3" and m.dst == (0.675, 0.2, 0.025)  # nearest: the workspace edge
-    lay = scenario_layout(find_test(cell, "dense_block_12_overlap"))
+    lay = layout_of_test(find_test(cell, "dense_block_12_overlap"))
     (m,) = repair(cell, lay).moves
     assert m.part == "b8" and m.dst == (0.40, 0.2, 0.075)  # pushed back where it was
 
@@ -71,7 +71,7 @@ def test_table_v_minimal_examples():
 @pytest.mark.parametrize("path", table_vi_files(), ids=lambda p: p.stem)
 def test_table_vi(path):
     cell = load_cell(path)
-    lay = scenario_layout(cell.tests[0])
+    lay = layout_of_test(cell.tests[0])
     r = repair(cell, lay, keep_shape=True)
     _reverified(cell, lay, r)
 
@@ -82,7 +82,7 @@ def test_table_vi_has_ten_scenarios():
 
 def test_rigid_shift_keeps_shape():
     cell = load_cell(SCENARIOS / "table_vi_09_diagonal_obstacle.cell")
-    lay = scenario_layout(cell.tests[0])
+    lay = layout_of_test(cell.tests[0])
     r = repair(cell, lay, keep_shape=True)
     assert r.status == "optimal" and all(m.how == "shift" for m in r.moves)
     d = {tuple(np.round(np.subtract(m.dst, m.src), 4)) for m in r.moves}

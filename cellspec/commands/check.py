@@ -6,7 +6,14 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_output
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    check_output,
+    check_seconds,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -43,14 +50,13 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.layout import MAX_LAYOUT_BYTES, load_layout
     from cellspec.solver.verify import check
 
-    if a.timeout is not None and not (a.timeout > 0):
-        raise CellspecError("--timeout must be a positive number of seconds")
+    if a.timeout is not None:
+        check_seconds(a.timeout, "--timeout")
     if a.robust is not None:
         from cellspec.formal import validate_tolerance
 
         validate_tolerance(a.robust)
-        if not (a.robust_timeout > 0):
-            raise CellspecError("--robust-timeout must be a positive number of seconds")
+        check_seconds(a.robust_timeout, "--robust-timeout")
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
     check_output(a.witness, "--witness")
@@ -62,12 +68,7 @@ def run(a: argparse.Namespace) -> int:
     if a.format == "json":
         print(json.dumps(v.to_json(), indent=2))
     else:
-        for x in v.violations:
-            print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
-        for x in v.warnings:
-            print(f"{x.source}: warning: {x.rule}({', '.join(x.parts)}): {x.message}")
-        for n in v.notes:
-            print(f"note: {n}", file=sys.stderr)
+        _print_findings(v, v.notes)
         summary = f"({v.parts} parts, {v.seconds:.3f} s)"
         if v.verdict == "pass":
             extra = f", {len(v.warnings)} warning(s)" if v.warnings else ""
@@ -79,6 +80,16 @@ def run(a: argparse.Namespace) -> int:
     if v.verdict == "pass":
         return EXIT_OK
     return EXIT_FAIL if v.verdict == "fail" else EXIT_INPUT
+
+
+def _print_findings(v, notes) -> None:
+    """The violations and warnings of a verdict on stdout, the notes on stderr."""
+    for x in v.violations:
+        print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
+    for x in v.warnings:
+        print(f"{x.source}: warning: {x.rule}({', '.join(x.parts)}): {x.message}")
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
 
 
 def _run_robust(a: argparse.Namespace, cell, layout, v) -> int:
@@ -97,12 +108,7 @@ def _run_robust(a: argparse.Namespace, cell, layout, v) -> int:
         out["robust"] = r.to_json()
         print(json.dumps(out, indent=2))
     else:
-        for x in v.violations:
-            print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
-        for x in v.warnings:
-            print(f"{x.source}: warning: {x.rule}({', '.join(x.parts)}): {x.message}")
-        for n in (*v.notes, *r.notes):
-            print(f"note: {n}", file=sys.stderr)
+        _print_findings(v, (*v.notes, *r.notes))
         summary = f"({v.parts} parts, {v.seconds + r.seconds:.3f} s)"
         if r.status == "refuted":
             moved = ", ".join(f"{p} by ({d[0]:+.4f}, {d[1]:+.4f})"

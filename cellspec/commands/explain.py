@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
 from cellspec.dsl.errors import CellspecError
 
 
@@ -35,8 +35,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.formal import explain
     from cellspec.layout import load_layout
 
-    if not (a.timeout > 0):
-        raise CellspecError("--timeout must be a positive number of seconds")
+    check_seconds(a.timeout, "--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
     cell = load_cell(a.cell)

@@ -6,7 +6,7 @@ import argparse
 import json
 import re
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
 from cellspec.dsl.errors import CellspecError
 
 
@@ -48,8 +48,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.dsl.parser import load_cell
     from cellspec.formal import lint
 
-    if not (a.timeout > 0):
-        raise CellspecError("--timeout must be a positive number of seconds")
+    check_seconds(a.timeout, "--timeout")
     parts = _parse_parts(a.parts)
     cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
     reports = [(f, lint(c, parts, timeout=a.timeout, redundancy=not a.no_redundancy))

@@ -33,7 +33,7 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
-    from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan, with_order
+    from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan
     from cellspec.solver.instance import build_instance
 
     common.check_seconds(a.time_limit)
@@ -48,7 +48,7 @@ def run(a: argparse.Namespace) -> int:
         paper = {"found": got is not None,
                  "order": [layout.ids[p] for p in got] if got is not None else None}
     if r.status == "optimal" and a.output:
-        atomic_write(Path(a.output), json.dumps(with_order(layout, r.order).to_json(),
+        atomic_write(Path(a.output), json.dumps(layout.with_order(r.order).to_json(),
                                                 indent=2) + "\n")
     other = [v for v in (r.verdict.violations if r.verdict else ()) if v.rule not in
              r.order_rules]

@@ -328,21 +328,10 @@ class _DesignBuilder:
         return None
 
     def halfspace(self, c: Any, name: str, s: Source) -> HalfSpaceZone | None:
-        from cellspec.solver.geometry import halfspace_u
+        from cellspec.dsl.parser import halfspace_zone
 
-        h = c.half
-        coef = {"x": Fraction(0), "y": Fraction(0), "z": Fraction(0)}
-        for sign, t in zip(["+", *h.signs], h.terms, strict=True):
-            k = Fraction(t.coef) if t.coef else Fraction(1)
-            coef[t.axis] += -k if sign == "-" else k
-        if all(v == 0 for v in coef.values()):
-            self.err(c, "the zone has no x, y or z term")
-            return None
-        zone = HalfSpaceZone(name=name, coef=(coef["x"], coef["y"], coef["z"]), op=h.op,
-                             rhs=self.n(h.rhs), source=s)
         try:
-            halfspace_u(zone.coef, zone.op, zone.rhs)
+            return halfspace_zone(c.half, name, self.n, s)
         except ValueError as exc:
-            self.err(c, f"{exc}; use coarser decimals")
+            self.err(c, str(exc))
             return None
-        return zone

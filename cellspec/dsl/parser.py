@@ -185,13 +185,15 @@ class _File:
     imports: list[Path] = field(default_factory=list)
 
 
-def load_cell(path: str | os.PathLike[str]) -> Cell:
-    """Load a .cell file with everything it imports; raise CellspecError on any problem."""
+def load_cell(path: str | os.PathLike[str], parsed: tuple[str, Any] | None = None) -> Cell:
+    """Load a .cell file with everything it imports; raise CellspecError on any problem.
+    ``parsed``: the file's text and :func:`parse_text` model when the caller has them
+    already (the file is then not read and parsed again)."""
     main = Path(path)
     files: dict[Path, _File] = {}
     order: list[Path] = []
     sink = DiagnosticSink()
-    _load_recursive(main.resolve() if main.exists() else main, files, order, sink, [], None)
+    _load_recursive(_key(main), files, order, sink, [], None, parsed)
     sink.raise_if_any()
     return _Builder(files, order, files[order[-1]] if order else None, sink).build(
         main_key=_key(main)
@@ -229,7 +231,7 @@ def _key(p: Path) -> Path:
 
 def _load_recursive(path: Path, files: dict[Path, _File], order: list[Path],
                     sink: DiagnosticSink, stack: list[Path],
-                    at: Diagnostic | None) -> None:
+                    at: Diagnostic | None, parsed: tuple[str, Any] | None = None) -> None:
     key = _key(path)
     if key in files:
         return
@@ -246,8 +248,10 @@ def _load_recursive(path: Path, files: dict[Path, _File], order: list[Path],
             sink.add(shown, 0, 0, "no such file")
         return
     try:
-        text = read_rule_file(key)
-        model = parse_text(text, shown)
+        text, model = parsed or (None, None)
+        if model is None:
+            text = read_rule_file(key)
+            model = parse_text(text, shown)
     except CellspecError as exc:
         for d in exc.diagnostics:
             sink.add(d.file, d.line, d.col, d.message)
@@ -275,6 +279,28 @@ def _load_recursive(path: Path, files: dict[Path, _File], order: list[Path],
 
 def _num(text: str, scale: Fraction = Fraction(1)) -> Fraction:
     return Fraction(text) * scale
+
+
+def halfspace_zone(half: Any, name: str, length: Any, source: Source,
+                   what: str | None = None) -> HalfSpaceZone:
+    """The zone of a parsed half-space ``[k] axis (+|- [k] axis)* op rhs`` (``length`` reads
+    the rhs in the file's units). ValueError, with the message for the user naming ``what``,
+    when it has no x, y or z term or is too fine for exact 32-bit integers."""
+    from cellspec.solver.geometry import halfspace_u
+
+    coef = {"x": Fraction(0), "y": Fraction(0), "z": Fraction(0)}
+    for sign, t in zip(["+", *half.signs], half.terms, strict=True):
+        k = Fraction(t.coef) if t.coef else Fraction(1)
+        coef[t.axis] += -k if sign == "-" else k
+    if all(k == 0 for k in coef.values()):
+        raise ValueError(f"{what or 'the zone'} has no x, y or z term")
+    zone = HalfSpaceZone(name=name, coef=(coef["x"], coef["y"], coef["z"]), op=half.op,
+                         rhs=length(half.rhs), source=source)
+    try:
+        halfspace_u(zone.coef, zone.op, zone.rhs)
+    except ValueError as exc:
+        raise ValueError(f"{what + ': ' if what else ''}{exc}; use coarser decimals") from None
+    return zone
 
 
 class _Builder:
@@ -518,25 +544,12 @@ class _Builder:
         return Gripper(kind=g.kind, opening=opening, depth=depth)
 
     def halfspace(self, item: Any) -> HalfSpaceZone | None:
-        h = item.half
-        coef = {"x": Fraction(0), "y": Fraction(0), "z": Fraction(0)}
-        signs = ["+"] + list(h.signs)
-        for sign, t in zip(signs, h.terms, strict=True):
-            c = Fraction(t.coef) if t.coef else Fraction(1)
-            coef[t.axis] += -c if sign == "-" else c
-        if all(c == 0 for c in coef.values()):
-            self.err(item, f"keep-out '{item.name}' has no x, y or z term")
-            return None
-        zone = HalfSpaceZone(name=item.name, coef=(coef["x"], coef["y"], coef["z"]), op=h.op,
-                             rhs=self.n(h.rhs), source=self.src(item))
-        from cellspec.solver.geometry import halfspace_u
-
         try:
-            halfspace_u(zone.coef, zone.op, zone.rhs)
+            return halfspace_zone(item.half, item.name, self.n, self.src(item),
+                                  f"keep-out '{item.name}'")
         except ValueError as exc:
-            self.err(item, f"keep-out '{item.name}': {exc}; use coarser decimals")
+            self.err(item, str(exc))
             return None
-        return zone
 
     # -- rules -------------------------------------------------------------------
     def build_rule(self, st: Any, cell: dict[str, Any]) -> Rule | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -155,18 +156,24 @@ def halfspace_u(coef: tuple[Fraction, Fraction, Fraction], op: str, rhs_m: Fract
     return h
 
 
-def _lin_extremes(a: np.ndarray, h: HalfSpaceU) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.zeros(a.shape[:-1], dtype=np.int64)
-    hi = np.zeros(a.shape[:-1], dtype=np.int64)
-    for k, ax in enumerate(AXES):
-        c = h.coef[k]
+def lin_extremes(coef: tuple[int, int, int], lo: Any, hi: Any, zero: Any = 0,
+                 axpy: Any = lambda acc, x, c: acc + c * x) -> tuple[Any, Any]:
+    """The least and the greatest value of ``coef . p`` over a box given by its low and high
+    corner per axis (``lo[k]``, ``hi[k]``): numbers, numpy arrays or solver expressions,
+    summed from ``zero`` by ``axpy(acc, x, c)`` (acc + c * x). Every backend's half-space
+    relation reads the box through this."""
+    mn = mx = zero
+    for c, l_, h_ in zip(coef, lo, hi, strict=True):
         if c > 0:
-            lo += c * a[..., LO[ax]]
-            hi += c * a[..., HI[ax]]
+            mn, mx = axpy(mn, l_, c), axpy(mx, h_, c)
         elif c < 0:
-            lo += c * a[..., HI[ax]]
-            hi += c * a[..., LO[ax]]
-    return lo, hi
+            mn, mx = axpy(mn, h_, c), axpy(mx, l_, c)
+    return mn, mx
+
+
+def _lin_extremes(a: np.ndarray, h: HalfSpaceU) -> tuple[np.ndarray, np.ndarray]:
+    return lin_extremes(h.coef, [a[..., LO[ax]] for ax in AXES], [a[..., HI[ax]] for ax in AXES],
+                        zero=np.zeros(a.shape[:-1], dtype=np.int64))
 
 
 def intersects_half(a: np.ndarray, h: HalfSpaceU, eps: int) -> np.ndarray:

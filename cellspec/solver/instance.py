@@ -55,6 +55,47 @@ def _box_u(lo, hi) -> BoxU:
     return BoxU(tuple(g.to_u_int(v) for v in lo), tuple(g.to_u_int(v) for v in hi))
 
 
+@dataclass(frozen=True)
+class CellU:
+    """A cell's constants on the integer grid (units U): what a backend reads besides the
+    parts, for a concrete layout (:func:`build_instance`) or a free one (``cellspec lint``)."""
+
+    eps: int
+    zones: dict[str, BoxU | g.HalfSpaceU]  # keep-outs plus "workspace"
+    keepouts: tuple[str, ...]
+    surfaces: dict[str, int]
+    opening: int | None  # parallel gripper opening, U
+    depth: int | None  # parallel finger depth, U
+    notes: tuple[str, ...]
+
+
+def cell_u(cell: Cell) -> CellU:
+    """The cell's tolerance, zones, surfaces and parallel-gripper sizes in U."""
+    notes = []
+    eps_u = g.to_u(cell.epsilon)
+    eps = int(eps_u)
+    if eps_u.denominator != 1:
+        notes.append(f"contact tolerance {float(cell.epsilon)} m rounded down to "
+                     f"{eps * float(g.U):.5f} m (the 0.05 mm grid)")
+    zones: dict[str, BoxU | g.HalfSpaceU] = {"workspace": _box_u(cell.workspace.lo,
+                                                                 cell.workspace.hi)}
+    for z in cell.keepouts:
+        if isinstance(z, BoxZone):
+            zones[z.name] = _box_u(z.box.lo, z.box.hi)
+        else:
+            zones[z.name] = g.halfspace_u(z.coef, z.op, z.rhs)
+    grip = cell.gripper_params("parallel")
+    return CellU(
+        eps=eps,
+        zones=zones,
+        keepouts=tuple(z.name for z in cell.keepouts),
+        surfaces={s.name: g.to_u_int(s.z) for s in cell.surfaces},
+        opening=g.to_u_int(grip.opening) if grip.opening is not None else None,
+        depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
+        notes=tuple(notes),
+    )
+
+
 def build_instance(cell: Cell, layout: Layout) -> Instance:
     """Resolve default sizes and grippers against the cell and quantise the layout."""
     n = len(layout)
@@ -76,20 +117,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
     if diags:
         raise CellspecError(diags[:20])
     q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), size.reshape(n, 3))
-    notes = []
-    eps_u = g.to_u(cell.epsilon)
-    eps = int(eps_u)
-    if eps_u.denominator != 1:
-        notes.append(f"contact tolerance {float(cell.epsilon)} m rounded down to "
-                     f"{eps * float(g.U):.5f} m (the 0.05 mm grid)")
-    zones: dict[str, BoxU | g.HalfSpaceU] = {"workspace": _box_u(cell.workspace.lo,
-                                                                 cell.workspace.hi)}
-    for z in cell.keepouts:
-        if isinstance(z, BoxZone):
-            zones[z.name] = _box_u(z.box.lo, z.box.hi)
-        else:
-            zones[z.name] = g.halfspace_u(z.coef, z.op, z.rhs)
-    grip = cell.gripper_params("parallel")
+    cu = cell_u(cell)
     order_pos = None
     if layout.order is not None:
         index = {pid: k for k, pid in enumerate(layout.order)}
@@ -103,14 +131,14 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         pos_m=np.asarray(layout.pos, dtype=np.float64),
         size_m=size,
         order_pos=order_pos,
-        eps=eps,
-        zones=zones,
-        keepouts=tuple(z.name for z in cell.keepouts),
-        surfaces={s.name: g.to_u_int(s.z) for s in cell.surfaces},
-        opening=g.to_u_int(grip.opening) if grip.opening is not None else None,
-        depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
+        eps=cu.eps,
+        zones=cu.zones,
+        keepouts=cu.keepouts,
+        surfaces=cu.surfaces,
+        opening=cu.opening,
+        depth=cu.depth,
         off_grid=q.off_grid,
-        notes=tuple(notes),
+        notes=cu.notes,
         masses=_masses(cell, layout, size),
         friction=getattr(cell, "friction", None),
     )

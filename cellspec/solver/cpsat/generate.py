@@ -631,9 +631,8 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
         return done(status="unknown", reason="the generated layout does not re-verify (the "
                     "generator does not encode every rule of this cell): "
                     f"{bad or pr.verdict.reason}")
-    from cellspec.solver.cpsat.sequence import with_order
 
-    final = with_order(layout, pr.order)
+    final = layout.with_order(pr.order)
     return done(status=status, layout=final.to_json(), structures=tuple(placed),
                 steps=pr.steps, verdict=pr.verdict)
 
@@ -727,19 +726,11 @@ def _avoid(m: Any, z: Any, lo: tuple[Any, Any, int], hi: tuple[Any, Any, int],
         return
     h = g.halfspace_u(z.coef, z.op, z.rhs)
     # the box's extreme value of coef . p must stay on the allowed side (touching is fine)
-    ext = 0
-    for a in range(3):
-        c = h.coef[a]
-        if c == 0:
-            continue
-        if z.op in (">", ">="):
-            ext += c * (hi[a] if c > 0 else lo[a])
-        else:
-            ext += c * (lo[a] if c > 0 else hi[a])
+    least, most = g.lin_extremes(h.coef, lo, hi)
     if z.op in (">", ">="):
-        m.Add(ext <= h.rhs).OnlyEnforceIf(gl)
+        m.Add(most <= h.rhs).OnlyEnforceIf(gl)
     else:
-        m.Add(ext >= h.rhs).OnlyEnforceIf(gl)
+        m.Add(least >= h.rhs).OnlyEnforceIf(gl)
 
 
 def _packing_vars(m: Any, st: _Struct, spec: StructureSpec, cons: list[Any], rules: set[str],

@@ -39,7 +39,7 @@ from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
 from cellspec.solver import geometry as g
 from cellspec.solver.cpsat.results import Move, RepairResult
-from cellspec.solver.cpsat.sequence import order_rule_names, solve_order, with_order
+from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
 from cellspec.solver.instance import BoxU, build_instance
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -87,7 +87,7 @@ class _Geo:
         from ortools.sat.python import cp_model
 
         self.cp = cp_model
-        inst = build_instance(cell, with_order(layout, None) if layout.order else layout)
+        inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
         self.inst = inst
         n = inst.n
         b = inst.boxes
@@ -336,16 +336,8 @@ class _Geo:
         return [self.moved[k] for k in parts if k in self.moved]
 
     def _half(self, i: int, z: g.HalfSpaceU, eps: int, gl: list) -> None:
-        lo = 0
-        hi = 0
-        for a in range(3):
-            c = z.coef[a]
-            if c > 0:
-                lo += c * self.lo(i, a)
-                hi += c * self.hi(i, a)
-            elif c < 0:
-                lo += c * self.hi(i, a)
-                hi += c * self.lo(i, a)
+        lo, hi = g.lin_extremes(z.coef, [self.lo(i, a) for a in range(3)],
+                                [self.hi(i, a) for a in range(3)])
         slack = eps * sum(abs(c) for c in z.coef)
         if z.op in (">", ">="):
             self.m.Add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
@@ -392,7 +384,7 @@ def _unstable_groups(cell: Cell, layout: Layout, verdict: Any) -> tuple[tuple[in
                       for p in v.parts})
     if not flagged:
         return ()
-    inst = build_instance(cell, with_order(layout, None))
+    inst = build_instance(cell, layout.with_order(None))
     comp = _components(inst.boxes, inst.eps)
     groups: dict[int, list[int]] = {}
     for i in flagged:
@@ -567,7 +559,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                             reason=f"positions repaired but no placement order: {oreason}")
             new_order = tuple(st_.part for st_ in steps)
             reordered = new_order != tuple(layout.order)
-            repaired = with_order(repaired, new_order)
+            repaired = repaired.with_order(new_order)
         after = check(cell, repaired, timeout=left())
         if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):

@@ -32,13 +32,6 @@ def table_vi_files() -> list[Path]:
     return sorted(SCENARIOS.glob("table_vi_*.cell"))
 
 
-def scenario_layout(test: TestCase) -> Layout:
-    """The layout of a rule-file test (inline parts or its JSON file, with its order)."""
-    from cellspec.testing import layout_of_test
-
-    return layout_of_test(test)
-
-
 def find_test(cell: Cell, name: str) -> TestCase:
     for t in cell.tests:
         if t.name == name:

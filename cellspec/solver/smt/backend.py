@@ -21,7 +21,7 @@ from cellspec.solver import geometry as g
 from cellspec.solver import ir
 from cellspec.solver.instance import Instance
 from cellspec.solver.smt.formula import Builder, const, lin
-from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, pair_margin
+from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, cell_fields, pair_margin
 
 # the relations this backend encodes (geometry.py semantics); anything else, e.g. a
 # relation computed by another solver such as stable(p), is refused by name
@@ -100,9 +100,8 @@ def fixed_problem(inst: Instance, rules, prune: bool = True, presence: bool = Fa
         m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth)
         nb = _neighbours(inst.boxes, m, _uses_above(rules))
     return Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
-                   eps=inst.eps, zones=inst.zones, keepouts=inst.keepouts,
-                   surfaces=inst.surfaces, opening=inst.opening, depth=inst.depth,
-                   before=_before_fixed(inst), neighbours=nb, presence=presence)
+                   before=_before_fixed(inst), neighbours=nb, presence=presence,
+                   **cell_fields(inst))
 
 
 def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
@@ -122,9 +121,7 @@ def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
         m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth) + 4 * steps
         nb = _neighbours(inst.boxes, m, _uses_above(rules))
     prob = Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
-                   eps=inst.eps, zones=inst.zones, keepouts=inst.keepouts,
-                   surfaces=inst.surfaces, opening=inst.opening, depth=inst.depth,
-                   before=_before_fixed(inst), neighbours=nb)
+                   before=_before_fixed(inst), neighbours=nb, **cell_fields(inst))
     return prob, bounds
 
 

@@ -68,6 +68,13 @@ class Problem:
     presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
 
 
+def cell_fields(src) -> dict:  # noqa: ANN001 (an Instance or a CellU)
+    """The cell's constants of a Problem (eps, zones, keep-outs, surfaces, gripper sizes),
+    taken from an Instance or from :func:`cellspec.solver.instance.cell_u`."""
+    return {k: getattr(src, k) for k in ("eps", "zones", "keepouts", "surfaces", "opening",
+                                         "depth")}
+
+
 def pair_margin(rules, boxes, eps: int, opening: int | None, depth: int | None) -> int:
     """A broad-phase margin (U) beyond which no pair relation the rules use can hold."""
     near, flanks = 0, False
@@ -167,15 +174,7 @@ class Grounder:
                     out.extend((b.gt(hi, lo, e), b.gt(hi, zl, e), b.gt(zh, lo, e),
                                 b.gt(zh, zl, e)))
             return b.and_(out)
-        lo_e, hi_e = const(0), const(0)
-        for k in range(3):
-            ck = z.coef[k]
-            if ck > 0:
-                lo_e = add(lo_e, c[2 * k], ck)
-                hi_e = add(hi_e, c[2 * k + 1], ck)
-            elif ck < 0:
-                lo_e = add(lo_e, c[2 * k + 1], ck)
-                hi_e = add(hi_e, c[2 * k], ck)
+        lo_e, hi_e = g.lin_extremes(z.coef, c[0::2], c[1::2], zero=const(0), axpy=add)
         slack = e * sum(abs(k) for k in z.coef)
         gt_side = z.op in (">", ">=")
         if name == "intersects":
