@@ -61,8 +61,8 @@ def order_problem(inst: Instance, support_order: bool = True,
     n = inst.n
     b = inst.boxes
     eps = inst.eps
-    margin = max(eps, (inst.opening or 0) // 2 + 1)
-    i, j = g.broad_phase(b, margin)
+    i, j = g.broad_phase(b, g.relation_margin(b, eps, flanks=grip_access, opening=inst.opening,
+                                              depth=inst.depth))
     bi, bj = b[i], b[j]
     succ: list[list[int]] = [[] for _ in range(n)]
     npred = np.zeros(n, dtype=np.int64)
@@ -297,11 +297,6 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
     return "optimal", steps, method, None, ()
 
 
-def with_order(layout: Layout, order: tuple[str, ...] | None) -> Layout:
-    """The layout with another placement order (None: no order)."""
-    return layout.with_order(order)
-
-
 def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
          verify: bool = True) -> PlanResult:
     """A complete assembly sequence for the layout, or a proof that none exists.
@@ -322,7 +317,7 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
         return PlanResult(status="unknown", method=method, order_rules=orules,
                           reason="found but not re-verified (verify=False)",
                           seconds=time.perf_counter() - t0)
-    v = check(cell, with_order(layout, tuple(s.part for s in steps)), timeout=time_limit)
+    v = check(cell, layout.with_order(tuple(s.part for s in steps)), timeout=time_limit)
     if v.verdict == "unknown":
         return PlanResult(status="unknown", method=method, order_rules=orules,
                           reason=f"re-verification hit a limit: {v.reason}",
