@@ -180,7 +180,7 @@ def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
     r = prove_robust(station, off, 0.002)
     assert r.status == "unknown"
     assert "not proved robust to 0.002 m" in r.reason and "0.0060 m" in r.reason
-    assert prove_robust(station, off, 0.001).status == "proved"
+    assert prove_robust(station, off, 0.001).status == "proved"  # 0.004 is left
 
 
 def test_robust_refuses_lp_structures_honestly(stages_cell):
@@ -221,3 +221,14 @@ def test_forest_analysis_agrees_with_the_lp(offsets):
 
 
 _STATION_CACHE: dict[str, object] = {}
+
+
+@pytest.mark.parametrize("mass,msg", [("0", "needs a positive mass"),
+                                      ("1e9", "is absurd for a part a robot places")])
+def test_bad_part_masses_exit_2(tmp_path, cli, mass, msg):
+    text = STATION.read_text().replace("size (0.05, 0.05, 0.05) mass 0.1",
+                                       f"size (0.05, 0.05, 0.05) mass {mass}")
+    f = tmp_path / "m.cell"
+    f.write_text(text)
+    r = cli("check", f, DATA.parent.parent / "rules" / "examples" / "tower3.json")
+    assert r.returncode == 2 and msg in r.stderr and "m.cell:11:" in r.stderr

@@ -44,6 +44,7 @@ MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STDLIB = ("physical", "stability", "diagnosis")
 STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off`
+MAX_PART_MASS_KG = 10_000  # beyond this a mass is a typo (and makes the stability LP ill-scaled)
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1,
@@ -467,6 +468,9 @@ class _Builder:
                 mass = Fraction(item.mass) if item.mass else None
                 if mass is not None and mass <= 0:
                     self.err(item, f"part type '{item.name}' needs a positive mass")
+                elif mass is not None and mass > MAX_PART_MASS_KG:
+                    self.err(item, f"part type '{item.name}': mass {item.mass} kg is absurd for "
+                             f"a part a robot places (at most {MAX_PART_MASS_KG} kg)")
                 if claim(item, item.name, "part type"):
                     ptypes[item.name] = PartType(name=item.name, size=size, mass=mass,
                                                  source=self.src(item))
