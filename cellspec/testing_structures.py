@@ -229,17 +229,18 @@ def _cantilever(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, s
 
 def _pyramid(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
     b = _Builder()
-    gap = _u(rng, 0.0, 0.01)
+    gap = _u(rng, 0.0, 0.03)
     xs = [CX + (k - 1) * (0.05 + gap) for k in range(3)]
     for k, x in enumerate(xs):
         b.add(f"a{k + 1}", "cube", x, CY, 0.0)
-    mids = [(xs[0] + xs[1]) / 2 + _u(rng, -0.02, 0.02), (xs[1] + xs[2]) / 2 + _u(rng, -0.02, 0.02)]
+    mids = [(xs[0] + xs[1]) / 2 + _u(rng, -0.035, 0.035),
+            (xs[1] + xs[2]) / 2 + _u(rng, -0.035, 0.035)]
     if mids[1] - mids[0] < 0.05:
         c = (mids[0] + mids[1]) / 2
         mids = [c - 0.025, c + 0.025]
     for k, x in enumerate(mids):
         b.add(f"b{k + 1}", "cube", x, CY + _u(rng, -0.005, 0.005), 0.05)
-    b.add("top", "cube", (mids[0] + mids[1]) / 2 + _u(rng, -0.03, 0.03), CY, 0.10)
+    b.add("top", "cube", (mids[0] + mids[1]) / 2 + _u(rng, -0.05, 0.05), CY, 0.10)
     return b, None, f"pyramid 3-2-1, base gaps {gap * 1000:.1f} mm"
 
 
@@ -248,12 +249,12 @@ def _wall(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
     n = int(rng.integers(3, 5))
     xs = [CX - 0.1]
     for _ in range(n - 1):
-        xs.append(xs[-1] + 0.05 + _u(rng, 0.0, 0.035))
+        xs.append(xs[-1] + 0.05 + _u(rng, 0.0, 0.045))
     for k, x in enumerate(xs):
         b.add(f"a{k + 1}", "cube", x, CY, 0.0)
     last = -1.0
     for k in range(n - 1):
-        x = (xs[k] + xs[k + 1]) / 2 + _u(rng, -0.02, 0.02)
+        x = (xs[k] + xs[k + 1]) / 2 + _u(rng, -0.035, 0.035)
         x = max(x, last + 0.05)
         last = x
         b.add(f"b{k + 1}", "cube", x, CY, 0.05)
@@ -267,7 +268,7 @@ def _canopy(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
     corners = [(-1, -1), (1, 1), (1, -1), (-1, 1)][:k]
     if k == 2 and rng.random() < 0.5:
         corners = [(-1, 0), (1, 0)]
-    shift = _u(rng, 0.0, 0.06)
+    shift = _u(rng, 0.0, 0.13)
     ang = _u(rng, 0.0, 2 * math.pi)
     dx, dy = shift * math.cos(ang), shift * math.sin(ang)
     top = 0.0

@@ -45,8 +45,8 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 
 HZ = 240
-SPAWN_STEPS = 120  # 0.5 s after each part is placed
-FINAL_STEPS = 480  # 2 s for the finished structure
+SPAWN_STEPS = 72  # 0.3 s after each part is placed
+FINAL_STEPS = 288  # 1.2 s for the finished structure
 SAMPLE_EVERY = 4  # steps between two samples of every part's pose
 FALL_DISPLACEMENT = 0.005  # metres
 FALL_ROTATION_DEG = 5.0
