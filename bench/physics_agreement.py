@@ -43,7 +43,7 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from cellspec.dsl.errors import CellspecError  # noqa: E402
-from cellspec.layout import Layout, layout_from_obj  # noqa: E402
+from cellspec.robots import agreement as ag  # noqa: E402
 from cellspec.robots import quiet_pybullet  # noqa: E402
 from cellspec.robots import settle as st  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
@@ -62,71 +62,7 @@ from cellspec.testing_structures import (  # noqa: E402
     structures,
 )
 
-NOISE_FACTOR = 2.0  # the drop band: this many times the measured noise either side
-PERTURB = 0.0002  # metres, the perturbation of the noise test
-PERTURB_RANGE = (0.0005, 0.05)  # largest displacements for which the perturbation runs
 PUBLISHED_CRA = {"per_structure_s": 0.04, "staged_s": 0.12}  # compas_cra + IPOPT (issue 14)
-
-
-def obvious_standers() -> list[tuple[str, Layout]]:
-    """Structures that stand beyond doubt: their settle motion is the oracle's noise."""
-    out = []
-
-    def lay(name: str, parts: list[tuple[str, str, float, float, float]]) -> None:
-        obj = {"parts": [{"id": i, "type": t, "pos": [x, y, z], "gripper": "vacuum"}
-                         for i, t, x, y, z in parts]}
-        out.append((name, layout_from_obj(obj, f"<{name}>")))
-
-    for h in range(1, 7):
-        lay(f"tower{h}", [(f"c{k}", "cube", 0.45, 0.275, 0.025 + 0.05 * k) for k in range(h)])
-    lay("wall4x2", [(f"w{k}{j}", "cube", 0.375 + 0.05 * k, 0.275, 0.025 + 0.05 * j)
-                    for j in range(2) for k in range(4)])
-    lay("beam_on_pillars", [("p1", "cube", 0.40, 0.275, 0.025), ("p2", "cube", 0.50, 0.275,
-                                                                   0.025),
-                            ("b", "beam15", 0.45, 0.275, 0.06)])
-    lay("canopy4", [(f"p{k}", "cube", 0.45 + sx * 0.075, 0.275 + sy * 0.05, 0.025)
-                    for k, (sx, sy) in enumerate([(-1, -1), (1, 1), (1, -1), (-1, 1)])]
-        + [("plate", "plate", 0.45, 0.275, 0.06)])
-    return out
-
-
-def perturbed(layout: Layout, seed: int, index: int) -> Layout:
-    """The layout with every part moved by a seeded +-PERTURB in x and y."""
-    rng = np.random.default_rng([seed, index, 99])
-    pos = np.array(layout.pos, dtype=float)
-    pos[:, :2] += rng.uniform(-PERTURB, PERTURB, size=(len(layout), 2))
-    obj = layout.to_json()
-    for k, part in enumerate(obj["parts"]):
-        part["pos"] = [float(v) for v in pos[k]]
-    return layout_from_obj(obj, layout.path)
-
-
-def ambiguous(res: st.SettleResult, band_d: float, band_r: float) -> bool:
-    """Settle's answer lies within the noise band (``band_d`` m, ``band_r`` deg either
-    side) of the fall threshold, and no part is clearly past it."""
-    near = any(abs(m.displacement - st.FALL_DISPLACEMENT) < band_d
-               or abs(m.rotation_deg - st.FALL_ROTATION_DEG) < band_r for m in res.parts)
-    clear = any(m.displacement > st.FALL_DISPLACEMENT + band_d
-                or m.rotation_deg > st.FALL_ROTATION_DEG + band_r for m in res.parts)
-    return near and not clear
-
-
-def label(cell, s: Structure, seed: int, perturb: bool, band: tuple[float, float]) -> dict:
-    """Settle's label of one structure, with the noise tests."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    r = st.settle(cell, s.layout)
-    dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    out = {"fall": r.verdict == "fall", "seconds": dt, "cpu": dc, "drop": None,
-           "message": r.message(), "max_disp": r.max_displacement}
-    if ambiguous(r, *band):
-        out["drop"] = "within the noise band of the threshold"
-    elif perturb and PERTURB_RANGE[0] <= r.max_displacement <= PERTURB_RANGE[1]:
-        r2 = st.settle(cell, perturbed(s.layout, seed, s.index))
-        out["perturbed"] = True
-        if r2.verdict != r.verdict:
-            out["drop"] = (f"verdict changes under a {PERTURB * 1000:.1f} mm perturbation "
-                           f"({r.verdict} -> {r2.verdict})")
-    return out
 
 
 def sim_label(cell, s: Structure) -> tuple[str, float, str]:
@@ -146,22 +82,6 @@ def sim_label(cell, s: Structure) -> tuple[str, float, str]:
     if ex.misplaced:
         return "fall", dt, "; ".join(f"{k} {v:.3f} m off" for k, v in sorted(ex.misplaced.items()))
     return "stand", dt, ""
-
-
-def confusion(rows: list[tuple[str, bool, str]]) -> dict:
-    """rows: (family, falls, check verdict) -> counts per family and in total."""
-    fams: dict[str, Counter] = defaultdict(Counter)
-    for fam, falls, verdict in rows:
-        for key in (fam, "all"):
-            c = fams[key]
-            if verdict == "unknown":
-                c["unknown"] += 1
-            elif verdict == "pass":
-                c["false_pass" if falls else "true_pass"] += 1
-            else:
-                c["true_fail" if falls else "false_fail"] += 1
-    keys = ("true_pass", "true_fail", "false_pass", "false_fail", "unknown")
-    return {f: {k: c[k] for k in keys} for f, c in fams.items()}
 
 
 def cells(args) -> list[tuple[str, object, str | None]]:
@@ -206,25 +126,17 @@ def main(argv: list[str] | None = None) -> int:
 
     base = load_cell_variant()  # settle's cell: sizes, masses, friction, surfaces
     t0 = time.perf_counter()
-    noise = []
-    for name, lay in obvious_standers():
-        r = st.settle(base, lay)
-        noise.append({"name": name, "verdict": r.verdict,
-                      "displacement": round(r.max_displacement, 7),
-                      "rotation_deg": round(max(m.rotation_deg for m in r.parts), 4)})
-    noise_d = max(x["displacement"] for x in noise)
-    noise_r = max(x["rotation_deg"] for x in noise)
-
+    noise = ag.measure_noise(base)
     S = structures(args.n, args.seed, fams)
-    band = (NOISE_FACTOR * noise_d, NOISE_FACTOR * noise_r)
-    labels = [label(base, s, args.seed, not args.no_perturb, band) for s in S]
-    kept = [k for k, lab in enumerate(labels) if lab["drop"] is None]
+    labels = [ag.label(base, s.layout, noise, seed=args.seed, index=s.index,
+                       perturb=not args.no_perturb) for s in S]
+    kept = [k for k, lab in enumerate(labels) if lab.drop is None]
     checked = cells(args)
     results: dict[str, dict] = {}
     per_structure: list[dict] = [
         {"index": s.index, "family": s.family, "note": s.note,
-         "settle": "fall" if lab["fall"] else "stand", "settle_message": lab["message"],
-         "dropped": lab["drop"], "check": {}} for s, lab in zip(S, labels, strict=True)]
+         "settle": "fall" if lab.fall else "stand", "settle_message": lab.message,
+         "dropped": lab.drop, "check": {}} for s, lab in zip(S, labels, strict=True)]
     for name, cell, note in checked:
         if cell is None:
             results[name] = {"skipped": note}
@@ -235,14 +147,23 @@ def main(argv: list[str] | None = None) -> int:
             v = check(cell, S[k].layout)
             secs.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
-            rows.append((S[k].family, labels[k]["fall"], v.verdict))
+            rows.append((S[k].family, labels[k].fall, v.verdict))
             per_structure[k]["check"][name] = {
                 "verdict": v.verdict, "rules": sorted({x.rule for x in v.violations})}
-        conf = confusion(rows)
+        conf = ag.confusion(rows)
         results[name] = {"confusion": conf, "check_s_mean": float(np.mean(secs)),
                          "check_s_p95": float(np.percentile(secs, 95)),
                          "check_cpu_s_mean": float(np.mean(cpus))}
 
+    per_margin = []
+    for m in args.margins:
+        res = results[f"margin={m:g}"]
+        if "skipped" in res:
+            per_margin.append({"margin": m, "skipped": res["skipped"]})
+        else:
+            c = res["confusion"]["all"]
+            per_margin.append({"margin": m, "false_pass": c["false_pass"],
+                               "false_fail": c["false_fail"], "unknown": c["unknown"]})
     sim = None
     if args.sim > 0:
         rng = np.random.default_rng([args.seed, 7])
@@ -252,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in pick:
             outcome, dt, why = sim_label(base, S[k])
             secs.append(dt)
-            settle_says = "fall" if labels[k]["fall"] else "stand"
+            settle_says = "fall" if labels[k].fall else "stand"
             agree["n/a" if outcome == "n/a" else
                   ("agree" if outcome == settle_says else f"sim_{outcome}_settle_{settle_says}")
                   ] += 1
@@ -260,26 +181,28 @@ def main(argv: list[str] | None = None) -> int:
         sim = {"n": len(pick), "counts": dict(sorted(agree.items())),
                "seconds_mean": float(np.mean(secs)) if secs else None}
 
-    settle_s = [lab["seconds"] for lab in labels]
-    dropped = Counter(lab["drop"].split(" (")[0] for lab in labels if lab["drop"])
-    falls = sum(labels[k]["fall"] for k in kept)
+    settle_s = [lab.seconds for lab in labels]
+    dropped = Counter(lab.drop for lab in labels if lab.drop)
+    falls = sum(labels[k].fall for k in kept)
     out = {"bench": "physics_agreement", "n": len(S), "seed": args.seed, "families": fams,
            "kept": len(kept), "dropped": dict(dropped), "falls": falls,
+           "perturbed": sum(lab.perturbed for lab in labels),
            "oracle": {"threshold_m": st.FALL_DISPLACEMENT,
                       "threshold_deg": st.FALL_ROTATION_DEG,
-                      "noise_displacement_m": noise_d, "noise_rotation_deg": noise_r,
+                      "noise_displacement_m": noise.displacement,
+                      "noise_rotation_deg": noise.rotation_deg,
                       "spawn_steps": st.SPAWN_STEPS, "final_steps": st.FINAL_STEPS,
-                      "drop_band_m": band[0], "drop_band_deg": band[1],
+                      "drop_band_m": noise.band[0], "drop_band_deg": noise.band[1],
                       "settle_s_mean": float(np.mean(settle_s)),
-                      "settle_cpu_s_mean": float(np.mean([lab["cpu"] for lab in labels])),
+                      "settle_cpu_s_mean": float(np.mean([lab.cpu_seconds for lab in labels])),
                       "settle_s_p95": float(np.percentile(settle_s, 95))},
-           "checks": results, "sim": sim, "peer_published": PUBLISHED_CRA,
+           "checks": results, "per_margin": per_margin, "sim": sim, "peer_published": PUBLISHED_CRA,
            "seconds": round(time.perf_counter() - t0, 1)}
     if args.json:
-        Path(args.json).write_text(json.dumps({**out, "noise": noise,
+        Path(args.json).write_text(json.dumps({**out, "noise": list(noise.standers),
                                                "structures": per_structure}, indent=1) + "\n")
     print(json.dumps(out))
-    _table(out, noise)
+    _table(out, list(noise.standers))
     return 0
 
 
@@ -312,6 +235,13 @@ def _table(out: dict, noise: list[dict]) -> None:
             ff = 100.0 * c["false_fail"] / stands if stands else 0.0
             print(f"{fam:<14}{n:>5}{c['true_pass']:>8}{c['true_fail']:>8}{c['false_pass']:>8}"
                   f"{c['false_fail']:>8}{c['unknown']:>5}{ff:>7.1f}", file=e)
+    if out["per_margin"]:
+        print("\nmargin   false passes   false fails", file=e)
+        for r in out["per_margin"]:
+            if "skipped" in r:
+                print(f"{r['margin']:<9g}{r['skipped']}", file=e)
+            else:
+                print(f"{r['margin']:<9g}{r['false_pass']:>12}{r['false_fail']:>14}", file=e)
     if out["sim"]:
         s = out["sim"]
         print(f"\nsim sample of {s['n']}: {s['counts']} ({s['seconds_mean']:.1f} s each)",

@@ -233,14 +233,14 @@ def _pyramid(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]
     xs = [CX + (k - 1) * (0.05 + gap) for k in range(3)]
     for k, x in enumerate(xs):
         b.add(f"a{k + 1}", "cube", x, CY, 0.0)
-    mids = [(xs[0] + xs[1]) / 2 + _u(rng, -0.035, 0.035),
-            (xs[1] + xs[2]) / 2 + _u(rng, -0.035, 0.035)]
+    mids = [(xs[0] + xs[1]) / 2 + _u(rng, -0.06, 0.06),
+            (xs[1] + xs[2]) / 2 + _u(rng, -0.06, 0.06)]
     if mids[1] - mids[0] < 0.05:
         c = (mids[0] + mids[1]) / 2
         mids = [c - 0.025, c + 0.025]
     for k, x in enumerate(mids):
         b.add(f"b{k + 1}", "cube", x, CY + _u(rng, -0.005, 0.005), 0.05)
-    b.add("top", "cube", (mids[0] + mids[1]) / 2 + _u(rng, -0.05, 0.05), CY, 0.10)
+    b.add("top", "cube", (mids[0] + mids[1]) / 2 + _u(rng, -0.08, 0.08), CY, 0.10)
     return b, None, f"pyramid 3-2-1, base gaps {gap * 1000:.1f} mm"
 
 
