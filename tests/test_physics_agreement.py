@@ -1,0 +1,65 @@
+"""CI guard of issue 14: on seeded random structures of every family, ``check`` (the
+dual-arm station's semantics: ``import physical``) passes nothing that falls in the
+pybullet settle oracle. False fails are recorded (printed, and in the assertion message)
+and bounded loosely; the benchmark (bench/physics_agreement.py) reports them in full."""
+
+from __future__ import annotations
+
+import pytest
+
+from cellspec.robots import agreement as ag
+from cellspec.solver.verify import check
+from cellspec.testing_structures import FAMILIES, load_cell_variant, structures
+
+N = 104  # 13 per family
+SEED = 2026
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    """Settle labels (with the noise filter) and check verdicts of the structures."""
+    cell = load_cell_variant()  # the station with the benchmark's part types
+    noise = ag.measure_noise(cell)
+    out = []
+    for s in structures(N, SEED):
+        lab = ag.label(cell, s.layout, noise, seed=SEED, index=s.index)
+        v = check(cell, s.layout)
+        out.append((s, lab, v))
+    return noise, out
+
+
+def test_oracle_noise_is_far_below_the_threshold(labelled):
+    noise, _ = labelled
+    assert all(x["verdict"] == "stand" for x in noise.standers), noise.standers
+    assert noise.displacement < 0.2 * ag.st.FALL_DISPLACEMENT
+    assert noise.rotation_deg < 0.3 * ag.st.FALL_ROTATION_DEG
+
+
+def test_structures_cover_every_family_with_both_outcomes(labelled):
+    """The set is not trivial: every family is there, most of it kept, and many of its
+    structures fall and many stand (else 0 false passes would prove nothing)."""
+    _, rows = labelled
+    kept = [(s, lab) for s, lab, _ in rows if lab.drop is None]
+    assert len(kept) >= 0.9 * N
+    assert {s.family for s, _ in kept} == set(FAMILIES)
+    falls = sum(lab.fall for _, lab in kept)
+    assert 0.2 * len(kept) <= falls <= 0.8 * len(kept)
+
+
+@pytest.mark.xfail(strict=False, reason="issue 14: stability on by default, with a margin, "
+                   "at every stage (the lead's part) is not on this branch yet; remove this "
+                   "marker once it is merged")
+def test_no_false_pass_against_settle(labelled):
+    _, rows = labelled
+    kept = [(s, lab, v) for s, lab, v in rows if lab.drop is None]
+    conf = ag.confusion([(s.family, lab.fall, v.verdict) for s, lab, v in kept])
+    false_passes = [f"{s.family} #{s.index} ({s.note}): {lab.message}"
+                    for s, lab, v in kept if ag.outcome(lab.fall, v.verdict) == "false_pass"]
+    false_fails = [f"{s.family} #{s.index} ({s.note}): {sorted({x.rule for x in v.violations})}"
+                   for s, lab, v in kept if ag.outcome(lab.fall, v.verdict) == "false_fail"]
+    print(f"confusion: {conf['all']}; false fails: {false_fails}")
+    assert not false_passes, "\n".join(false_passes)
+    assert conf["all"]["unknown"] == 0
+    stands = conf["all"]["true_pass"] + conf["all"]["false_fail"]
+    # the issue's target is <= 5 %; the CI guard is looser, the bench reports the figure
+    assert len(false_fails) <= max(1, 0.10 * stands), "\n".join(false_fails)
