@@ -132,7 +132,8 @@ def test_json_shape_and_output_file(tmp_path, capsys):
     assert [p["id"] for p in obj["parts"]] == ["p1", "p2", "r1", "r2"]
     for p in obj["parts"]:
         assert set(p) == {"id", "step", "displacement", "rotation_deg", "fell", "fell_at",
-                          "phase"}
+                          "phase", "fell_time"}
+        assert (p["fell_time"] is None) == (not p["fell"])
         assert math.isfinite(p["displacement"]) and p["displacement"] >= 0
     assert obj["params"]["friction"] == 0.5
     assert obj["params"]["fall_displacement"] == st.FALL_DISPLACEMENT
