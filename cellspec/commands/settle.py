@@ -24,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "parts list's order when it has none) at their poses in a pybullet "
                        "DIRECT client of its own (no robot): boxes of the resolved sizes, "
                        "masses from the part types, friction from the cell (default 0.5), "
-                       "each surface a static slab. Each part settles 0.5 s after it is "
-                       "placed, the finished structure 2 s. A part fell when it moved more "
+                       "each surface a static slab. After each part is placed the world "
+                       "runs at least 0.3 s and on while something moves (at most 2 s), the "
+                       "finished structure at least 1 s (at most 4 s). A part fell when it moved more "
                        "than 5 mm or turned more than 5 degrees. Not part of `check`: it is "
                        "the ground truth the physics-agreement benchmark compares check "
                        "against. Exit 0 every part stands, 1 something fell, 2 bad input.")
