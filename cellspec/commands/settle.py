@@ -26,10 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "masses from the part types, friction from the cell (default 0.5), "
                        "each surface a static slab. After each part is placed the world "
                        "runs at least 0.3 s and on while something moves (at most 2 s), the "
-                       "finished structure at least 1 s (at most 4 s). A part fell when it moved more "
-                       "than 5 mm or turned more than 5 degrees. Not part of `check`: it is "
-                       "the ground truth the physics-agreement benchmark compares check "
-                       "against. Exit 0 every part stands, 1 something fell, 2 bad input.")
+                       "finished structure at least 1 s (at most 4 s). A part fell when it "
+                       "moved more than 5 mm or turned more than 5 degrees. Not part of "
+                       "`check`: it is the ground truth the physics-agreement benchmark "
+                       "compares check against. Exit 0 every part stands, 1 something "
+                       "fell, 2 bad input.")
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     c.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
