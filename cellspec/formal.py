@@ -151,7 +151,16 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     if inst.off_grid:
         notes.append("the proof is about the layout rounded to the 0.1 mm grid")
     rules = _error_rules(cell, layout)
+    stab_rules = [r for r in rules if ir.uses_relation(r.body, STABILITY_RELATIONS)]
+    rules = [r for r in rules if r not in stab_rules]
     check_fragment(rules)
+    if stab_rules:
+        why = _stability_not_robust(inst, steps, nominal, stab_rules)
+        if why:
+            return RobustResult(status="unknown", reason=why, notes=tuple(notes),
+                                seconds=time.perf_counter() - t0, **base)
+        notes.append("stability: every structure stands with the margin plus twice the "
+                     "tolerance, so no displacement within the tolerance makes it fall")
     stats: dict[str, float] = {}
     t1 = time.perf_counter()
     prob, bounds = displaced_problem(inst, rules, steps, prune=prune)
@@ -238,6 +247,11 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                 break
     recheck = check(cell, wl, timeout=timeout)
     wj = wl.to_json()
+    if not passing and recheck.verdict == "fail" and stab_rules and all(
+            v.rule in {r.name for r in stab_rules} for v in recheck.violations):
+        return done("unknown", reason="every rule but stability can be made to hold by a "
+                    "displacement within the tolerance, and that the structure still falls "
+                    "then is not proved (Z3 does not encode the stability LP)")
     confirmed = (recheck.verdict == "fail" and any(v.rule == rule and v.parts == parts
                                                    for v in recheck.violations)) if passing \
         else recheck.verdict == "pass"
@@ -250,6 +264,45 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
              for i in range(inst.n) if dx[i] or dy[i]}
     return done("refuted", witness=wj, rule=rule, parts=parts, displacement=moved,
                 witness_verdict=recheck.to_json(timing=False))
+
+
+STABILITY_RELATIONS = frozenset({"stable", "placed_stable"})
+
+
+def _stability_not_robust(inst: Any, steps: int, nominal: Any, stab_rules: list) -> str | None:
+    """Why the stability rules' verdict is not proved robust to ``steps`` grid steps, or
+    None when it is. Displacing every part by up to T moves a centre of mass (with what
+    it carries) by at most T and a contact edge by at most T, so a forest structure that
+    stands with the margin M + 2T stands with M after any displacement (its contacts,
+    wider than 2(M + 2T), are kept). Structures that need an LP and failing verdicts that
+    rest on stability alone are not proved: unknown, never a silent pass."""
+    from cellspec.solver import stability as stab
+
+    names = {r.name for r in stab_rules}
+    if nominal.verdict != "pass":
+        if all(v.rule in names for v in nominal.violations):
+            return ("the layout fails only by stability, and Z3 does not encode the stability "
+                    "LP: that it keeps falling under every displacement is not proved")
+        return None
+    t = float(steps * g.RESOLUTION)
+    base_margin = float(inst.stability_margin if inst.stability_margin is not None
+                        else stab.DEFAULT_MARGIN)
+    strict = dataclasses.replace(inst, stability_margin=Fraction(base_margin + 2 * t))
+    st = stab.structure_of(strict)
+    con = st.con
+    nsup = np.bincount(con.upper, minlength=inst.n) if len(con.upper) else np.zeros(inst.n)
+    if (nsup >= 2).any():
+        p = int(np.argmax(nsup >= 2))
+        return (f"stability is proved robust only for structures in which every part rests on "
+                f"one contact; {inst.ids[p]} rests on {int(nsup[p])} (its structure needs the "
+                "LP, which Z3 does not encode)")
+    rep = stab.report(strict, stages_too="stability_stages" in names)
+    bad = list(rep.why.values()) + list(rep.stage_why.values())
+    if bad:
+        return (f"stability is not proved robust to {t:g} m: that needs every structure to "
+                f"stand with the margin plus twice the tolerance ({base_margin + 2 * t:.4f} m), "
+                f"and {bad[0]}")
+    return None
 
 
 def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEOUT,

@@ -15,7 +15,7 @@ import cellspec
 from cellspec.layout import layout_from_obj
 from cellspec.solver.cpsat.scenarios import SCENARIOS, find_test
 from cellspec.solver.instance import build_instance
-from cellspec.solver.stability import stable_mask
+from cellspec.solver.stability import report
 from cellspec.testing import layout_of_test
 
 HEAD = """\
@@ -58,7 +58,8 @@ def _both(cell, lay):
 def test_cantilever_fails(cell):
     v = _both(cell, _lay([("a", (0.40, 0.20, 0.025)), ("b", (0.43, 0.20, 0.075))]))
     assert v.verdict == "fail"
-    assert {x.parts for x in v.violations if x.rule == "stability"} == {("a",), ("b",)}
+    # the part that topples is named once (round 1 named every part of the structure)
+    assert {x.parts for x in v.violations if x.rule == "stability"} == {("b",)}
     assert not [x for x in v.violations if x.rule != "stability"]  # gravity alone passes
 
 
@@ -92,27 +93,35 @@ def test_canopy_and_dense_block_stand(cell):
         assert _both(cell, layout_from_obj(obj)).verdict == "pass", name
 
 
-def test_friction_matters_for_a_side_wedged_block(tmp_path):
-    # b is held only by side contact with two columns: friction must carry its weight
+def test_side_wedged_block_is_not_held_by_friction(tmp_path):
+    # b touches two columns only by its side faces: vertical faces carry no load (no
+    # clamping), whatever the friction, so b rests on nothing (gravity reports it)
     rows = [("l1", (0.35, 0.20, 0.025)), ("l2", (0.35, 0.20, 0.075)),
             ("r1", (0.45, 0.20, 0.025)), ("r2", (0.45, 0.20, 0.075)),
             ("b", (0.40, 0.20, 0.075))]
     lay = _lay(rows)
-    for mu, ok in (("friction 0", False), ("friction 0.6", True)):
+    for mu in ("friction 0.6", "friction 2"):
         f = tmp_path / f"c{len(mu)}.cell"
         f.write_text(HEAD.format(friction=mu))
-        c = cellspec.load_cell(str(f))
-        v = _both(c, lay)
-        got = not [x for x in v.violations if x.rule == "stability"]
-        assert got == ok, mu
+        v = _both(cellspec.load_cell(str(f)), lay)
+        assert {(x.rule, x.parts) for x in v.violations} == {("gravity", ("b",))}, mu
+
+
+def test_cube_past_its_support_touching_a_neighbour_falls(cell):
+    # plain RBE passes this (friction against the neighbour's side face) and pybullet
+    # drops it: b's centre of mass is 1 mm past a's edge, c stands beside b
+    rows = [("a", (0.40, 0.20, 0.025)), ("b", (0.426, 0.20, 0.075)),
+            ("c", (0.476, 0.20, 0.025)), ("d", (0.476, 0.20, 0.075))]
+    v = _both(cell, _lay(rows))
+    assert {(x.rule, x.parts) for x in v.violations} == {("stability", ("b",))}
 
 
 def test_mask_direct_and_default_friction(cell):
     lay = _lay([("a", (0.40, 0.20, 0.025)), ("b", (0.43, 0.20, 0.075)),
                 ("c", (0.60, 0.40, 0.025))])
     inst = build_instance(cell, lay)
-    m = stable_mask(inst.boxes, inst.eps, [0], inst.masses, 0.5)
-    assert m.tolist() == [False, False, True]
+    # a carries b with their centre of mass (x 0.415) over a: only b topples
+    assert report(inst).stable.tolist() == [True, False, True]
     assert float(inst.friction) == 0.6
 
 
@@ -121,6 +130,13 @@ def test_friction_parse_errors(tmp_path):
     f.write_text(textwrap.dedent(HEAD.format(friction="friction 0.5\n    friction 0.4")))
     with pytest.raises(cellspec.CellspecError, match="friction is given twice"):
         cellspec.load_cell(str(f))
+    for bad, msg in (("friction 0", "friction must be positive"),
+                     ("friction -1", "friction must be positive"),
+                     ("friction 50", "absurd")):
+        f.write_text(HEAD.format(friction=bad))
+        with pytest.raises(cellspec.CellspecError, match=msg) as ei:
+            cellspec.load_cell(str(f))
+        assert ei.value.diagnostics[0].line == 11
 
 
 def test_random_layouts_clingo_equals_reference(cell):

@@ -226,6 +226,8 @@ class Cell(_Frozen):
     tests: tuple[TestCase, ...]
     source: Source
     friction: Fraction | None = None  # `friction MU`: Coulomb coefficient (stability rule)
+    stability_margin: Fraction | None = None  # `stability margin M` (m); None: the default
+    stability: bool = True  # False: `stability off` (the standard stability rules dropped)
     twin: TwinSpec = TwinSpec()  # supply areas, trajectory epsilon, homes, shared zone, ...
     world: WorldSpec = WorldSpec()  # force thresholds, commit and diagnose rules
 

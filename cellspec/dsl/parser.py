@@ -43,9 +43,11 @@ from cellspec.world.rules import build_world
 MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STDLIB = ("physical", "stability", "diagnosis")
+STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off`
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1}
+MESSAGE_FUNCS = {"overlap": 2, "gap": 1, "outside": 1, "intrusion": 2, "blockers": 1,
+                 "stability": 1, "stages": 1}
 
 
 def display_path(path: str | os.PathLike[str]) -> str:
@@ -361,6 +363,7 @@ class _Builder:
         cell_parts = self.build_cell(cst)
         rules: list[Rule] = []
         seen: dict[str, Rule] = {}
+        stdlib_files = {_key(stdlib_path(name)) for name in STDLIB}
         for key in self.order:
             self.cur = self.files[key]
             for st in self.cur.model.statements:
@@ -369,6 +372,9 @@ class _Builder:
                 rule = self.build_rule(st, cell_parts)
                 if rule is None:
                     continue
+                if (not cell_parts["stability"] and key in stdlib_files
+                        and rule.name in STABILITY_RULES):
+                    continue  # `stability off` in the cell
                 if rule.name in seen:
                     self.err(st, f"rule '{rule.name}' is already defined at "
                              f"{seen[rule.name].source}")
@@ -413,6 +419,10 @@ class _Builder:
         default: Gripper | None = None
         eps: Fraction | None = None
         friction: Fraction | None = None
+        stab_seen = False
+        stability_on = True
+        margin: Fraction | None = None
+        stab_item: tuple[Any, Fraction] | None = None
         names: dict[str, str] = {}
         twin_items: list[Any] = []
 
@@ -500,8 +510,24 @@ class _Builder:
                 if friction is not None:
                     self.err(item, "friction is given twice")
                 friction = Fraction(item.mu)
-                if friction < 0:
-                    self.err(item, "friction must not be negative")
+                if friction <= 0:
+                    self.err(item, "friction must be positive: with frictionless contacts "
+                             "nothing resists the smallest sideways push (e.g. friction 0.3)")
+                elif friction > 10:
+                    self.err(item, f"friction {item.mu} is absurd: Coulomb coefficients of "
+                             "real materials are below about 1.5 (at most 10 is accepted)")
+            elif kind == "Stability":
+                if stab_seen:
+                    self.err(item, "stability is given twice")
+                stab_seen = True
+                if item.off:
+                    stability_on = False
+                else:
+                    margin = self.length(item, item.margin)
+                    if margin < 0:
+                        self.err(item, "stability margin must not be negative")
+                    else:
+                        stab_item = (item, margin)
             elif kind == "Tolerance":
                 if eps is not None:
                     self.err(item, "tolerance contact is given twice")
@@ -517,6 +543,14 @@ class _Builder:
         hi = tuple(ws.get(a, (Fraction(0), Fraction(1)))[1] for a in "xyz")
         if default is None:
             default = robots[0].gripper if robots else Gripper(kind="parallel")
+        if stab_item is not None and ptypes:
+            item, m = stab_item
+            narrow = min(ptypes.values(), key=lambda t: min(t.size[0], t.size[1]))
+            half = min(narrow.size[0], narrow.size[1]) / 2
+            if m >= half:
+                self.err(item, f"stability margin {float(m):g} m leaves no room: part type "
+                         f"'{narrow.name}' is {float(2 * half):g} m wide, so no contact of it "
+                         f"could carry a load (the margin must be below {float(half):g} m)")
         return dict(
             workspace=Box(lo=lo, hi=hi),
             surfaces=tuple(surfaces),
@@ -526,6 +560,8 @@ class _Builder:
             keepouts=tuple(keepouts),
             epsilon=eps if eps is not None else Fraction(1, 1000),
             friction=friction,
+            stability_margin=margin,
+            stability=stability_on,
             twin=build_twin(self, twin_items, tuple(r.name for r in robots), ptypes, claim),
         )
 

@@ -45,6 +45,7 @@ class Instance:
     notes: tuple[str, ...] = ()
     masses: np.ndarray | None = None  # (n,) kg; for stable(p)
     friction: Fraction | None = None  # the cell's friction coefficient; for stable(p)
+    stability_margin: Fraction | None = None  # m, the cell's `stability margin`; for stable(p)
 
     @property
     def n(self) -> int:
@@ -141,6 +142,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         notes=cu.notes,
         masses=_masses(cell, layout, size),
         friction=getattr(cell, "friction", None),
+        stability_margin=getattr(cell, "stability_margin", None),
     )
 
 

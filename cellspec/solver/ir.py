@@ -43,6 +43,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "flanks": ("part", "part", "axis"),
     "grounded": ("part",),
     "stable": ("part",),
+    "placed_stable": ("part",),
 }
 RELATION_DOCS: dict[str, str] = {
     "contact": "boxes touch or overlap: on every axis the gap is at most eps",
@@ -58,13 +59,16 @@ RELATION_DOCS: dict[str, str] = {
     "flanks": "flanks(q, p, a): q stands beside p along axis a, within the parallel gripper's "
     "finger clearance, at p's grasp height; q blocks a grip of p along a",
     "grounded": "grounded(p): p rests on one of the cell's surfaces",
-    "stable": "stable(p): p's structure is in static equilibrium: contact forces at the "
-    "corners of each contact patch, within the cell's friction, balance every part's weight "
-    "(cellspec/solver/stability.py)",
+    "stable": "stable(p): p does not topple or slide off what carries it: contact forces at "
+    "least the cell's stability margin inside every supporting edge, pushing only and within "
+    "the cell's friction, balance the weight of p's structure; side faces carry no load; a "
+    "part resting on nothing is gravity's to report (cellspec/solver/stability.py)",
+    "placed_stable": "placed_stable(p): when p is placed (the layout's order), the structure it "
+    "joins stands as stable() defines, with the margin: every stage of construction",
 }
 PAIR_RELATIONS = frozenset({"contact", "overlaps", "supports", "near", "flanks"})
 COLUMN_RELATIONS = frozenset({"above"})
-ORDER_RELATIONS = frozenset({"before"})
+ORDER_RELATIONS = frozenset({"before", "placed_stable"})
 
 
 @dataclass(frozen=True)

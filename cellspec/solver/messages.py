@@ -169,6 +169,20 @@ class MessageContext:
                 text = f"{ax} max {self.hi[i, k]:.3f} m > {hi:.3f} m by {_m(worst)}"
         return text
 
+    def f_stability(self, i: int) -> str:
+        """Why p topples or slides off what carries it, against the cell's margin."""
+        from cellspec.solver.stability import report
+
+        return report(self.inst, stages_too=False).why.get(
+            int(i), f"{self.inst.ids[int(i)]} does not stand")
+
+    def f_stages(self, i: int) -> str:
+        """The first stage of construction at which p's structure falls."""
+        from cellspec.solver.stability import report
+
+        return report(self.inst).stage_why.get(
+            int(i), f"the structure {self.inst.ids[int(i)]} joins falls when it is placed")
+
     def f_intrusion(self, i: int, zone: str) -> str:
         z = self.inst.zones[zone]
         if isinstance(z, BoxU):

@@ -180,6 +180,10 @@ class Reference:
             from cellspec.solver.stability import instance_stable
 
             return bool(instance_stable(self.inst)[args[0]])
+        if name == "placed_stable":
+            from cellspec.solver.stability import instance_placed_stable
+
+            return bool(instance_placed_stable(self.inst)[args[0]])
         raise KeyError(name)
 
     def violations(self, rule: Rule) -> list[tuple[object, ...]]:

@@ -1,26 +1,39 @@
-"""Static stability of block structures: the meaning of the built-in relation ``stable(p)``.
+"""Static stability of block structures: the meaning of ``stable(p)`` and ``placed_stable(p)``.
 
-A structure (parts connected by contact patches) is stable when contact forces exist that
-hold every part in static equilibrium under gravity (rigid-block equilibrium, a linear
-feasibility problem solved with OR-Tools' GLOP):
+The model is rigid-block equilibrium (Whiting et al. 2009; the RBE of compas_cra), made
+conservative where plain RBE is known to be optimistic:
 
-* contact patches: a part's bottom on a surface (its footprint), a part's bottom on
-  another part's top (``supports``: the footprint overlap) and two side faces touching
-  (gap at most eps, overlapping by more than eps on the other two axes);
-* at each corner of each patch a normal force ``f >= 0`` (pushing only) and two
-  tangential forces bounded by the friction pyramid ``|t| <= mu f``;
-* for every part: the contact forces balance its weight ``m g`` (acting at the box
-  centre, uniform density) and their moments about the centre vanish.
+* contacts: a part's bottom on a surface (its footprint) and a part's bottom on another
+  part's top (``supports``: the footprint overlap). **Vertical faces carry no load**: two
+  side-by-side blocks never clamp each other, since nothing in a gravity-only structure
+  presses them together (plain RBE would let friction there hold a block that tips away);
+* each contact rectangle is shrunk by the cell's ``stability margin`` M on every side;
+  forces may act only at the corners of the shrunk rectangle (a contact narrower than
+  2M carries nothing). This is at least as strict as moving every centre of mass by M in
+  any horizontal direction;
+* at each corner a normal force ``f >= 0`` (pushing only, no glue) and a tangential force
+  inside the linearised friction pyramid ``|t_x|, |t_y| <= mu f`` (``friction MU``,
+  default 0.5);
+* every part is in force and moment balance under its weight at its box centre (uniform
+  density); a part that rests on nothing is held fixed here (``gravity`` reports it).
 
-``mu`` is the cell's ``friction`` (default 0.5); ``m`` the part type's mass (default: the
-box volume times 1000 kg/m^3; only ratios matter). The answer is computed once per check,
-in floating point on the integer grid's exact coordinates, and fed to clingo as facts
-``stable(P)``; the reference evaluator reads the same mask. As in every rigid-block model,
-a block wedged between two side neighbours may be held by friction alone.
+A structure stands when such forces exist. Parts whose structure is a forest (every part
+on at most one contact) are decided exactly without an LP: a part stands on its contact
+when the centre of mass of the part and everything it carries lies at least M inside the
+contact rectangle. Other structures are one GLOP LP each. ``stable(p)`` is false for the
+part that topples or slides off what carries it (with whatever it carries), so each
+failure is reported once, where it happens. ``placed_stable(p)``: when the layout has an
+order, the structure p joins when it is placed stands (every stage of construction).
+
+Assumptions: rigid parts, static loads (gravity only), no sliding at the margin, contact
+faces axis-aligned. Limits: a structure that needs more than ``MAX_LP_PARTS`` parts in
+one LP, or an LP that does not finish in ``LP_TIME_LIMIT_S``, raises
+:class:`StabilityLimit` and the verdict is ``unknown``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -28,130 +41,612 @@ import numpy as np
 from cellspec.solver import geometry as g
 
 DEFAULT_FRICTION = Fraction(1, 2)
+DEFAULT_MARGIN = Fraction(2, 1000)  # m; chosen on bench/physics_agreement.py (see README)
 GRAVITY = 9.81
-AX = {"x": 0, "y": 1, "z": 2}
+MAX_LP_PARTS = 400  # parts in one structure that needs an LP
+LP_TIME_LIMIT_S = 2.0
+# Friction at horizontal contacts can only help a gravity-only structure through couples
+# (equal and opposite tangential forces on a part's top and bottom); physics does not
+# reliably realise them, so by default the LP has vertical contact forces only, a subset
+# of the equilibria of the friction model (stricter, and about ten times smaller).
+FRICTION_COUPLES = False
+TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
+U = float(g.U)
 
 
-def _patches(b: np.ndarray, eps: int, surfaces: list[int]) -> list[tuple[int, int, int, list]]:
-    """(lower or first part, upper or second part (-1: ground), normal axis, corners in U)."""
-    out: list[tuple[int, int, int, list]] = []
-    n = len(b)
-    for p in range(n):
-        if any(abs(int(b[p, 4]) - z) <= eps for z in surfaces):
-            x0, x1, y0, y1 = (int(v) for v in b[p, :4])
-            z = int(b[p, 4])
-            out.append((-1, p, 2, [(x0, y0, z), (x1, y0, z), (x0, y1, z), (x1, y1, z)]))
-    i, j = g.broad_phase(b, eps)
-    for a, c in zip(i.tolist(), j.tolist(), strict=True):
-        for lo, hi in ((a, c), (c, a)):
-            if g.supports(b[lo], b[hi], eps):
-                x0, x1 = max(b[lo, 0], b[hi, 0]), min(b[lo, 1], b[hi, 1])
-                y0, y1 = max(b[lo, 2], b[hi, 2]), min(b[lo, 3], b[hi, 3])
-                z = int(b[hi, 4])
-                out.append((lo, hi, 2, [(int(x0), int(y0), z), (int(x1), int(y0), z),
-                                        (int(x0), int(y1), z), (int(x1), int(y1), z)]))
-        for ax in (0, 1):  # side contact: faces within eps along ax, overlap > eps otherwise
-            others = [k for k in range(3) if k != ax]
-            ov = [min(b[a, 2 * k + 1], b[c, 2 * k + 1]) - max(b[a, 2 * k], b[c, 2 * k])
-                  for k in others]
-            if min(ov) <= eps:
+class StabilityLimit(Exception):
+    """A stability LP could not be decided within its limits (the verdict is unknown)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a part does not stand: it topples or slides off ``support`` (names)."""
+
+    part: int
+    support: tuple[str, ...]  # part ids or surface names under it
+    carried: int  # parts it carries (on it, transitively)
+    achieved: float  # m: how far inside the contact edges its load acts (< 0: beyond)
+    margin: float  # m: what the cell asks for
+    exact: bool  # True: forest analysis (centre of mass); False: LP structure
+
+    def text(self, ids: tuple[str, ...]) -> str:
+        """The human sentence: how far inside or beyond the edge, against the margin."""
+        on = " and ".join(self.support) if self.support else "its supports"
+        carry = (f", with the {self.carried} part{'s' if self.carried != 1 else ''} it "
+                 "carries," if self.carried else "")
+        name = ids[self.part]
+        if self.exact:
+            if self.achieved < -0.0005:
+                return (f"{name} topples off {on}: its centre of mass{carry} is "
+                        f"{-self.achieved:.3f} m beyond the edge")
+            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
+                    f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+        if self.achieved < -0.0005:
+            return (f"{name} topples or slides off {on}: no contact forces hold its structure "
+                    f"even with every contact {-self.achieved:.3f} m larger")
+        return (f"{name} does not stand on {on} with the margin: its structure stands only "
+                f"with its contact forces {max(self.achieved, 0):.3f} m inside the edges; the "
+                f"cell asks for {self.margin:.3f} m")
+
+
+@dataclass
+class Contacts:
+    """Horizontal contacts: ``lower[k]`` carries ``upper[k]`` (lower -1: surface ``surf[k]``)
+    over the rectangle ``rect[k]`` (x0, x1, y0, y1 in U) at height ``z[k]`` (U)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    rect: np.ndarray
+    z: np.ndarray
+    surf: list[str | None]
+    by_upper: _Index = field(default=None)  # type: ignore[assignment]
+    by_lower: _Index = field(default=None)  # type: ignore[assignment]
+
+
+class _Index:
+    """Contacts of a part, as compressed rows: ``index[p]`` lists contact numbers."""
+
+    def __init__(self, keys: np.ndarray, n: int):
+        self.perm = np.argsort(keys, kind="stable")
+        self.ptr = np.searchsorted(keys[self.perm], np.arange(n + 1))
+        self.identity = bool(np.array_equal(self.perm, np.arange(len(keys))))
+
+    def __getitem__(self, p: int) -> list[int]:
+        a, b = int(self.ptr[p]), int(self.ptr[p + 1])
+        return list(range(a, b)) if self.identity else self.perm[a:b].tolist()
+
+
+def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
+    """Every surface and part-on-part contact of the layout (side faces carry no load)."""
+    n = len(boxes)
+    low, up, rects, zs, surf = [], [], [], [], []
+    seen: set[int] = set()
+    for name, z in sorted(surfaces.items(), key=lambda kv: (kv[1], kv[0])):
+        on = np.nonzero(np.abs(boxes[:, 4] - z) <= eps)[0]
+        for p in on.tolist():
+            if p in seen:  # grounded on two surfaces within eps: one contact
                 continue
-            for first, second in ((a, c), (c, a)):
-                gap = int(b[second, 2 * ax]) - int(b[first, 2 * ax + 1])
-                if -eps <= gap <= eps and b[first, 2 * ax] < b[second, 2 * ax]:
-                    face = int(b[second, 2 * ax])
-                    r = [(max(b[a, 2 * k], b[c, 2 * k]), min(b[a, 2 * k + 1], b[c, 2 * k + 1]))
-                         for k in others]
-                    pts = []
-                    for u in r[0]:
-                        for v in r[1]:
-                            pt = [0, 0, 0]
-                            pt[ax], pt[others[0]], pt[others[1]] = face, int(u), int(v)
-                            pts.append(tuple(pt))
-                    out.append((first, second, ax, pts))
+            seen.add(p)
+            low.append(-1)
+            up.append(p)
+            rects.append(boxes[p, :4])
+            zs.append(z)
+            surf.append(name)
+    lower = np.array(low, dtype=np.int64)
+    upper = np.array(up, dtype=np.int64)
+    rect = np.array(rects, dtype=np.int64).reshape(-1, 4)
+    zz = np.array(zs, dtype=np.int64)
+    if n > 1:
+        i, j = g.broad_phase(boxes, eps)
+        bi, bj = boxes[i], boxes[j]
+        s_ij = g.supports(bi, bj, eps)
+        s_ji = g.supports(bj, bi, eps)
+        lo = np.concatenate([i[s_ij], j[s_ji]])
+        hi = np.concatenate([j[s_ij], i[s_ji]])
+        order = np.lexsort((lo, hi))
+        lo, hi = lo[order], hi[order]
+        a, b = boxes[lo], boxes[hi]
+        r = np.stack([np.maximum(a[:, 0], b[:, 0]), np.minimum(a[:, 1], b[:, 1]),
+                      np.maximum(a[:, 2], b[:, 2]), np.minimum(a[:, 3], b[:, 3])], axis=1)
+        lower = np.concatenate([lower, lo])
+        upper = np.concatenate([upper, hi])
+        rect = np.concatenate([rect, r])
+        zz = np.concatenate([zz, b[:, 4]])
+        surf = surf + [None] * len(lo)
+    srt = np.lexsort((lower, upper))  # by upper part, then lower (surfaces first)
+    lower, upper, rect, zz = lower[srt], upper[srt], rect[srt], zz[srt]
+    surf = [surf[k] for k in srt.tolist()]
+    c = Contacts(lower, upper, rect, zz, surf)
+    c.by_upper = _Index(upper, n)
+    c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
+    return c
+
+
+@dataclass
+class Structure:
+    """What :func:`analyse` needs of an instance, in metres and kilograms."""
+
+    ids: tuple[str, ...]
+    boxes: np.ndarray
+    masses: np.ndarray
+    friction: float
+    margin: float
+    con: Contacts
+
+    def centre_of(self, parts: np.ndarray | list[int]) -> np.ndarray:
+        """Box centres (m) of some parts."""
+        b = self.boxes[np.asarray(parts, dtype=np.int64)]
+        return (b[:, 0::2] + b[:, 1::2]) / 2.0 * U
+
+    def support_names(self, p: int, placed: np.ndarray | None = None) -> tuple[str, ...]:
+        out = []
+        for k in self.con.by_upper[p]:
+            lo = int(self.con.lower[k])
+            if lo < 0:
+                out.append(f"the {self.con.surf[k]}")
+            elif placed is None or placed[lo]:
+                out.append(self.ids[lo])
+        return tuple(out)
+
+
+# -- forests: exact, no LP -------------------------------------------------------------
+
+def _edge_distance(rect_u: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> np.ndarray:
+    """Signed distance (m) of points inside rectangles (U): > 0 inside, < 0 beyond."""
+    r = rect_u * U
+    return np.minimum.reduce([cx - r[:, 0], r[:, 1] - cx, cy - r[:, 2], r[:, 3] - cy])
+
+
+def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Failure]:
+    """Failures in a set of parts where each part has at most one active contact below.
+
+    ``active`` masks the contacts that exist (both ends placed). Vectorised; a small set
+    gathers its own contacts, so it costs little whatever the layout's size."""
+    con = st.con
+    mem = np.sort(np.asarray(members, dtype=np.int64))
+    m = len(mem)
+    if m == 0:
+        return []
+    if m * 8 < len(st.boxes):
+        ks = np.array([k for p in mem.tolist() for k in con.by_upper[p]], dtype=np.int64)
+    else:
+        ks = np.nonzero(np.isin(con.upper, mem))[0]
+    ks = ks[active[ks]] if len(ks) else ks
+    edge = np.full(m, -1, dtype=np.int64)
+    parent = np.full(m, -1, dtype=np.int64)  # local index of the carrying part, -1: none
+    if len(ks):
+        lu = np.searchsorted(mem, con.upper[ks])
+        edge[lu] = ks
+        lo = con.lower[ks]
+        ll = np.minimum(np.searchsorted(mem, lo), m - 1)
+        inside = (lo >= 0) & (mem[ll] == lo)
+        parent[lu[inside]] = ll[inside]
+    depth = np.zeros(m, dtype=np.int64)
+    for _ in range(m + 1):
+        new = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    c = st.centre_of(mem)
+    w = st.masses[mem].astype(np.float64).copy()
+    mx = w * c[:, 0]
+    my = w * c[:, 1]
+    cnt = np.ones(m, dtype=np.int64)
+    for d in range(int(depth.max()), 0, -1):
+        idx = np.nonzero(depth == d)[0]
+        np.add.at(w, parent[idx], w[idx])
+        np.add.at(mx, parent[idx], mx[idx])
+        np.add.at(my, parent[idx], my[idx])
+        np.add.at(cnt, parent[idx], cnt[idx])
+    has = np.nonzero(edge >= 0)[0]
+    if not len(has):
+        return []
+    k = edge[has]
+    dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
+    bad = np.nonzero(dist < st.margin - TOL)[0]
+    out = []
+    for t in bad.tolist():
+        li = int(has[t])
+        lo_p = int(con.lower[k[t]])
+        sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
+        out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
+                           True))
     return out
 
 
-def stable_mask(boxes: np.ndarray, eps: int, surfaces: list[int], masses: np.ndarray,
-                friction: float) -> np.ndarray:
-    """For every part: its structure admits static equilibrium (see the module doc)."""
+# -- general structures: one LP -------------------------------------------------------
+
+def _lp(st: Structure, members: list[int], active: np.ndarray, margin: float,
+        slack: bool = False) -> tuple[bool, dict[int, float]]:
+    """Equilibrium LP of ``members`` with contacts shrunk by ``margin`` (m, may be < 0).
+
+    Returns (feasible, per-part residual); the residual (slack mode only) says how far
+    each part is from balance. Built with GLOP's low-level API (coefficients set one by
+    one), which is two orders of magnitude faster to build than its expression API."""
     from ortools.linear_solver import pywraplp
 
+    con = st.con
+    pos = {p: t for t, p in enumerate(members)}
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    solver.SetTimeLimit(int(LP_TIME_LIMIT_S * 1000))
+    inf = solver.infinity()
+    mu = st.friction
+    cm = st.centre_of(members)
+    mgu = margin / U
+    balanced = [any(active[k] for k in con.by_upper[p]) for p in members]
+    rows: list[list[pywraplp.Constraint] | None] = []
+    for t, p in enumerate(members):
+        if not balanced[t]:
+            rows.append(None)  # rests on nothing: held fixed, gravity reports it
+            continue
+        wgt = float(st.masses[p]) * GRAVITY
+        rows.append([solver.Constraint(wgt if a == 2 else 0.0, wgt if a == 2 else 0.0)
+                     for a in range(6 if FRICTION_COUPLES else 5)])
+    residual: dict[int, list] = {}
+    if slack:
+        obj = solver.Objective()
+        for t, p in enumerate(members):
+            if rows[t] is None:
+                continue
+            for a, ct in enumerate(rows[t]):  # type: ignore[union-attr]
+                scale = 1.0 if a < 3 else 20.0  # moments in N*m; 20/m makes 5 cm ~ 1 N
+                for sign in (1.0, -1.0):
+                    v = solver.NumVar(0, inf, "")
+                    ct.SetCoefficient(v, sign)
+                    obj.SetCoefficient(v, scale)
+                    residual.setdefault(p, []).append((scale, v))
+        obj.SetMinimization()
+    for t, p in enumerate(members):
+        for k in con.by_upper[p]:
+            if not active[k]:
+                continue
+            x0, x1, y0, y1 = (float(v) for v in con.rect[k])
+            x0, x1, y0, y1 = x0 + mgu, x1 - mgu, y0 + mgu, y1 - mgu
+            if x1 < x0 or y1 < y0:
+                continue  # narrower than twice the margin: carries nothing
+            lo = int(con.lower[k])
+            zc = float(con.z[k]) * U
+            bodies = [(rows[t], cm[t], 1.0)]
+            tl = pos.get(lo)
+            if tl is not None and rows[tl] is not None:
+                bodies.append((rows[tl], cm[tl], -1.0))
+            for vx, vy in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
+                f = solver.NumVar(0, inf, "")
+                rx, ry = vx * U, vy * U
+                if not FRICTION_COUPLES:  # vertical forces: Fz, Mx = dy f, My = -dx f
+                    for eq, cb, sign in bodies:
+                        if eq is not None:
+                            eq[2].SetCoefficient(f, sign)
+                            eq[3].SetCoefficient(f, sign * (ry - cb[1]))
+                            eq[4].SetCoefficient(f, -sign * (rx - cb[0]))
+                    continue
+                tx = solver.NumVar(-inf, inf, "")
+                ty = solver.NumVar(-inf, inf, "")
+                for tv in (tx, ty):
+                    for sg in (1.0, -1.0):
+                        c = solver.Constraint(-inf, 0.0)
+                        c.SetCoefficient(tv, sg)
+                        c.SetCoefficient(f, -mu)
+                for eq, cb, sign in bodies:
+                    if eq is None:
+                        continue
+                    dx, dy, dz = rx - cb[0], ry - cb[1], zc - cb[2]
+                    eq[0].SetCoefficient(tx, sign)
+                    eq[1].SetCoefficient(ty, sign)
+                    eq[2].SetCoefficient(f, sign)
+                    # moment d x F, F = (tx, ty, f)
+                    eq[3].SetCoefficient(f, sign * dy)
+                    eq[3].SetCoefficient(ty, -sign * dz)
+                    eq[4].SetCoefficient(tx, sign * dz)
+                    eq[4].SetCoefficient(f, -sign * dx)
+                    eq[5].SetCoefficient(ty, sign * dx)
+                    eq[5].SetCoefficient(tx, -sign * dy)
+    status = solver.Solve()
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
+        raise StabilityLimit(f"the stability LP of a structure of {len(members)} parts did "
+                             f"not finish within {LP_TIME_LIMIT_S:g} s")
+    if status != pywraplp.Solver.OPTIMAL:
+        return False, {}
+    if not slack:
+        return True, {}
+    return True, {p: sum(sc * v.solution_value() for sc, v in lst)
+                  for p, lst in residual.items()}
+
+
+def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
+                 placed: np.ndarray | None = None, explain: bool = True) -> list[Failure]:
+    """Failures of one LP structure: empty when it stands with the margin. Without
+    ``explain`` a failing structure gives one unexplained failure (no slack LP and no
+    bisection: for searches that only need to know whether it stands)."""
+    if len(members) > MAX_LP_PARTS:
+        raise StabilityLimit(f"a structure of {len(members)} parts needs a stability LP "
+                             f"(the limit is {MAX_LP_PARTS} parts)")
+    if _lp(st, members, active, st.margin)[0]:
+        return []
+    if not explain:
+        return [Failure(members[0], ("its supports",), 0, float("nan"), st.margin, False)]
+    _, res = _lp(st, members, active, st.margin, slack=True)
+    worst = max(res.values()) if res else 0.0
+    culprits = sorted(p for p, v in res.items() if v > max(1e-6, 0.5 * worst))
+    if not culprits:
+        culprits = [min(members)]
+    lo, hi = -0.05, st.margin  # the largest margin at which it stands (bisection)
+    if not _lp(st, members, active, lo)[0]:
+        achieved = lo
+    else:
+        for _ in range(10):
+            mid = (lo + hi) / 2
+            if _lp(st, members, active, mid)[0]:
+                lo = mid
+            else:
+                hi = mid
+        achieved = lo
+    carried = _carried(st, culprits[0], set(members), active)
+    return [Failure(p, st.support_names(p, placed), carried if p == culprits[0] else 0,
+                    achieved, st.margin, False) for p in culprits]
+
+
+def _carried(st: Structure, p: int, members: set[int], active: np.ndarray) -> int:
+    seen = {p}
+    stack = [p]
+    while stack:
+        q = stack.pop()
+        for k in st.con.by_lower[q]:
+            u = int(st.con.upper[k])
+            if active[k] and u in members and u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return len(seen) - 1
+
+
+# -- whole layouts and stages ---------------------------------------------------------
+
+def _component_of(con: Contacts, placed: np.ndarray | None, p: int,
+                  within: set[int] | None = None) -> list[int]:
+    """The parts joined to p by contacts whose ends are both placed (BFS)."""
+    seen = {p}
+    stack = [p]
+    while stack:
+        q = stack.pop()
+        for k in con.by_upper[q] + con.by_lower[q]:  # both lists
+            lo, up = int(con.lower[k]), int(con.upper[k])
+            if lo < 0:
+                continue
+            o = up if lo == q else lo
+            if o in seen or (placed is not None and not placed[o]):
+                continue
+            if within is not None and o not in within:
+                continue
+            seen.add(o)
+            stack.append(o)
+    return sorted(seen)
+
+
+def active_contacts(con: Contacts, placed: np.ndarray | None) -> np.ndarray:
+    if placed is None:
+        return np.ones(len(con.lower), dtype=bool)
+    return (placed[np.maximum(con.lower, 0)] | (con.lower < 0)) & placed[con.upper]
+
+
+def failures(st: Structure, members: np.ndarray, active: np.ndarray,
+             placed: np.ndarray | None = None, explain: bool = True) -> list[Failure]:
+    """Failures among ``members`` (a union of structures) with the ``active`` contacts."""
+    con = st.con
+    members = np.asarray(members, dtype=np.int64)
+    if len(members) * 8 > len(st.boxes):
+        ups = con.upper[active]
+        nsup = np.bincount(ups, minlength=len(st.boxes))
+        multi = members[nsup[members] >= 2]
+    else:  # a small set: count its own contacts only
+        multi = np.array([q for q in members.tolist()
+                          if sum(1 for k in con.by_upper[q] if active[k]) >= 2], dtype=np.int64)
+    if not len(multi):
+        return _forest(st, members, active)
+    mset = set(members.tolist())
+    in_lp: set[int] = set()
+    groups: list[list[int]] = []
+    for q in multi.tolist():
+        if q in in_lp:
+            continue
+        grp = _component_of(con, placed, q, mset)
+        in_lp.update(grp)
+        groups.append(grp)
+    rest = np.array([q for q in members.tolist() if q not in in_lp], dtype=np.int64)
+    out = _forest(st, rest, active)
+    for grp in groups:
+        out.extend(_lp_failures(st, grp, active, placed, explain))
+    return out
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """The first stage of construction at which a structure falls."""
+
+    step: int  # 1-based step of the order
+    placed: int  # the part placed at that step
+    failure: Failure
+    balanced_by: tuple[int, ...]  # parts placed later that make it stand again
+    balanced_at: int | None  # the step at which it stands again
+
+    def text(self, ids: tuple[str, ...]) -> str:
+        """'after step 3 (arm placed), arm topples off p1: ...; weight, placed at step 4, ...'"""
+        s = f"after step {self.step} ({ids[self.placed]} placed), {self.failure.text(ids)}"
+        if self.balanced_by:
+            names = ", ".join(ids[p] for p in self.balanced_by[:5])
+            more = f" and {len(self.balanced_by) - 5} more" if len(self.balanced_by) > 5 else ""
+            s += f"; {names}{more}, placed by step {self.balanced_at}, would balance it"
+        return s
+
+
+def final_structures(st: Structure) -> tuple[np.ndarray, np.ndarray]:
+    """(label of each part's finished structure, per label: every stage of it trivially
+    stands). A structure is trivial when it is a forest and, for every contact, the
+    centres of all parts the upper part carries (itself included) lie at least M inside
+    the contact rectangle: then the centre of mass of any subset of them does too, so no
+    stage, whatever its order, can fall. A column of equal aligned boxes is trivial."""
     from cellspec.solver.graph import components
 
-    n = len(boxes)
-    ok = np.zeros(n, dtype=bool)
-    if n == 0:
-        return ok
-    patches = _patches(boxes, eps, surfaces)
-    rows = [p[0] for p in patches if p[0] >= 0]
-    cols = [p[1] for p in patches if p[0] >= 0]
-    comp = components(n, rows, cols)
-    by_comp: dict[int, list[int]] = {}
-    for k, pt in enumerate(patches):
-        by_comp.setdefault(int(comp[pt[1]]), []).append(k)
-    scale = float(g.U)  # metres per unit
-    centre = (boxes[:, 0::2] + boxes[:, 1::2]) / 2.0 * scale
-    for cid in range(int(comp.max()) + 1):
-        members = np.nonzero(comp == cid)[0]
-        solver = pywraplp.Solver.CreateSolver("GLOP")
-        # per part: 3 force sums, 3 moment sums
-        eq = {int(p): [[] for _ in range(6)] for p in members}
-        for k in by_comp.get(cid, []):
-            lo, hi, ax, pts = patches[k]
-            t_axes = [a for a in range(3) if a != ax]
-            for pt in pts:
-                r = np.array(pt, dtype=np.float64) * scale
-                f = solver.NumVar(0, solver.infinity(), "")
-                tv = []
-                for _ in t_axes:
-                    t = solver.NumVar(-solver.infinity(), solver.infinity(), "")
-                    solver.Add(t <= friction * f)
-                    solver.Add(-t <= friction * f)
-                    tv.append(t)
-                comps = [None, None, None]
-                comps[ax] = f
-                comps[t_axes[0]], comps[t_axes[1]] = tv[0], tv[1]
-                for body, sign in ((hi, 1.0), (lo, -1.0)):  # on hi: +F, on lo: -F
-                    if body < 0:
-                        continue
-                    d = r - centre[body]
-                    e = eq[body]
-                    for a in range(3):
-                        e[a].append((sign, comps[a]))
-                    # moment d x F
-                    e[3].append((sign * d[1], comps[2]))
-                    e[3].append((-sign * d[2], comps[1]))
-                    e[4].append((sign * d[2], comps[0]))
-                    e[4].append((-sign * d[0], comps[2]))
-                    e[5].append((sign * d[0], comps[1]))
-                    e[5].append((-sign * d[1], comps[0]))
-        feasible = True
-        for p, e in eq.items():
-            w = float(masses[p]) * GRAVITY
-            for a in range(6):
-                rhs = w if a == 2 else 0.0
-                if not e[a]:
-                    if rhs != 0.0:
-                        feasible = False
-                    continue
-                solver.Add(solver.Sum([c * v for c, v in e[a] if c != 0.0]) == rhs)
-        if feasible:
-            feasible = solver.Solve() == pywraplp.Solver.OPTIMAL
-        ok[members] = feasible
-    return ok
+    con = st.con
+    n = len(st.boxes)
+    part = con.lower >= 0
+    final = components(n, con.lower[part].tolist(), con.upper[part].tolist())
+    ncomp = int(final.max()) + 1 if n else 0
+    nsup = np.bincount(con.upper, minlength=n) if len(con.upper) else np.zeros(n, np.int64)
+    bad = np.bincount(final, weights=(nsup > 1), minlength=ncomp) > 0
+    forest = ~bad[final] & (nsup == 1)
+    idx = np.nonzero(forest)[0]
+    edge = np.full(n, -1, dtype=np.int64)
+    first = np.full(n, -1, dtype=np.int64)
+    first[con.upper[::-1]] = np.arange(len(con.upper))[::-1]
+    edge[idx] = first[idx]
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[idx] = con.lower[edge[idx]]
+    c = st.centre_of(np.arange(n)) if n else np.zeros((0, 3))
+    bx0, bx1, by0, by1 = c[:, 0].copy(), c[:, 0].copy(), c[:, 1].copy(), c[:, 1].copy()
+    depth = np.zeros(n, dtype=np.int64)
+    for _ in range(n + 1):
+        new = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    for d in range(int(depth.max()) if n else 0, 0, -1):
+        lvl = np.nonzero(depth == d)[0]
+        par = parent[lvl]
+        np.minimum.at(bx0, par, bx0[lvl])
+        np.maximum.at(bx1, par, bx1[lvl])
+        np.minimum.at(by0, par, by0[lvl])
+        np.maximum.at(by1, par, by1[lvl])
+    m = st.margin - TOL
+    r = con.rect[edge[idx]] * U
+    ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
+          & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))
+    trivial = ~bad
+    np.logical_and.at(trivial, final[idx], ok)
+    return final, trivial
 
 
-def instance_stable(inst) -> np.ndarray:  # noqa: ANN001 (Instance, imported lazily)
-    """``stable_mask`` of an :class:`~cellspec.solver.instance.Instance` (cached on it)."""
-    cached = getattr(inst, "_stable_cache", None)
-    if cached is not None:
-        return cached
-    masses = inst.masses
-    if masses is None:
-        vol = np.prod(inst.size_m, axis=1)
-        masses = vol * 1000.0
+def stages(st: Structure, order: list[int], finished_bad: set[int],
+           final: np.ndarray, trivial: np.ndarray | None = None) -> list[StageFailure]:
+    """The first failing stage of each structure of the finished layout (``final`` labels
+    them; ``trivial`` ones are skipped). A structure whose only failing stage is its last
+    is left to ``stable(p)``; a part placed before what carries it, to ``support_order``."""
+    con = st.con
+    n = len(st.boxes)
+    placed = np.zeros(n, dtype=bool)
+    last_step = {}
+    for s, p in enumerate(order):
+        last_step[int(final[p])] = s
+    done: set[int] = set()
+    out: list[StageFailure] = []
+    pending: dict[int, tuple[int, Failure]] = {}  # final structure -> (step, failure)
+    pos = {p: s for s, p in enumerate(order)}
+
+    def early(q: int) -> bool:
+        """q is placed before something that carries it: support_order's to report."""
+        return any(int(con.lower[k]) >= 0 and pos.get(int(con.lower[k]), -1) > pos[q]
+                   for k in con.by_upper[q])
+    for s, p in enumerate(order):
+        placed[p] = True
+        fc = int(final[p])
+        if fc in done or (trivial is not None and trivial[fc]):
+            continue
+        members = _component_of(con, placed, p)
+        touched = [k for q in members for k in con.by_upper[q]]
+        active = np.zeros(len(con.lower), dtype=bool)
+        if touched:
+            t = np.array(touched, dtype=np.int64)
+            lo = con.lower[t]
+            active[t] = (lo < 0) | placed[np.maximum(lo, 0)]
+        if fc in pending:
+            step0, fail0 = pending[fc]
+            if fail0.part not in members:
+                continue
+            if not failures(st, np.array(members), active, placed, explain=False):
+                mem0 = set(members)
+                later = tuple(q for q in order[step0 + 1: s + 1] if q in mem0)
+                out.append(StageFailure(step0 + 1, order[step0], fail0, later, s + 1))
+                del pending[fc]
+                done.add(fc)
+            continue
+        fs = [f for f in failures(st, np.array(members), active, placed)
+              if f.support and not early(f.part)]
+        if not fs:
+            continue
+        if s == last_step[fc] and fc in finished_bad:
+            done.add(fc)  # the finished check reports it
+            continue
+        pending[fc] = (s, fs[0])
+    for _fc, (step0, fail0) in sorted(pending.items()):
+        out.append(StageFailure(step0 + 1, order[step0], fail0, (), None))
+    return sorted(out, key=lambda f: f.step)
+
+
+@dataclass
+class Report:
+    """Stability of one instance: failures of the finished layout and of its stages."""
+
+    stable: np.ndarray  # bool per part: stable(p)
+    placed_stable: np.ndarray | None  # bool per part: placed_stable(p), None without order
+    why: dict[int, str]
+    stage_why: dict[int, str]
+
+
+def structure_of(inst) -> Structure:  # noqa: ANN001 (Instance; avoids an import cycle)
+    """The stability view of an instance: contacts, masses, friction, margin."""
+    masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
-    out = stable_mask(inst.boxes, inst.eps, sorted(set(inst.surfaces.values())), masses, mu)
-    object.__setattr__(inst, "_stable_cache", out)
-    return out
+    margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
+        else DEFAULT_MARGIN
+    con = contacts(inst.boxes, inst.eps, inst.surfaces)
+    return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
+                     float(margin), con)
+
+
+def report(inst, stages_too: bool = True) -> Report:  # noqa: ANN001
+    """Stability of the finished layout and, when it has an order, of every stage."""
+    cached = getattr(inst, "_stability_report", None)
+    if cached is not None and (cached.placed_stable is not None or not stages_too
+                               or inst.order_pos is None):
+        return cached
+    st = structure_of(inst)
+    n = inst.n
+    ok = np.ones(n, dtype=bool)
+    why: dict[int, str] = {}
+    if n:
+        fs = failures(st, np.arange(n), active_contacts(st.con, None))
+        for f in fs:
+            ok[f.part] = False
+            why[f.part] = f.text(inst.ids)
+    placed_ok = None
+    stage_why: dict[int, str] = {}
+    if stages_too and inst.order_pos is not None and n:
+        order = np.argsort(inst.order_pos, kind="stable").tolist()
+        final, trivial = final_structures(st)
+        bad = {int(final[p]) for p in np.nonzero(~ok)[0].tolist()}
+        placed_ok = np.ones(n, dtype=bool)
+        for sf in stages(st, order, bad, final, trivial):
+            placed_ok[sf.placed] = False
+            stage_why[sf.placed] = sf.text(inst.ids)
+    rep = Report(ok, placed_ok, why, stage_why)
+    object.__setattr__(inst, "_stability_report", rep)
+    return rep
+
+
+def instance_stable(inst) -> np.ndarray:  # noqa: ANN001
+    """``stable(p)`` of every part of an :class:`~cellspec.solver.instance.Instance`."""
+    return report(inst, stages_too=False).stable
+
+
+def instance_placed_stable(inst) -> np.ndarray:  # noqa: ANN001
+    """``placed_stable(p)`` of every part (all true when the layout has no order)."""
+    rep = report(inst)
+    return rep.placed_stable if rep.placed_stable is not None else np.ones(inst.n, dtype=bool)
+
+
+def stands(st: Structure, placed: np.ndarray, p: int) -> Failure | None:
+    """For sequencing: with ``placed`` parts down (p among them), the structure p is in
+    stands (None) or the first failure (a part that topples off what carries it)."""
+    members = _component_of(st.con, placed, p)
+    fs = [f for f in failures(st, np.array(members), active_contacts(st.con, placed), placed)
+          if f.support]
+    return fs[0] if fs else None

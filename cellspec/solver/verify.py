@@ -77,7 +77,12 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         rules = [r for r in rules if r.name not in skipped]
         if skipped:
             notes.append(f"not checked, the layout has no order: {', '.join(skipped)}")
-    status, found, reason = raw_violations(cell, inst, rules, backend, timeout)
+    from cellspec.solver.stability import StabilityLimit
+
+    try:
+        status, found, reason = raw_violations(cell, inst, rules, backend, timeout)
+    except StabilityLimit as exc:
+        status, found, reason = "unknown", [], f"stability limit: {exc}"
     if status != "done":
         return Verdict(verdict="unknown", reason=reason or "solver limit", notes=tuple(notes),
                        parts=inst.n, seconds=time.perf_counter() - t0, backend=backend,

@@ -99,6 +99,14 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
             mask = mask[perm]
         out.append("#defined stable/1.")
         out.append(_rows("stable", np.nonzero(mask)[0][:, None]))
+    if prog.placed_stable:  # every stage of the order (cellspec/solver/stability.py)
+        from cellspec.solver.stability import instance_placed_stable
+
+        mask = instance_placed_stable(inst)
+        if perm is not None:
+            mask = mask[perm]
+        out.append("#defined placed_stable/1.")
+        out.append(_rows("placed_stable", np.nonzero(mask)[0][:, None]))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats

@@ -53,6 +53,7 @@ class CompiledProgram:
     flanks: bool = False
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
     stable: bool = False  # a rule uses stable/1: the backend adds its facts
+    placed_stable: bool = False  # a rule uses placed_stable/1 (every stage of the order)
 
     def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
         """Broad-phase margin (U) for the relations these rules use (geometry.relation_margin)."""
@@ -310,6 +311,9 @@ class _Compiler:
         if r.name == "stable":  # facts computed by cellspec/solver/stability.py
             self.prog.stable = True
             return f"{neg}stable({vs[0]})", names, set(), []
+        if r.name == "placed_stable":  # facts computed by cellspec/solver/stability.py
+            self.prog.placed_stable = True
+            return f"{neg}placed_stable({vs[0]})", names, set(), []
         raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
                            "the clingo backend")
 

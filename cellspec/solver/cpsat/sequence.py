@@ -40,6 +40,7 @@ from cellspec.solver.cpsat.results import PlanResult, Step
 from cellspec.solver.instance import Instance, build_instance
 
 DEFAULT_TIME_LIMIT = 10.0
+STAGE_RELATIONS = frozenset({"placed_stable"})  # every stage stands: stage_order.reorder
 SEED = 1
 
 
@@ -244,6 +245,7 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
     """(status, steps, method, reason, conflict parts) for the instance's geometry.
 
     ``prefer`` ranks parts (e.g. a previous order) for the greedy and as CP-SAT hints."""
+    t_start = time.perf_counter()
     names = {r.name for r in cell.rules}
     op = order_problem(inst, "support_order" in names, "grip_access" in names)
     if prefer is None:
@@ -284,6 +286,15 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
                         "gripped: these parts cannot all get a free grip axis (or top) when "
                         f"placed: {', '.join(ids[:12])}{more}", tuple(ids))
             out.extend(order)
+    if any(ir.uses_relation(r.body, STAGE_RELATIONS) for r in cell.rules):
+        from cellspec.solver.cpsat.stage_order import reorder
+
+        t_left = max(0.1, time_limit - (time.perf_counter() - t_start))
+        st, new, reason, conflict = reorder(inst, op, out, t_left)
+        if st != "optimal":
+            return st, [], method + "+stages", reason, conflict
+        if new != out:
+            method, out = method + "+stages", new
     placed = np.zeros(op.n, dtype=bool)
     steps = []
     for p in out:

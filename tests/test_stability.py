@@ -1,0 +1,223 @@
+"""Stability on by default (issue 14): the margin, every stage of construction, plans that
+keep every stage standing, `stability off`, robustness, bad input, and the forest fast path
+checked against the LP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DATA, STATION
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cellspec
+from cellspec.layout import layout_from_obj
+from cellspec.solver import stability as stab
+from cellspec.solver.instance import build_instance
+
+STAGES = DATA / "stability" / "stages.cell"
+SEESAW = DATA / "stability" / "seesaw.json"
+
+
+def _lay(rows, order=None):
+    obj = {"parts": [{"id": i, "type": t, "pos": list(p)} for i, t, p in rows]}
+    if order is not None:
+        obj["order"] = order
+    return layout_from_obj(obj)
+
+
+@pytest.fixture(scope="module")
+def station():
+    return cellspec.load_cell(str(STATION))
+
+
+@pytest.fixture(scope="module")
+def stages_cell():
+    return cellspec.load_cell(str(STAGES))
+
+
+BRIDGE = [("p1", "cube", (0.30, 0.2, 0.025)), ("p2", "cube", (0.40, 0.2, 0.025)),
+          ("r1", "cube", (0.325, 0.2, 0.075)), ("r2", "cube", (0.375, 0.2, 0.075))]
+
+
+def test_station_checks_stability_without_any_change(station):
+    names = [r.name for r in station.rules]
+    assert "stability" in names and "stability_stages" in names
+
+
+def test_roof_centres_over_pillar_edges_fail_by_the_margin(station):
+    v = cellspec.check(station, _lay(BRIDGE, ["p1", "p2", "r1", "r2"]))
+    assert v.verdict == "fail"
+    got = {(x.rule, x.parts): x.message for x in v.violations}
+    assert set(got) == {("stability", ("r1",)), ("stability", ("r2",))}
+    assert got[("stability", ("r2",))] == ("r2 stands with its centre of mass 0.000 m inside "
+                                           "the edge of p2; the cell asks for 0.002 m")
+    assert all(x.source.endswith("physical.cell:44:1") for x in v.violations)
+
+
+def _station_with(tmp_path: Path, item: str) -> Path:
+    text = STATION.read_text().replace("    tolerance contact 0.001\n",
+                                       f"    tolerance contact 0.001\n    {item}\n")
+    f = tmp_path / "station.cell"
+    f.write_text(text)
+    return f
+
+
+def test_margin_zero_only_when_written(tmp_path):
+    f = _station_with(tmp_path, "stability margin 0")
+    cell = cellspec.load_cell(str(f))
+    assert cell.stability_margin == 0
+    assert cellspec.check(cell, _lay(BRIDGE, ["p1", "p2", "r1", "r2"])).verdict == "pass"
+
+
+def test_stability_off_drops_the_standard_rules(tmp_path):
+    cell = cellspec.load_cell(str(_station_with(tmp_path, "stability off")))
+    names = [r.name for r in cell.rules]
+    assert "stability" not in names and "stability_stages" not in names
+    assert "gravity" in names
+    assert cellspec.check(cell, _lay(BRIDGE, ["p1", "p2", "r1", "r2"])).verdict == "pass"
+
+
+@pytest.mark.parametrize("item,msg", [
+    ("stability margin -0.001", "stability margin must not be negative"),
+    ("stability margin 0.03", "leaves no room: part type 'cube' is 0.05 m wide"),
+    ("stability off\n    stability margin 0.001", "stability is given twice"),
+])
+def test_bad_stability_items_exit_2_with_a_location(tmp_path, cli, item, msg):
+    f = _station_with(tmp_path, item)
+    r = cli("check", f, DATA.parent.parent / "rules" / "examples" / "tower3.json")
+    assert r.returncode == 2
+    assert msg in r.stderr
+    assert f"{f.name}:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_stage_that_falls_is_named_with_what_balances_it(stages_cell):
+    lay = cellspec.load_layout(str(SEESAW))
+    v = cellspec.check(stages_cell, lay)
+    assert [(x.rule, x.parts) for x in v.violations] == [("stability_stages", ("B",))]
+    assert v.violations[0].message == (
+        "after step 3 (B placed), A stands with its centre of mass, with the 1 part it "
+        "carries, 0.000 m inside the edge of P; the cell asks for 0.002 m; C, placed by "
+        "step 4, would balance it")
+
+
+def test_without_an_order_the_stages_rule_is_skipped(stages_cell):
+    obj = json.loads(SEESAW.read_text())
+    obj.pop("order")
+    v = cellspec.check(stages_cell, layout_from_obj(obj))
+    assert v.verdict == "pass"
+    assert "stability_stages" in v.skipped_rules
+
+
+def test_plan_finds_an_order_in_which_every_stage_stands(stages_cell):
+    from cellspec.solver.cpsat.sequence import plan
+
+    r = plan(stages_cell, cellspec.load_layout(str(SEESAW)))
+    assert r.status == "optimal", r.reason
+    assert [s.part for s in r.steps] == ["P", "A", "C", "B"]
+    assert "stages" in r.method
+    assert r.verdict is not None and r.verdict.verdict == "pass"
+
+
+def test_plan_proves_no_stable_order_exists_and_names_why(stages_cell):
+    from cellspec.solver.cpsat.sequence import plan
+
+    # two planks overhanging their pillars outwards, held by a deck across their inner
+    # ends: finished it stands (an LP structure); neither plank stands before the deck,
+    # and the deck needs both
+    lay = _lay([("p1", "cube", (0.38, 0.2, 0.025)), ("p2", "cube", (0.58, 0.2, 0.025)),
+                ("roofL", "plank", (0.35, 0.2, 0.06)), ("roofR", "plank", (0.61, 0.2, 0.06)),
+                ("deck", "plank", (0.48, 0.2, 0.08))])
+    assert cellspec.check(stages_cell, lay).verdict == "pass"
+    r = plan(stages_cell, lay)
+    assert r.status == "infeasible"
+    assert "no placement order keeps every stage of construction standing" in r.reason
+    assert "roofL: roofL topples off p1" in r.reason and "roofR: roofR topples off p2" in r.reason
+    assert set(r.conflict) == {"roofL", "roofR"}
+
+
+def test_cli_plan_exit_codes(cli):
+    r = cli("plan", STAGES, SEESAW, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [s["part"] for s in json.loads(r.stdout)["steps"]] == ["P", "A", "C", "B"]
+
+
+def test_side_contacts_never_clamp(station):
+    # b's centre 1 mm past a's edge, touching the side of the column c-d: it falls
+    rows = [("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.426, 0.2, 0.075)),
+            ("c", "cube", (0.476, 0.2, 0.025)), ("d", "cube", (0.476, 0.2, 0.075))]
+    v = cellspec.check(station, _lay(rows))
+    assert [(x.rule, x.parts) for x in v.violations] == [("stability", ("b",))]
+
+
+def test_lp_structure_bridge_stands_and_tips(stages_cell):
+    rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.45, 0.2, 0.025)),
+            ("deck", "plank", (0.40, 0.2, 0.06)), ("load", "cube", (0.44, 0.2, 0.095))]
+    assert cellspec.check(stages_cell, _lay(rows)).verdict == "pass"
+    # with r gone the deck (centre over the gap) tips off l, and l tips over with it
+    rows2 = [("l", "cube", (0.35, 0.2, 0.025)), ("deck", "plank", (0.43, 0.2, 0.06))]
+    v = cellspec.check(stages_cell, _lay(rows2))
+    got = {x.parts: x.message for x in v.violations if x.rule == "stability"}
+    assert set(got) == {("l",), ("deck",)}
+    assert got[("deck",)].startswith("deck topples off l: its centre of mass is 0.055 m beyond")
+    assert "with the 1 part it carries" in got[("l",)]
+
+
+def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
+    from cellspec.formal import prove_robust
+
+    tower = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.40, 0.2, 0.075))],
+                 ["a", "b"])
+    r = prove_robust(station, tower, 0.002)
+    assert r.status == "proved"
+    assert any("margin plus twice the tolerance" in n for n in r.notes)
+    # b's centre 0.005 m inside a's edge: 0.002 + 2 * 0.002 = 0.006 is not left
+    off = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.42, 0.2, 0.075))],
+               ["a", "b"])
+    r = prove_robust(station, off, 0.002)
+    assert r.status == "unknown"
+    assert "not proved robust to 0.002 m" in r.reason and "0.0060 m" in r.reason
+    assert prove_robust(station, off, 0.001).status == "proved"
+
+
+def test_robust_refuses_lp_structures_honestly(stages_cell):
+    from cellspec.formal import prove_robust
+
+    rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.45, 0.2, 0.025)),
+            ("deck", "plank", (0.40, 0.2, 0.06))]
+    r = prove_robust(stages_cell, _lay(rows, ["l", "r", "deck"]), 0.001)
+    assert r.status == "unknown" and "needs the LP" in r.reason
+
+
+def test_stability_lp_limit_gives_unknown(station, monkeypatch):
+    monkeypatch.setattr(stab, "MAX_LP_PARTS", 2)
+    rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.41, 0.2, 0.025)),
+            ("t", "cube", (0.38, 0.2, 0.075))]
+    v = cellspec.check(station, _lay(rows))
+    assert v.verdict == "unknown"
+    assert v.reason.startswith("stability limit: a structure of 3 parts needs a stability LP")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-24, 24), st.integers(-10, 10)), min_size=1, max_size=4))
+def test_forest_analysis_agrees_with_the_lp(offsets):
+    """Random offset stacks: the exact forest test and the LP decide the same."""
+    cell = _STATION_CACHE.setdefault("c", cellspec.load_cell(str(STATION)))
+    x, y = 0.40, 0.25
+    rows = [("b0", "cube", (x, y, 0.025))]
+    for k, (dx, dy) in enumerate(offsets, start=1):
+        x, y = x + dx / 1000, y + dy / 1000
+        rows.append((f"b{k}", "cube", (round(x, 4), round(y, 4), 0.025 + 0.05 * k)))
+    inst = build_instance(cell, _lay(rows))
+    s = stab.structure_of(inst)
+    act = stab.active_contacts(s.con, None)
+    members = np.arange(inst.n)
+    forest = stab._forest(s, members, act)
+    lp_stands = stab._lp(s, members.tolist(), act, s.margin)[0]
+    assert (not forest) == lp_stands, (offsets, [f.text(inst.ids) for f in forest])
+
+
+_STATION_CACHE: dict[str, object] = {}
