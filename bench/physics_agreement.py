@@ -11,10 +11,11 @@ Per family and per checked cell: the confusion matrix against settle:
 
 and seconds per structure for check and for settle. Checked cells (peers in one run):
 ``station`` (the dual-arm station as shipped, ``import physical``: the default semantics)
-and ``stability`` (the same plus ``import stability``, the opt-in rule of today; skipped
-with a note if that cell does not load, e.g. once the rule moves into ``physical``).
-``--margins 0,0.001,0.002`` adds one ``station`` cell per margin (``stability margin M``,
-the lead's item; skipped with a note while the parser does not know it) and reports false
+and ``stability`` (the same plus ``import stability``: the opt-in rule of round 1, which
+since issue 14 only re-imports ``physical``, so it now equals ``station``; ``--no-stability``
+skips it; skipped with a note if that cell does not load).
+``--margins 0,0.001,0.002`` adds one ``station`` cell per margin (``stability margin M``;
+skipped with the parser's message where the cell language lacks the item) and reports false
 passes/fails per margin; ``--margin M`` checks the station with that one margin.
 
 **Noise.** The oracle's own noise is measured in the same run on structures that
