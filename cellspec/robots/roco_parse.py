@@ -226,14 +226,10 @@ class RocoParser:
     def _wait(self, agent: str, state: SortState, desp: str) -> list[Target]:
         cur = self._ee(agent, state)
         if self.mode == "action_and_path":
-            if "PATH" not in desp:  # RoCo ignores this failure: parse_single_line returns []
-                return []
-            try:
-                wps = self._path(desp, cur, f"Action WAIT {desp} does not fit desired format.")
-            except _Fail as f:
-                if f.crash:
-                    raise
-                return []
+            if "PATH" not in desp or "PATH " in desp and parse_path_string(
+                    desp.split("PATH ")[1]) is None:
+                return []  # RoCo ignores a WAIT's parse failure: parse_single_line returns []
+            wps = self._path(desp, cur, f"Action WAIT {desp} does not fit desired format.")
         else:
             wps = _direct(cur, cur, self.direct)
         held = state.holding.get(agent)
