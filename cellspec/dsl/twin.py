@@ -16,7 +16,7 @@ TWIN_ITEMS = frozenset({"Supply", "TrajectoryEpsilon", "Home", "SharedZone", "Re
 # RoCo's checks, in the order they run (seed 002, Section 3.2, plus the code's reach check),
 # RoCo's parse-time gripper and PATH-length checks, then cellspec's own extra checks
 PLAN_CHECKS = ("parse", "gripper", "path_length", "task", "reach", "ik", "collision",
-               "waypoints", "spacing", "same_object", "same_target")
+               "waypoints", "spacing", "same_object", "occupied")
 
 
 def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:

@@ -17,7 +17,8 @@ place goal, ...):
 
 IK is cellspec's damped-least-squares solver on the cell's arms (RoCo uses MuJoCo's),
 with the tool pointing down. When RoCo's checks pass, cellspec's extra checks run and are
-labelled ``cellspec``: two robots picking the same cube, two cubes placed on one spot.
+labelled ``cellspec``: two robots picking the same cube (``same_object``), a cube released
+over another cube (``occupied``).
 """
 
 from __future__ import annotations
@@ -297,25 +298,32 @@ class RocoChecker:
         return fb, tuple(robots)
 
     def _ours(self, state: SortState, parsed: Parsed) -> list[Failure]:
-        """cellspec's checks beyond RoCo's: one cube per robot, one cube per spot."""
+        """cellspec's checks beyond RoCo's: one robot per cube, and a released cube lands
+        where no other cube is (RoCo lets cubes be dropped onto or into each other)."""
         out: list[Failure] = []
         picks: dict[str, list[str]] = {}
-        places: dict[tuple[float, float], list[str]] = {}
+        drops: list[tuple[str, str, tuple[float, float, float]]] = []
         for step in parsed.steps:
             for a, t in step.items():
                 if t.grasp and t.grasp[1] == 1 and a not in picks.get(t.grasp[0], []):
                     picks.setdefault(t.grasp[0], []).append(a)
-                if t.grasp and t.grasp[1] == 0:
-                    key = (round(t.pos[0], 2), round(t.pos[1], 2))
-                    if a not in places.get(key, []):
-                        places.setdefault(key, []).append(a)
+                if t.grasp and t.grasp[1] == 0 and t.grasp[0] in self.task.objects:
+                    drops.append((a, t.grasp[0], t.pos))
         for obj, who in picks.items():
             if len(who) > 1:
                 out.append(Failure("same_object", tuple(who), None, f"{' and '.join(who)} "
                                    f"both PICK {obj}; only one robot can hold it", "cellspec"))
-        for (x, y), who in places.items():
-            if len(who) > 1:
-                out.append(Failure("same_target", tuple(who), None, f"{' and '.join(who)} "
-                                   f"both PLACE a cube at ({x:.2f}, {y:.2f}); the cubes would "
-                                   "overlap", "cellspec"))
+        moved = {o for _, o, _ in drops} | set(picks)
+        spots = [(o, state.centres[o]) for o in self.task.objects if o not in moved]
+        for k, (a, obj, pos) in enumerate(drops):
+            others = spots + [(o2, p2) for _, o2, p2 in drops[:k]]
+            s = self.task.size(obj)
+            for o2, c in others:
+                s2 = self.task.size(o2)
+                if (abs(pos[0] - c[0]) < (s[0] + s2[0]) / 2
+                        and abs(pos[1] - c[1]) < (s[1] + s2[1]) / 2):
+                    out.append(Failure("occupied", (a,), None, f"{a} releases {obj} at "
+                                       f"{_ps(pos)}, over {o2} at {_ps(c)}: the cubes' "
+                                       "footprints overlap", "cellspec"))
+                    break
         return out
