@@ -125,13 +125,16 @@ class SortTask:
         return min(self.panels, key=lambda n: (float(self.panels[n].pos[0]) - c[0]) ** 2
                    + (float(self.panels[n].pos[1]) - c[1]) ** 2)
 
+    def done_cube(self, obj: str, state: SortState) -> bool:
+        """A cube within 0.1 m (xy) of its goal panel and not held (RoCo's align_threshold)."""
+        if obj in state.holding.values():
+            return False
+        c, p = state.centres[obj], self.panels[self.cube_to_bin[obj]].pos
+        return bool(np.hypot(c[0] - float(p[0]), c[1] - float(p[1])) <= 0.1)
+
     def done(self, state: SortState) -> bool:
-        """RoCo's ``get_reward_done``: every cube within 0.1 m (xy) of its goal panel."""
-        for obj, goal in self.cube_to_bin.items():
-            c, p = state.centres[obj], self.panels[goal].pos
-            if np.hypot(c[0] - float(p[0]), c[1] - float(p[1])) > 0.1:
-                return False
-        return True
+        """RoCo's ``get_reward_done``: every cube on its goal panel."""
+        return all(self.done_cube(o, state) for o in self.cube_to_bin)
 
     # -- RoCo's task feedback ------------------------------------------------------------
     def task_parts(self, action_strs: dict[str, str]) -> list[tuple[str | None, str]]:
