@@ -120,7 +120,7 @@ Discuss with others to come up with the best plan, e.g. if your cube is out of y
 Propose exactly one action for yourself at the **current** round, select from [Action Options].
 End your response by either: 1) output PROCEED, if the plans require further discussion, or 2) If everyone has made proposals and got approved, output EXECUTE and the final plan, must strictly follow [Action Output Instruction]!
 In the plan, at least one robot should be acting, you can't all WAIT.
-"""  # noqa: E501  (task_sort.py get_agent_prompt, verbatim but for the scene's names)
+"""  # noqa: E501, W291  (task_sort.py get_agent_prompt, verbatim but for the names)
 
 
 @dataclass
@@ -195,7 +195,7 @@ def _dialog_round(ad: DialogAgents, task: SortTask, state: SortState, mem: _Memo
             except BudgetExceeded:
                 raise
             except CellspecError as exc:
-                error = str(exc)
+                error = "; ".join(d.message for d in exc.diagnostics)
                 response = f"[LLM error] {error}"
             spoke[agent] += 1
             said.append((agent, response))
@@ -277,7 +277,7 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
                     if result.ok:
                         break
             except BudgetExceeded as exc:
-                note = str(exc)
+                note = "; ".join(d.message for d in exc.diagnostics)
                 log.append({"round": step, "attempts": attempts, "executed": False,
                             "env_steps": 0})
                 outcome = "budget"
