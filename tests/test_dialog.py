@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -175,3 +176,19 @@ def test_cli_offline_json_is_deterministic_and_faulty_replans(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "re-plan(s)" in text and " 0 re-plan(s)" not in text
     assert set(FAULTS) >= {"no_execute"}
+
+
+def test_timeouts_and_429_in_one_dialog(cell, checker, server):
+    server.script.append((200, completion(PLAN), 1.5))  # Alice: stalls past the timeout
+    server.script.append((429, {"error": {"message": "slow down"}}, 0))  # Bob: rate limit
+    server.script.append((200, completion(PLAN), 0))  # Chad: the plan
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=0.3,
+                      max_retries=0)
+    # RoCo's turn loop lets every robot of the cycle speak even past max_calls
+    rec = run_episode(cell, ad, rounds=1, replans=1, max_calls=1, checker=checker)
+    calls = rec["log"][0]["attempts"][0]["calls"]
+    assert [c["error"] for c in calls] == ["the LLM call timed out",
+                                           "the LLM server answered HTTP 429", None]
+    assert calls[0]["response"] == "[LLM error] the LLM call timed out"
+    assert rec["log"][0]["attempts"][0]["verdict"] == "pass" and rec["log"][0]["executed"]
+    time.sleep(1.3)  # let the stalled answer finish before the server closes
