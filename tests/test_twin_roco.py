@@ -9,7 +9,8 @@ import pytest
 from cellspec.cli import main
 from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.parser import load_cell
-from cellspec.robots.roco import check_plan, check_plan_file, parse_plan
+from cellspec.robots.roco import parse_plan
+from cellspec.robots.roco_check import RocoChecker
 from tests.conftest import REPO, run_cellspec
 
 SORT = REPO / "rules" / "cells" / "sort_cubes.cell"
@@ -71,71 +72,116 @@ def test_parse_errors_name_file_line_col(sort_cell):
         parse_plan("NAME Alice ACTION WAIT\nNAME Alice ACTION WAIT\n", "p.txt", sort_cell)
 
 
-def test_parse_roundtrip_with_path(sort_cell):
-    p = parse_plan((PLANS / "sort_cubes_ok.txt").read_text(), "ok.txt", sort_cell)
-    bob = p.action("Bob")
-    assert (bob.obj, bob.target) == ("yellow_trapezoid", "panel5")
-    assert bob.path == ((-0.2, 0.5, 0.2), (0.0, 0.5, 0.25), (0.2, 0.5, 0.2))
-    assert parse_plan("\n".join(a.to_text() for a in p.actions), "x", sort_cell) == \
-        parse_plan("\n".join(a.to_text() for a in p.actions), "x", sort_cell)
-    assert p.action("Alice").wait
+def test_strict_parse_keeps_paths(sort_cell):
+    text = ("EXECUTE\nNAME Alice ACTION WAIT PATH [(-0.5, 0.5, 0.5)]\nNAME Bob ACTION PICK "
+            "yellow_trapezoid PATH [(-0.2, 0.5, 0.2), (0, 0.5, 0.25)] PLACE panel5\nNAME Chad "
+            "ACTION WAIT\n")
+    with pytest.raises(CellspecError, match="PATH must be one bracketed list"):
+        parse_plan(text, "p.txt", sort_cell)  # strict: PATH goes at the end of the line
+    p = parse_plan(text.replace(" PATH [(-0.2, 0.5, 0.2), (0, 0.5, 0.25)] PLACE panel5",
+                                " PLACE panel5 PATH [(-0.2, 0.5, 0.2), (0, 0.5, 0.25)]"),
+                   "p.txt", sort_cell)
+    assert p.action("Bob").path == ((-0.2, 0.5, 0.2), (0.0, 0.5, 0.25))
+    assert p.action("Alice").wait and p.action("Alice").path == ((-0.5, 0.5, 0.5),)
 
 
-@pytest.mark.parametrize("name, check, robot, obj", [
-    ("ok", None, None, None),
-    ("parse", "parse", None, None),
-    ("task", "task", "Bob", "yellow_trapezoid"),
-    ("all_wait", "task", None, None),
-    ("reach", "reach", "Alice", "blue_square"),
-    ("ik", "ik", "Chad", "blue_square"),
-    ("collision", "collision", "Bob", "yellow_trapezoid"),
-    ("waypoints", "waypoints", "Bob", "yellow_trapezoid"),
-    ("spacing", "spacing", "Bob", "yellow_trapezoid"),
+@pytest.fixture(scope="module")
+def checker(sort_cell):
+    with RocoChecker(sort_cell) as ch:
+        yield ch
+
+
+@pytest.mark.parametrize("name, check, robots", [
+    ("ok", None, ()),
+    ("parse", "parse", ()),
+    ("gripper", "gripper", ("Bob",)),
+    ("task", "task", ("Bob",)),
+    ("all_wait", "task", ()),
+    ("reach", "reach", ("Alice",)),
+    ("collision", "collision", ("Alice", "Bob")),
 ])
-def test_each_check_fails_in_order(sort_cell, name, check, robot, obj):
-    r = check_plan_file(sort_cell, PLANS / f"sort_cubes_{name}.txt")
-    assert (r.check, r.robot, r.obj) == (check, robot, obj)
-    assert r.ok == (check is None)
-    if check not in (None, "parse"):
-        assert r.passed == ("parse", "task", "reach", "ik", "collision", "waypoints",
-                            "spacing")[:("parse", "task", "reach", "ik", "collision",
-                                          "waypoints", "spacing").index(check)]
-    if robot:
-        assert robot in r.feedback and obj in r.feedback
+def test_each_check_fails_in_rocos_order(checker, name, check, robots):
+    r = checker.check(checker.initial_state(), (PLANS / f"sort_cubes_{name}.txt").read_text())
+    assert r.check == check and r.ok == (check is None) == r.roco_ok
+    if check:
+        assert r.failures[0].robots == robots and r.failures[0].source == "roco"
 
 
-def test_feedback_names_pose_and_limits(sort_cell):
-    r = check_plan_file(sort_cell, PLANS / "sort_cubes_reach.txt")
-    assert r.pose == pytest.approx((0.8, 0.5, 0.03))
-    assert "(0.800, 0.500, 0.030)" in r.feedback and "x [-1.40, -0.25]" in r.feedback
-    r = check_plan_file(sort_cell, PLANS / "sort_cubes_task.txt")
-    assert r.feedback == ("Bob's ACTION is not valid, yellow_trapezoid cube can only be placed "
-                          "on panel6, panel1, panel3, panel5, panel7, but not on panel4")
+def test_roco_feedback_wording_and_layout(checker):
+    st = checker.initial_state()
+    r = checker.check(st, (PLANS / "sort_cubes_reach.txt").read_text())
+    assert r.feedback == (
+        "[Environment Feedback]:\n- Previous Plan:\nNAME Alice ACTION PICK blue_square PLACE "
+        "panel3\nNAME Bob ACTION WAIT\nNAME Chad ACTION WAIT\n- Goal Step Alice (0.80, 0.50, "
+        "0.32); Bob (0.00, 0.26, 0.64); Chad (1.03, 0.56, 0.54):\n   - Reachability failed: "
+        "Out of reach: Alice (0.80, 0.50, 0.32); \n  ")
+    r = checker.check(st, (PLANS / "sort_cubes_task.txt").read_text())
+    assert r.feedback.endswith("Task Constraints:\n faild, Bob's ACTION is not valid, "
+                               "yellow_trapezoid cube can only be placed on panel6, panel3, "
+                               "panel5, but not on panel4\n")
 
 
-def test_waypoint_tolerance_is_an_option(sort_cell):
-    from cellspec.robots.roco import load_plan
+def test_every_failing_robot_is_named_and_waiting_arms_are_checked(sort_cell, checker):
+    st = checker.initial_state()
+    both = ("EXECUTE\nNAME Alice ACTION PICK blue_square PLACE panel2\nNAME Bob ACTION WAIT\n"
+            "NAME Chad ACTION PICK pink_polygon PLACE panel5\n")
+    r = checker.check(st, both)
+    assert r.check == "reach" and r.failures[0].robots == ("Alice", "Chad")
+    assert "Out of reach: Alice (0.80, 0.50, 0.32); Chad (-1.12, 0.50, 0.30); " in r.feedback
+    # a WAITing arm parked out of its reach box fails reach at its current pose
+    away = st.with_(ee={**st.ee, "Alice": (-0.5, -0.3, 0.5)})
+    r = checker.check(away, (PLANS / "sort_cubes_ok.txt").read_text())
+    assert r.check == "reach" and r.failures[0].robots == ("Alice",)
 
-    plan = load_plan(PLANS / "sort_cubes_waypoints.txt", sort_cell)
-    assert check_plan(sort_cell, plan).check == "waypoints"
-    relaxed = check_plan(sort_cell, plan, max_failed_waypoints=2)
-    assert relaxed.failed_waypoints == 2 and relaxed.check != "waypoints"
+
+def test_second_sub_step_is_the_place_goal(checker):
+    st = checker.initial_state()
+    r = checker.check(st, "EXECUTE\nNAME Alice ACTION PICK pink_polygon PLACE panel4\nNAME Bob "
+                      "ACTION WAIT\nNAME Chad ACTION WAIT\n")
+    assert r.check == "reach" and r.failures[0].step == 1  # the pick passed, the place fails
+    assert "Goal Step Alice (0.00, 0.50, 0.50)" in r.feedback
 
 
-def test_check_plan_cli_json_and_exit_codes(capsys):
-    assert main(["check-plan", str(SORT), str(PLANS / "sort_cubes_ik.txt"), "--format",
+def test_ik_failure_inside_the_reach_box(checker):
+    st = checker.initial_state()
+    far = st.with_(centres={**st.centres, "yellow_trapezoid": (0.65, 1.2, 0.85)})
+    r = checker.check(far, (PLANS / "sort_cubes_ok.txt").read_text())
+    assert r.check == "ik" and r.failures[0].robots == ("Bob",) and r.failures[0].step == 0
+    assert " - IK failed: on Bob (0.65, 1.20, 0.95); " in r.feedback
+
+
+def test_cellspec_checks_come_after_rocos_and_are_labelled(checker):
+    st = checker.initial_state()
+    # RoCo lets a cube be released onto another cube; cellspec flags the occupied spot
+    r = checker.check(st, "EXECUTE\nNAME Alice ACTION PICK pink_polygon PLACE yellow_trapezoid"
+                      "\nNAME Bob ACTION WAIT\nNAME Chad ACTION WAIT\n")
+    assert r.roco_ok and not r.ok and r.feedback == ""
+    f = r.failures[0]
+    assert (f.check, f.robots, f.source) == ("occupied", ("Alice",), "cellspec")
+    assert "cellspec: occupied [Alice]" in r.ours()
+
+
+def test_check_plan_cli_modes_feedback_and_exit_codes(capsys):
+    assert main(["check-plan", str(SORT), str(PLANS / "sort_cubes_reach.txt"), "--format",
                  "json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert (out["verdict"], out["check"], out["robot"], out["object"]) == (
-        "fail", "ik", "Chad", "blue_square")
+    assert (out["verdict"], out["check"], out["failures"][0]["robots"]) == (
+        "fail", "reach", ["Alice"])
     assert main(["check-plan", str(SORT), str(PLANS / "sort_cubes_ok.txt")]) == 0
-    assert capsys.readouterr().out.startswith("pass: parse, task, reach, ik, collision")
+    assert capsys.readouterr().out.startswith("pass (action_only)")
+    assert main(["check-plan", str(SORT), str(PLANS / "sort_cubes_parse.txt"), "--feedback",
+                 "roco"]) == 1
+    assert "failed to parse!" in capsys.readouterr().out
+    # path mode needs a PATH on every line: the action-only plan does not parse there
+    assert main(["check-plan", str(SORT), str(PLANS / "sort_cubes_ok.txt"), "--mode",
+                 "action_and_path"]) == 1
+    assert "Response does not contain PATH." in capsys.readouterr().out
 
 
-def test_check_plan_bad_input_exit_2_with_location():
-    r = run_cellspec("check-plan", SORT, PLANS / "sort_cubes_parse.txt")
+def test_check_plan_strict_exit_2_with_location():
+    r = run_cellspec("check-plan", SORT, PLANS / "sort_cubes_parse.txt", "--strict")
     assert r.returncode == 2
-    assert "sort_cubes_parse.txt:3:1: error: missing action for robot(s) Chad" in r.stderr
+    assert "sort_cubes_parse.txt:7:1: error: expected `NAME ROBOT ACTION ...`" in r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
@@ -164,12 +210,12 @@ def test_plan_test_reports_the_wrong_first_check(tmp_path, sort_cell):
     from cellspec.robots.roco import evaluate_plan_test
 
     f = tmp_path / "c.cell"
-    f.write_text(SORT.read_text().split("// RoCo plans")[0].replace(
+    f.write_text(SORT.read_text().split("\ntest ")[0].replace(
         'import physical', f'import "{(REPO / "cellspec" / "rules" / "physical.cell")}"')
-        + f'test t {{\n    plan "{PLANS / "sort_cubes_ik.txt"}"\n'
-        "    expect fail reach(Chad, blue_square)\n}\n")
+        + f'\ntest t {{\n    plan "{PLANS / "sort_cubes_reach.txt"}"\n'
+        "    expect fail ik(Alice)\n}\n")
     cell = load_cell(f)
     status, det = evaluate_plan_test(cell, cell.tests[0])
     assert status == "failed"
-    assert det["actual"] == ("ik(Chad, blue_square)",)
-    assert "expected reach(Chad, blue_square) to fail first" in det["message"]
+    assert det["actual"] == ("reach(Alice)",)
+    assert "expected ik(Alice) to fail first" in det["message"]

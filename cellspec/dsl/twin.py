@@ -13,8 +13,10 @@ from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec
 
 TWIN_ITEMS = frozenset({"Supply", "TrajectoryEpsilon", "Home", "SharedZone", "Reachable",
                         "Panel", "TwinObject"})
-# RoCo's checks, in the order they run (seed 002, Section 3.2, plus the code's reach check)
-PLAN_CHECKS = ("parse", "task", "reach", "ik", "collision", "waypoints", "spacing")
+# RoCo's checks, in the order they run (seed 002, Section 3.2, plus the code's reach check),
+# RoCo's parse-time gripper and PATH-length checks, then cellspec's own extra checks
+PLAN_CHECKS = ("parse", "gripper", "path_length", "task", "reach", "ik", "collision",
+               "waypoints", "spacing", "same_object", "occupied")
 
 
 def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:

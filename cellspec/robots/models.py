@@ -14,6 +14,16 @@ capsule collision geometry (no meshes are vendored):
   +150/−90°, +65/−245°, ±200°, ±115°, ±400°; max axis speeds 150, 160, 170, 320, 400,
   460 °/s.
 
+* UR5e (Universal Robots e-Series), the standard DH parameters UR publishes ("DH
+  parameters for calculations of kinematics and dynamics", UR support article): d1 0.1625,
+  a2 −0.425, a3 −0.3922, d4 0.1333, d5 0.0997, d6 0.0996 m, α (π/2, 0, 0, π/2, −π/2, 0);
+  working range ±360° on every joint, the elbow limited to ±180° as in UR's
+  ``ur_description`` (``joint_limits.yaml``: the arm folds into itself beyond it); max
+  joint speed 180 °/s on every joint (UR5e technical specification). Capsule radii
+  approximate the 0.075–0.09 m link tubes. RoCo's Sort Cubes (seed 002) has Alice and
+  Chad on UR5e arms (``rocobench/envs/task_sort.xml``); the home is the usual tool-down
+  pose (0, −90°, 90°, −90°, −90°, 0).
+
 Velocity limits of the pybullet_data robots (their URDFs carry placeholders): Franka
 Panda datasheet 2.175 ×4, 2.61 ×3 rad/s; KUKA LBR iiwa 7 R800 98, 98, 100, 130, 140,
 180, 180 °/s.
@@ -54,7 +64,7 @@ import pybullet_data
 
 from cellspec.dsl.errors import CellspecError
 
-MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600")
+MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600", "ur5e")
 TOOL_LINK = "tcp"
 
 
@@ -73,6 +83,16 @@ class AbbKinematics:
     d4: float
     d6: float
     radii: tuple[float, float, float, float, float, float, float]  # base, l1..l6
+
+
+@dataclass(frozen=True)
+class DHKinematics:
+    """Published standard Denavit-Hartenberg parameters (metres, radians) and capsule radii."""
+
+    d: tuple[float, ...]
+    a: tuple[float, ...]
+    alpha: tuple[float, ...]
+    radii: tuple[float, ...]  # base, l1..l6
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +114,7 @@ class RobotSpec:
     flange_xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)  # flange frame in flange_link
     flange_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
     abb: AbbKinematics | None = field(default=None)
+    dh: DHKinematics | None = field(default=None)
 
     @property
     def dof(self) -> int:
@@ -104,9 +125,9 @@ class RobotSpec:
         """The bare arm's URDF: the pybullet_data file, or a generated one (cached)."""
         if self.data_urdf is not None:
             return os.path.join(pybullet_data.getDataPath(), self.data_urdf)
-        from cellspec.robots.urdf import abb_urdf_path
+        from cellspec.robots.urdf import abb_urdf_path, dh_urdf_path
 
-        return abb_urdf_path(self)
+        return dh_urdf_path(self) if self.dh is not None else abb_urdf_path(self)
 
     def is_disabled(self, a: str, b: str) -> bool:
         """Whether the self pair (a, b) is excluded from collision checks."""
@@ -141,6 +162,9 @@ _ABB_JOINTS = tuple(f"joint_{i}" for i in range(1, 7))
 _ABB_DISABLED = _pairs(("link_4", "link_6"), ("link_3", "link_5"), ("link_5", "tool0"),
                        ("base_link", "link_2"), ("link_2", "link_4"))
 _ABB_HOME = (0.0, 0.0, 0.0, 0.0, math.pi / 2, 0.0)  # wrist down: the flange points to -z
+
+
+_UR_JOINTS = tuple(f"joint_{i}" for i in range(1, 7))
 
 
 def _build(model: str) -> RobotSpec:
@@ -201,6 +225,22 @@ def _build(model: str) -> RobotSpec:
             flange_xyz=(0.065, 0.0, 0.0), flange_rpy=(0.0, math.pi / 2, 0.0),
             abb=AbbKinematics(d1=0.4865, a1=0.150, a2=0.475, a3=0.0, d4=0.600, d6=0.065,
                               radii=(0.15, 0.12, 0.08, 0.07, 0.06, 0.05, 0.04)),
+        )
+    if model == "ur5e":
+        return RobotSpec(
+            model=model, joint_names=_UR_JOINTS,
+            lower=_deg(-360, -360, -180, -360, -360, -360),
+            upper=_deg(360, 360, 180, 360, 360, 360),
+            vel_limits=_deg(180, 180, 180, 180, 180, 180), tool_link=TOOL_LINK,
+            home=(0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0),
+            disabled_pairs=_pairs(("link_4", "link_6"), ("link_3", "link_5"),
+                                  ("link_5", "tool0"), ("base_link", "link_2")),
+            flange_link="link_6", base_links=("base_link", "link_1"),
+            flange_xyz=(0.0, 0.0, 0.0996), flange_rpy=(0.0, 0.0, 0.0),
+            dh=DHKinematics(d=(0.1625, 0.0, 0.0, 0.1333, 0.0997, 0.0996),
+                            a=(0.0, -0.425, -0.3922, 0.0, 0.0, 0.0),
+                            alpha=(math.pi / 2, 0.0, 0.0, math.pi / 2, -math.pi / 2, 0.0),
+                            radii=(0.075, 0.065, 0.055, 0.045, 0.042, 0.042, 0.037)),
         )
     raise KeyError(model)
 

@@ -183,6 +183,47 @@ def abb_urdf_text(spec: RobotSpec) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def dh_urdf_text(spec: RobotSpec) -> str:
+    """The URDF text of a bare arm (capsules) from its spec's standard DH parameters.
+
+    Joint i+1 sits at Tz(d_i)·Tx(a_i)·Rx(alpha_i) in link i's frame and turns about its z
+    axis; each link is a capsule along d_i then a_i (UR's convention, e.g. the UR5e)."""
+    k = spec.dh
+    if k is None:
+        raise ValueError(f"{spec.model} has no DH parameters")
+    r = k.radii
+    root = ET.Element("robot", name=spec.model)
+    base = _link(root, "base_link")
+    _capsule(base, (0, 0, r[0]), (0, 0, max(r[0], 0.5 * k.d[0])), r[0])
+    names = ["base_link"] + [f"link_{i}" for i in range(1, 7)]
+    for i in range(6):
+        link = _link(root, names[i + 1])
+        d, a = k.d[i], k.a[i]
+        if i == 0:
+            _capsule(link, (0, 0, 0.5 * d), (0, 0, d), r[1])
+        elif abs(d) > 1e-9 and i < 5:
+            _capsule(link, (0, 0, 0), (0, 0, d), r[i + 1])
+        elif i == 5:
+            _capsule(link, (0, 0, 0), (0, 0, max(0.0, d - r[6])), r[6])
+        if abs(a) > 1e-9:
+            _capsule(link, (0, 0, d), (a, 0, d), r[i + 1])
+    lo, hi, vel = spec.lower, spec.upper, spec.vel_limits
+    for i in range(6):
+        if i == 0:
+            xyz, rpy = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+        else:
+            xyz, rpy = (k.a[i - 1], 0.0, k.d[i - 1]), (k.alpha[i - 1], 0.0, 0.0)
+        _joint(root, spec.joint_names[i], "revolute", names[i], names[i + 1], xyz, rpy,
+               axis=(0, 0, 1), lower=lo[i], upper=hi[i], vel=vel[i])
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode")
+
+
+def dh_urdf_path(spec: RobotSpec) -> str:
+    """Path of the generated bare DH arm URDF (cached)."""
+    return _write(dh_urdf_text(spec), spec.model)
+
+
 def abb_urdf_path(spec: RobotSpec) -> str:
     """Path of the generated bare ABB arm URDF (cached)."""
     return _write(abb_urdf_text(spec), spec.model)

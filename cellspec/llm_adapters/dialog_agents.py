@@ -1,0 +1,359 @@
+"""The agents of RoCo's dialog: an LLM (openai or a replayed cassette) or a built-in planner.
+
+Each agent answers one turn of the dialog with free text, as in RoCo
+(``prompting/dialog_prompter.py``, ``query_once``: one ``system`` message holding the
+whole prompt, the answer's text used as is). Adapters:
+
+* ``OfflineAgents``: a deterministic per-robot planner. It reads the same view the prompt is
+  written from (the task, the state, the proposals so far this round, the feedback) and
+  answers in RoCo's response style ([Reasons] / [Proposal] / [Decision]), the last speaker
+  writing ``EXECUTE`` and the plan once every robot has proposed. It is a stand-in that lets
+  the loop be tested and benchmarked without a model, not a model.
+* ``FaultyAgents``: the offline planner with RoCo's typical mistakes injected (seeded) into
+  the first plan of a round: a line without ACTION, a cube put on another cube's goal panel,
+  a cube picked out of reach, everyone WAITing, PATH written after the PLACE target, no
+  EXECUTE at all; it corrects itself once it has seen the feedback.
+* ``OpenAIAgents``: the real ``openai`` client (any OpenAI-compatible server), per-call
+  timeout and retries, the design adapter's budget, record to a JSONL cassette;
+  ``ReplayAgents`` answers from such a cassette byte-identically, without the network.
+
+Every LLM failure (timeout, HTTP 429/500 after retries, refusal, truncation, an empty
+answer) raises ``CellspecError`` (``BudgetExceeded`` for the budget); the dialog loop
+turns it into feedback and a re-plan, as ``design`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cellspec.dsl.errors import CellspecError
+from cellspec.llm_adapters.base import Adapter, Budget
+from cellspec.llm_adapters.openai_adapter import (
+    DEFAULT_MODEL,
+    DEFAULT_TIMEOUT,
+    MAX_RETRIES,
+    MAX_TIMEOUT,
+    ProposalError,
+    ReplayAdapter,
+    request_hash,
+)
+from cellspec.robots.roco_task import SortState, SortTask
+
+MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
+FAULTS = ("missing_action", "wrong_goal", "out_of_reach", "all_wait", "path_after_place",
+          "no_execute")
+
+
+@dataclass
+class AgentView:
+    """What one agent sees on its turn: the prompt text and the facts it is written from."""
+
+    agent: str
+    system: str
+    user: str
+    task: SortTask
+    state: SortState
+    proposals: dict[str, str]  # this dialog round, agent -> action text
+    replan: int
+    failures: list[tuple[str, tuple[str, ...], dict[str, str]]] = field(default_factory=list)
+    last_call: bool = False
+    everyone_spoke: bool = False
+
+
+class DialogAgents(Adapter):
+    """Answers one dialog turn with text."""
+
+    name = "dialog"
+
+    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+        raise CellspecError("dialog agents do not translate design commands")
+
+    def propose(self, spec, cell, feedback):  # type: ignore[no-untyped-def]
+        raise CellspecError("dialog agents do not propose layouts")
+
+    def respond(self, view: AgentView) -> str:
+        """The agent's answer for this turn (CellspecError on an LLM failure)."""
+        raise NotImplementedError
+
+
+# -- the offline planner --------------------------------------------------------------------
+def _dist_to_goal(task: SortTask, obj: str, x: float) -> float:
+    return abs(float(task.panels[task.cube_to_bin[obj]].pos[0]) - x)
+
+
+def plan_for(task: SortTask, state: SortState, agent: str, taken: dict[str, str],
+             banned: set[str]) -> tuple[str, str]:
+    """The offline planner's (action, reason) for one robot: move the cube it can reach
+    that gains most towards its goal (its own cube first), not one another robot took."""
+    claimed = {a.split("PICK")[1].split("PLACE")[0].strip() for a in taken.values()
+               if "PICK" in a and "PLACE" in a}
+    busy = []  # pick and place spots of the others this round
+    for other, a in taken.items():
+        if "PICK" in a and "PLACE" in a:
+            o = a.split("PICK")[1].split("PLACE")[0].strip()
+            t = a.split("PLACE")[1].strip()
+            if o in state.centres:
+                busy.append(task.top_site(o, state))
+            p = task.target_pos(other, t, state)
+            if p is not None:
+                busy.append(p)
+    own = next((o for o, g in task.cube_to_bin.items()
+                if task.in_reach(agent, task.target_pos(agent, g, state))), None)
+    best: tuple[tuple, str, str] | None = None
+    for obj in sorted(task.objects):
+        if obj in claimed or state.holding.get(agent) not in (None, obj):
+            continue
+        if task.done_cube(obj, state):
+            continue
+        pick = task.top_site(obj, state)
+        if not task.in_reach(agent, pick):
+            continue
+        here = _dist_to_goal(task, obj, pick[0])
+        for panel in [task.cube_to_bin[obj]] + list(task.handover_panels()):
+            dst = task.target_pos(agent, panel, state)
+            if dst is None or not task.in_reach(agent, dst):
+                continue
+            gain = here - _dist_to_goal(task, obj, dst[0])
+            action = f"PICK {obj} PLACE {panel}"
+            if gain <= 1e-9 or action in banned:
+                continue
+            if any(o2 != obj and o2 not in claimed and np.hypot(c[0] - dst[0], c[1] - dst[1])
+                   < 0.15 for o2, c in state.centres.items()):
+                continue  # another cube rests there (cellspec's `occupied` check)
+            if any(np.linalg.norm(np.asarray(b[:2]) - pick[:2]) < 0.3
+                   or np.linalg.norm(np.asarray(b[:2]) - dst[:2]) < 0.3 for b in busy):
+                continue
+            key = (panel != task.cube_to_bin[obj], obj != own, -gain, obj, panel)
+            if best is None or key < best[0]:
+                why = ("it is my own goal" if panel == task.cube_to_bin[obj] else
+                       f"{panel} is closer to {task.cube_to_bin[obj]}")
+                best = (key, action, f"I can reach {obj}; I will put it on {panel}, {why}.")
+    if best is None:
+        return "WAIT", "I cannot move any cube closer to its goal this round, so I WAIT."
+    return best[1], best[2]
+
+
+class OfflineAgents(DialogAgents):
+    """A deterministic per-robot planner answering in RoCo's response style."""
+
+    name = "offline"
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        super().__init__(budget)
+        self.model = "offline-planner"
+
+    def banned(self, view: AgentView) -> set[str]:
+        """Actions the feedback of this round ruled out for this agent."""
+        out: set[str] = set()
+        for check, robots, actions in view.failures:
+            # a collision: the later robot of the pair gives way; otherwise each named robot
+            blamed = robots[-1:] if check == "collision" else robots
+            if view.agent in blamed and view.agent in actions:
+                out.add(actions[view.agent])
+        return out
+
+    def respond(self, view: AgentView) -> str:
+        t0 = time.perf_counter()
+        self.check_budget()
+        others = {a: p for a, p in view.proposals.items() if a != view.agent}
+        action, why = plan_for(view.task, view.state, view.agent, others, self.banned(view))
+        reach = ", ".join(p for p in view.task.panels
+                          if view.task.in_reach(view.agent, view.task.target_pos(
+                              view.agent, p, view.state)))
+        text = (f"[Reasons] I am {view.agent}, I can reach {reach}. {why}\n"
+                f"[Proposal] {action}\n")
+        props = {**view.proposals, view.agent: action}
+        if view.everyone_spoke or view.last_call or len(props) == len(view.task.agents):
+            text += "[Decision] EXECUTE\n" + "".join(
+                f"NAME {a} ACTION {props.get(a, 'WAIT')}\n" for a in view.task.agents)
+        else:
+            text += "[Decision] PROCEED\n"
+        self.record("dialog", t0)
+        return text
+
+
+class FaultyAgents(OfflineAgents):
+    """The offline planner making RoCo's typical mistakes in a round's first plan."""
+
+    name = "faulty"
+
+    def __init__(self, faults: tuple[str, ...] = FAULTS, rate: float = 0.5, seed: int = 0,
+                 budget: Budget | None = None) -> None:
+        super().__init__(budget)
+        bad = [f for f in faults if f not in FAULTS]
+        if bad or not faults:
+            raise CellspecError(f"unknown fault(s) {bad}; known: {', '.join(FAULTS)}")
+        if not 0 <= rate <= 1:
+            raise CellspecError("the fault rate must be from 0 to 1")
+        self.faults, self.rate = faults, rate
+        self.rng = random.Random(seed)
+        self.model = "faulty-planner"
+        self.injected: list[str] = []
+
+    def respond(self, view: AgentView) -> str:
+        text = super().respond(view)
+        if "EXECUTE" not in text or view.replan > 0 or self.rng.random() >= self.rate:
+            return text
+        fault = self.rng.choice(self.faults)
+        self.injected.append(fault)
+        head, plan = text.split("EXECUTE\n", 1)
+        lines = plan.splitlines()
+        t = view.task
+        if fault == "missing_action":  # RoCo's example response #2: "NAME Chad WAIT"
+            lines[-1] = lines[-1].replace(" ACTION ", " ")
+        elif fault == "wrong_goal":
+            goals = sorted(set(t.cube_to_bin.values()))
+            for i, ln in enumerate(lines):
+                if "PICK" in ln and "PLACE" in ln:
+                    obj = ln.split("PICK")[1].split("PLACE")[0].strip()
+                    wrong = next(g for g in goals if g != t.cube_to_bin[obj])
+                    lines[i] = ln.split("PLACE")[0] + f"PLACE {wrong}"
+                    break
+        elif fault == "out_of_reach":
+            for i, a in enumerate(t.agents):
+                far = [o for o in sorted(t.objects)
+                       if not t.in_reach(a, t.top_site(o, view.state))]
+                if far:
+                    lines[i] = f"NAME {a} ACTION PICK {far[0]} PLACE {t.cube_to_bin[far[0]]}"
+                    break
+        elif fault == "all_wait":
+            lines = [f"NAME {a} ACTION WAIT" for a in t.agents]
+        elif fault == "path_after_place":
+            lines = [ln + " PATH [(0.0, 0.5, 0.5), (0.1, 0.5, 0.5)]" if "PLACE" in ln else ln
+                     for ln in lines]
+        elif fault == "no_execute":
+            return head.replace("[Decision] EXECUTE", "[Decision] PROCEED") + \
+                "I think we are ready.\n"
+        return head + "EXECUTE\n" + "\n".join(lines) + "\n"
+
+
+# -- LLM-backed agents --------------------------------------------------------------------
+def _messages(view: AgentView) -> list[dict[str, Any]]:
+    """RoCo's one-message request: system prompt and user prompt joined."""
+    return [{"role": "system", "content": view.system + view.user}]
+
+
+class OpenAIAgents(DialogAgents):
+    """Dialog turns answered by a model through the real ``openai`` client."""
+
+    name = "openai"
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 max_retries: int = 2, temperature: float = 0.0, seed: int | None = 0,
+                 budget: Budget | None = None, record: str | os.PathLike[str] | None = None
+                 ) -> None:
+        super().__init__(budget)
+        from openai import OpenAI
+
+        from cellspec.commands.common import check_output, check_seconds
+
+        check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
+        if not (0 <= max_retries <= MAX_RETRIES):
+            raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
+        if not (0 <= temperature <= 2):
+            raise CellspecError("the temperature must be a number from 0 to 2")
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise CellspecError(f"the LLM server URL must start with http:// or https:// "
+                                f"(got {url!r})")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "
+                                "local server) or use --adapter offline")
+        if record:
+            check_output(str(Path(record)), "--record")
+        self.model = model
+        self.client = OpenAI(api_key=key, base_url=url, timeout=timeout,
+                             max_retries=max_retries)
+        self.temperature, self.seed = temperature, seed
+        self.record_path = Path(record) if record else None
+
+    def respond(self, view: AgentView) -> str:
+        import openai
+
+        self.check_budget()
+        t0 = time.perf_counter()
+        messages = _messages(view)
+        kw: dict[str, Any] = {"temperature": self.temperature}
+        if self.seed is not None:
+            kw["seed"] = self.seed
+        try:
+            try:
+                r = self.client.chat.completions.create(
+                    model=self.model, messages=messages,  # type: ignore[arg-type]
+                    max_tokens=MAX_RESPONSE_TOKENS, **kw)
+            except openai.APITimeoutError:
+                raise CellspecError("the LLM call timed out") from None
+            except openai.APIStatusError as exc:
+                raise CellspecError(f"the LLM server answered HTTP {exc.status_code}") from None
+            except openai.APIConnectionError as exc:
+                raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+            if not r.choices:
+                raise ProposalError("the model returned no choices")
+            ch = r.choices[0]
+            resp = {"content": ch.message.content, "finish_reason": ch.finish_reason,
+                    "refusal": getattr(ch.message, "refusal", None),
+                    "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
+                              "completion_tokens": r.usage.completion_tokens if r.usage
+                              else 0}}
+        except CellspecError as exc:
+            self.record("dialog", t0, error=str(exc))
+            raise
+        if self.record_path is not None:
+            line = json.dumps({"hash": request_hash(self.model, messages, "dialog", None),
+                               "model": self.model, "messages": messages, "response": resp},
+                              sort_keys=True)
+            try:
+                with self.record_path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            except OSError as exc:
+                raise CellspecError(f"{self.record_path}: cannot record the exchange: "
+                                    f"{exc.strerror or exc}") from None
+        return _text(self, resp, t0)
+
+
+def _text(ad: DialogAgents, resp: dict[str, Any], t0: float) -> str:
+    """The answer text of one response record, or the reason it cannot be used."""
+    u = resp.get("usage") or {}
+    pt, ct = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+    err = None
+    if resp.get("refusal"):
+        err = f"the model refused: {str(resp['refusal'])[:200]}"
+    elif resp.get("finish_reason") == "length":
+        err = f"the answer was cut off at {MAX_RESPONSE_TOKENS} tokens"
+    elif not isinstance(resp.get("content"), str) or not resp["content"].strip():
+        err = "the model returned an empty answer"
+    ad.record("dialog", t0, pt, ct, error=err)
+    if err:
+        raise ProposalError(err)
+    return resp["content"]
+
+
+class ReplayAgents(DialogAgents):
+    """Dialog turns answered from a JSONL cassette recorded by ``OpenAIAgents``."""
+
+    name = "replay"
+
+    def __init__(self, cassette: str | os.PathLike[str], model: str = DEFAULT_MODEL,
+                 budget: Budget | None = None) -> None:
+        super().__init__(budget)
+        self.model = model
+        self.entries = ReplayAdapter(cassette, model).entries
+
+    def respond(self, view: AgentView) -> str:
+        self.check_budget()
+        t0 = time.perf_counter()
+        h = request_hash(self.model, _messages(view), "dialog", None)
+        if h not in self.entries:
+            raise CellspecError(f"replay: no cassette entry for this dialog turn (hash "
+                                f"{h[:12]}); record it with the openai adapter")
+        return _text(self, self.entries[h], t0)
