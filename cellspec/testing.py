@@ -185,9 +185,10 @@ def _unordered(rule) -> bool:
     return any(q.unordered for q in chain)
 
 
-def run_file(path: str, pattern: str | None = None, timeout: float | None = None
-             ) -> tuple[list[TestResult], list[Diagnostic]]:
-    """Run the tests of one file; bad input comes back as diagnostics, never raised."""
+def run_file(path: str, pattern: str | None = None, timeout: float | None = None,
+             text: str | None = None) -> tuple[list[TestResult], list[Diagnostic]]:
+    """Run the tests of one file; bad input comes back as diagnostics, never raised.
+    ``text``: the file's content when the caller has it (an editor's unsaved buffer)."""
     import time
 
     from cellspec.solver.verify import check
@@ -195,7 +196,8 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     p = Path(path)
     shown = display_path(p)
     try:
-        text = read_rule_file(p)
+        if text is None:
+            text = read_rule_file(p)
         model = parse_text(text, shown)
         kinds = [type(s).__name__ for s in model.statements]
         if "Test" not in kinds and "Cell" not in kinds:
