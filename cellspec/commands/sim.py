@@ -92,13 +92,18 @@ def writable_dir(path: str, flag: str) -> Path:
 def _steps(path: str):
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
+    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_LAYOUT_BYTES:
-            raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the limit "
-                                           f"is {MAX_LAYOUT_BYTES} bytes"))
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        if is_stdin(path):  # `--plan -`
+            text, path = read_stdin_text(MAX_LAYOUT_BYTES, "the plan"), STDIN_NAME
+        else:
+            size = Path(path).stat().st_size
+            if size > MAX_LAYOUT_BYTES:
+                raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the "
+                                               f"limit is {MAX_LAYOUT_BYTES} bytes"))
+            text = Path(path).read_text(encoding="utf-8")
+        obj = json.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
     except json.JSONDecodeError as exc:

@@ -53,7 +53,20 @@ def run(a: argparse.Namespace) -> int:
     if a.fail_under is not None and not (0 <= a.fail_under <= 100):
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
-    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout)
+    from cellspec import progress
+
+    with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
+        counts = {"passed": 0, "failed": 0}
+
+        def stream(r) -> None:  # stderr, TTY only: each result as it completes
+            counts["passed" if r.status == "passed" else "failed"] += 1
+            if r.status != "passed":
+                bar.write(f"FAIL {r.id}: {r.message}")
+            bar.tick("test", counts["passed"] + counts["failed"], None,
+                     f"{counts['passed']} passed, {counts['failed']} failed")
+
+        report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout,
+                           on_result=stream)
     cov = None
     if a.coverage or a.fail_under is not None:
         from cellspec.coverage import run_coverage
@@ -70,7 +83,7 @@ def run(a: argparse.Namespace) -> int:
             out["coverage"] = cov.to_json()
         print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(pretty(report))
+        sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
         if cov is not None:
             from cellspec.coverage import pretty as pretty_coverage
 

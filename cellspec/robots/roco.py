@@ -220,9 +220,13 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
 
 
 def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
-    """Read and parse a plan file (exit-2 errors for unreadable files)."""
+    """Read and parse a plan file (``-``: standard input; exit-2 errors for unreadable
+    files)."""
     from cellspec.dsl.parser import display_path
+    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
+    if is_stdin(path):
+        return parse_plan(read_stdin_text(MAX_PLAN_BYTES, "the plan"), STDIN_NAME, cell)
     p = Path(path)
     shown = display_path(p)
     try:
