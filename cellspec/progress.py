@@ -31,30 +31,32 @@ def wanted(stream: TextIO | None = None, quiet: bool = False) -> bool:
 
 
 class Reporter:
-    """One tqdm bar per stage, redrawn as :func:`tick` reports; ``write`` prints a line
-    above the bar (stderr)."""
+    """One tqdm bar per stage (nested stages get their own line), redrawn as :func:`tick`
+    reports; ``write`` prints a line above the bars (stderr)."""
 
     def __init__(self, stream: TextIO | None = None, enabled: bool = True):
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.bar: Any = None
-        self.stage = ""
+        self.bars: dict[str, Any] = {}
 
     def tick(self, stage: str, done: int, total: int | None, what: str = "") -> None:
         if not self.enabled:
             return
         from tqdm import tqdm
 
-        if self.bar is None or stage != self.stage or (total is not None
-                                                        and self.bar.total != total):
-            self.close()
-            self.stage = stage
-            self.bar = tqdm(total=total, desc=stage, file=self.stream, leave=False,
-                            dynamic_ncols=True, mininterval=0.1, unit="")
-        self.bar.n = done
+        bar = self.bars.get(stage)
+        if bar is None or (total is not None and bar.total != total):
+            pos = list(self.bars).index(stage) if bar is not None else len(self.bars)
+            if bar is not None:
+                bar.close()
+            bar = tqdm(total=total, desc=stage, file=self.stream, leave=False, position=pos,
+                       ncols=_size(self.stream)[0], nrows=_size(self.stream)[1],
+                       mininterval=0.1, unit="")
+            self.bars[stage] = bar
+        bar.n = done
         if what:
-            self.bar.set_postfix_str(what[:60], refresh=False)
-        self.bar.refresh()
+            bar.set_postfix_str(what[:60], refresh=False)
+        bar.refresh()
 
     def write(self, line: str) -> None:
         if not self.enabled:
@@ -64,9 +66,20 @@ class Reporter:
         tqdm.write(line, file=self.stream)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        for bar in reversed(list(self.bars.values())):
+            bar.close()
+        self.bars.clear()
+
+
+def _size(stream: TextIO) -> tuple[int, int]:
+    """The terminal's columns and rows (100 x 24 when it reports none, as a fresh
+    pseudo-terminal does: tqdm would draw nothing)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+        cols, rows = size.columns, size.lines
+    except (AttributeError, OSError, ValueError):
+        cols, rows = 0, 0
+    return (cols if cols > 0 else 100), (rows if rows > 0 else 24)
 
 
 def current() -> Reporter | None:
@@ -102,3 +115,31 @@ def reporting(quiet: bool = False, stream: TextIO | None = None,
     finally:
         r.close()
         _local.reporter = prev
+
+
+@contextlib.contextmanager
+def elapsed(stage: str, after: float = 1.0, quiet: bool = False) -> Iterator[None]:
+    """Show ``stage: N.N s`` on a TTY's stderr while the block runs longer than ``after``
+    seconds (solvers that report nothing themselves: generate, repair, plan)."""
+    import time
+
+    if not wanted(quiet=quiet):
+        yield
+        return
+    stop = threading.Event()
+    t0 = time.perf_counter()
+    rep = Reporter(enabled=True)
+
+    def run() -> None:
+        if stop.wait(after):
+            return
+        while not stop.wait(0.2):
+            rep.tick(stage, int(time.perf_counter() - t0), None, "solving")
+    th = threading.Thread(target=run, name="cellspec-progress", daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join()
+        rep.close()
