@@ -34,6 +34,19 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
                           check=False)
 
 
+def main_io(capsys, monkeypatch, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    """Run the CLI in this process with ``stdin`` as standard input: (code, out, err)."""
+    from cellspec.cli import main
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def _verbs() -> dict[str, argparse.ArgumentParser]:
     p = build_parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
@@ -54,39 +67,47 @@ def test_every_verb_takes_quiet():
         assert "--quiet" in sp._option_string_actions, name
 
 
-def test_usage_error_after_a_verb_shows_the_verbs_usage():
-    r = run("check", str(STATION), str(BROKEN), "--bogus")
+def test_usage_error_after_a_verb_shows_the_verbs_usage(capsys, monkeypatch):
+    r = run("check", str(STATION), str(BROKEN), "--bogus")  # the real console, once
     assert r.returncode == 2
     assert r.stderr.startswith("usage: cellspec check ")
     assert "cellspec check: error: unrecognized arguments: --bogus" in r.stderr
     assert "Traceback" not in r.stderr
-    r = run("test", "--workers")
-    assert r.returncode == 2 and r.stderr.startswith("usage: cellspec test ")
+    code, _, err = main_io(capsys, monkeypatch, "test", "--workers")
+    assert code == 2 and err.startswith("usage: cellspec test ")
+    code, _, err = main_io(capsys, monkeypatch, "nosuchverb")
+    assert code == 2 and err.startswith("usage: cellspec [-h]")
 
 
-def test_layout_from_stdin_is_the_same_as_from_the_file():
-    from_file = run("check", str(STATION), str(BROKEN), "--format", "json")
-    piped = run("check", str(STATION), "-", "--format", "json", stdin=BROKEN.read_text())
-    assert piped.returncode == from_file.returncode == 1
-    a, b = json.loads(from_file.stdout), json.loads(piped.stdout)
+def test_layout_from_stdin_is_the_same_as_from_the_file(capsys, monkeypatch):
+    code_f, out_f, _ = main_io(capsys, monkeypatch, "check", str(STATION), str(BROKEN),
+                               "--format", "json")
+    code_p, out_p, _ = main_io(capsys, monkeypatch, "check", str(STATION), "-", "--format",
+                               "json", stdin=BROKEN.read_text())
+    assert code_p == code_f == 1
+    a, b = json.loads(out_f), json.loads(out_p)
     assert [v["rule"] for v in a["violations"]] == [v["rule"] for v in b["violations"]]
     assert len(b["violations"]) == 5
-    bad = run("check", str(STATION), "-", stdin='{"parts": [')
-    assert bad.returncode == 2
-    assert bad.stderr.startswith("<stdin>:1:12: error: invalid JSON")
-    empty = run("check", str(STATION), "-", stdin="")
-    assert empty.returncode == 2 and empty.stderr.startswith("<stdin>:1:1: error: empty layout")
+    code, _, err = main_io(capsys, monkeypatch, "check", str(STATION), "-",
+                           stdin='{"parts": [')
+    assert code == 2 and err.startswith("<stdin>:1:12: error: invalid JSON")
+    code, _, err = main_io(capsys, monkeypatch, "check", str(STATION), "-")
+    assert code == 2 and err.startswith("<stdin>:1:1: error: empty layout")
+    piped = run("check", str(STATION), "-", stdin=BROKEN.read_text())  # a real pipe
+    assert piped.returncode == 1 and piped.stdout.count("error") == 0
+    assert len([ln for ln in piped.stdout.splitlines() if "physical.cell" in ln]) == 5
 
 
-def test_plan_from_stdin_for_check_plan():
+def test_plan_from_stdin_for_check_plan(capsys, monkeypatch):
     plan = REPO / "rules" / "plans" / "sort_cubes_parse.txt"
     cell = REPO / "rules" / "cells" / "sort_cubes.cell"
-    a = run("check-plan", str(cell), str(plan))
-    b = run("check-plan", str(cell), "-", stdin=plan.read_text())
-    assert a.returncode == b.returncode == 2
+    code_a, _, err_a = main_io(capsys, monkeypatch, "check-plan", str(cell), str(plan))
+    code_b, _, err_b = main_io(capsys, monkeypatch, "check-plan", str(cell), "-",
+                               stdin=plan.read_text())
+    assert code_a == code_b == 2
     msg = "3:1: error: missing action for robot(s) Chad"
-    assert a.stderr.splitlines()[-1].startswith(f"rules/plans/sort_cubes_parse.txt:{msg}")
-    assert b.stderr.splitlines()[-1].startswith(f"<stdin>:{msg}")
+    assert err_a.splitlines()[-1].startswith(f"rules/plans/sort_cubes_parse.txt:{msg}")
+    assert err_b.splitlines()[-1].startswith(f"<stdin>:{msg}")
 
 
 def test_shell_completion_scripts():
@@ -111,10 +132,10 @@ echo "vals: ${COMPREPLY[*]}"
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-def test_test_verb_quiet_drops_pass_lines():
+def test_test_verb_quiet_drops_pass_lines(capsys, monkeypatch):
     f = REPO / "rules" / "examples" / "inconsistent.cell"
-    assert run("test", str(f)).stdout.startswith("PASS ")
-    assert run("test", str(f), "--quiet").stdout == "1 passed, 0 failed\n"
+    assert main_io(capsys, monkeypatch, "test", str(f))[1].startswith("PASS ")
+    assert main_io(capsys, monkeypatch, "test", str(f), "--quiet")[1] == "1 passed, 0 failed\n"
 
 
 def _on_a_tty(*args: str) -> tuple[str, str, int]:
@@ -143,13 +164,13 @@ def _on_a_tty(*args: str) -> tuple[str, str, int]:
 
 
 def test_progress_only_on_a_terminal_and_never_on_stdout():
-    f = REPO / "rules" / "stdlib" / "stability_tests.cell"
+    f = REPO / "rules" / "examples" / "inconsistent.cell"
     piped = run("test", str(f))
     assert piped.returncode == 0 and piped.stderr == ""
     out, tty, rc = _on_a_tty("test", str(f))
     assert rc == 0
     assert out == piped.stdout  # stdout data unchanged, whatever stderr is
-    assert "test:" in tty and "passed, 0 failed" in tty  # the bar, drawn on the terminal
+    assert "test:" in tty and "1 passed, 0 failed" in tty  # the bar, drawn on the terminal
     _, quiet_tty, _ = _on_a_tty("test", str(f), "--quiet")
     assert "test:" not in quiet_tty
 
