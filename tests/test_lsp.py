@@ -159,6 +159,19 @@ async def test_semantic_error_is_the_cli_message_with_its_range(client, files: P
     assert d.range.end.character == d.range.start.character + len("gravty")
 
 
+async def test_import_already_imported_through_another_is_a_warning(client, files: Path):
+    (files / "lib.cell").write_text('import physical\nrule r "m" : forall p: p.top <= 1\n')
+    path = files / "imports.cell"
+    path.write_text('import physical\nimport "lib.cell"\n'
+                    'cell c { workspace x [0, 1] y [0, 1] z [0, 1] }\n')
+    u = await open_doc(client, path)
+    (d,) = client.diagnostics[u]
+    assert d.severity == T.DiagnosticSeverity.Warning
+    assert d.message == ("unused import: 'physical' is already imported through 'lib.cell' "
+                         "(line 2)")
+    assert (d.range.start.line, d.range.start.character, d.range.end.character) == (0, 7, 15)
+
+
 async def test_change_updates_diagnostics_syntax_then_fixed(client, files: Path):
     path = files / "edit.cell"
     path.write_text(CELL)

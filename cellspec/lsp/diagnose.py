@@ -61,7 +61,7 @@ def analyse(text: str, path: str) -> list[Item]:
     except Exception as exc:  # a loader bug must not take the editor session down
         diags = [Diagnostic(shown, 0, 0, f"internal error (please report): "
                             f"{type(exc).__name__}: {exc}")]
-    out: list[Item] = []
+    out: list[Item] = import_warnings(text, path) if path else []
     for d in diags:
         if d.file and d.file != shown:  # an error inside an imported file
             ln, c, e = _import_span(rows, d)
@@ -115,3 +115,40 @@ def _import_span(rows: list[str], d: Diagnostic) -> tuple[int, int, int]:
         if s.startswith("import") and (stem in s):
             return k, row.index("import"), len(row.rstrip())
     return 0, 0, max(1, len(rows[0]) if rows else 1)
+
+
+def import_warnings(text: str, path: str) -> list[Item]:
+    """Cheap lint of the imports: a file imported twice, or already imported through
+    another import (its rules are loaded once either way, so the line does nothing)."""
+    from cellspec.lsp.index import Workspace, build_index, resolve
+
+    idx = build_index(text, path)
+    ws = Workspace()
+    targets = []
+    for ref, name in idx.imports:
+        if ref is None:
+            continue
+        t = resolve(ref, path)
+        if t is not None and t.exists():
+            targets.append((ref, name, t.resolve()))
+    out: list[Item] = []
+    seen: dict[Path, int] = {}
+    for ref, name, t in targets:
+        if t in seen:
+            out.append(Item(ref.line, ref.col, ref.end_col, "warning",
+                            f"'{name}' is already imported on line {seen[t] + 1}"))
+            continue
+        seen[t] = ref.line
+        for oref, oname, ot in targets:
+            if ot == t:
+                continue
+            sub = ws.index_file(ot)
+            if sub is None:
+                continue
+            closure = {Path(d.path).resolve() for d in ws.closure(sub)[1:]}
+            if t in closure:
+                out.append(Item(ref.line, ref.col, ref.end_col, "warning",
+                                f"unused import: '{name}' is already imported through "
+                                f"'{oname}' (line {oref.line + 1})"))
+                break
+    return out
