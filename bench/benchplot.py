@@ -8,6 +8,7 @@ result gets a bar chart of the first table of numbers found in its JSON.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,13 @@ from typing import Any
 
 from cellspec.plots import draw_table
 from cellspec.progress import reporting, tick  # noqa: F401  (re-exported for the benches)
+
+
+def start_progress() -> contextlib.ExitStack:
+    """Install a progress reporter until the returned stack is closed (a bench's main)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(reporting())
+    return stack
 
 
 def add_plot_option(ap: Any) -> None:

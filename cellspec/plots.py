@@ -140,7 +140,7 @@ def draw_table(rows: list[dict], x: str, ys: list[str], path: str | Path, title:
         ax.set_xscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # never over the data
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(str(path), dpi=DPI, metadata={"Software": None})
