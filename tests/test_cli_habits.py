@@ -255,3 +255,18 @@ def test_sim_gantt_png_and_json(tmp_path: Path):
         "a1", "a2", "b1", "b2", "b3", "s1"]
     w, h, std = _png(out)
     assert (w, h) == (1000, 400) and std > 0.05
+
+
+def test_elapsed_line_only_past_the_delay(monkeypatch, capsys):
+    import time
+
+    monkeypatch.setattr(progress, "wanted", lambda stream=None, quiet=False: not quiet)
+    with progress.elapsed("solve", after=0.05):
+        time.sleep(0.6)
+    assert "solve:" in capsys.readouterr().err
+    with progress.elapsed("quick", after=5.0):
+        pass  # finished before the delay: nothing drawn
+    with progress.elapsed("hushed", after=0.0, quiet=True):
+        time.sleep(0.3)
+    err = capsys.readouterr().err
+    assert "quick" not in err and "hushed" not in err
