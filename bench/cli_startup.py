@@ -94,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--wait", type=float, default=0.0,
                     help="poll `cellspec --help` for up to this many seconds first")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     args = ap.parse_args(argv)
     exe = _wait_for_cli(args.wait)
     fails: list[str] = []
@@ -108,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         if local.exists() and (not exe or os.path.realpath(exe) != os.path.realpath(local)):
             commands.append(("console_script", [str(local), *check_args]))
         commands.append(("python_m", [sys.executable, "-m", "cellspec", *check_args]))
-        timed = {name: _time(cmd, args.runs, ROOT) for name, cmd in commands}
+        timed = {}
+        with benchplot.reporting():  # per-command progress on a terminal's stderr
+            for k, (name, cmd) in enumerate(commands):
+                benchplot.tick("commands", k, len(commands), name)
+                timed[name] = _time(cmd, args.runs, ROOT)
         base = {
             "python_s": _time([sys.executable, "-c", "pass"], args.runs, ROOT)["median_s"],
             "import_cli_s": _time([sys.executable, "-c", "import cellspec.cli"], args.runs,
@@ -128,11 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     if not exe:
         fails.append("FAIL cli_startup: no `cellspec` on PATH (timed python -m cellspec only)")
     ok_target = primary["median_s"] <= TARGET_S
-    print(json.dumps({"bench": "cli_startup", "ok": not fails, "target_s": TARGET_S,
-                      "target_met": ok_target, "runs": args.runs,
-                      "median_s": primary["median_s"], "primary": primary["cmd"][0],
-                      "commands": timed, "baseline": base, "phases": phases},
-                     separators=(",", ":")), flush=True)
+    out = {"bench": "cli_startup", "ok": not fails, "target_s": TARGET_S,
+           "target_met": ok_target, "runs": args.runs, "median_s": primary["median_s"],
+           "primary": primary["cmd"][0], "commands": timed, "baseline": base,
+           "phases": phases}
+    print(json.dumps(out, separators=(",", ":")), flush=True)
+    if args.plot:
+        benchplot.plot_result({**out, "rows": [{"command": k, "median_s": v["median_s"]}
+                                               for k, v in timed.items()]}, args.plot)
     extra = ", ".join(f"{name} {r['median_s']:.3f} s" for name, r in timed.items()
                       if r is not primary)
     ph = ""

@@ -241,21 +241,27 @@ def main() -> int:
     ap.add_argument("--commands", default=str(ROOT / "bench" / "commands" / "commands.jsonl"))
     ap.add_argument("--cassettes", default=str(ROOT / "bench" / "commands" / "cassettes"))
     ap.add_argument("--no-faulty", action="store_true")
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args()
     import cellspec
 
     cell = cellspec.load_cell(str(CELL))
     cmds = [json.loads(x) for x in Path(a.commands).read_text().splitlines() if x.strip()]
-    off = run_offline(cell, cmds)
-    out: dict[str, Any] = {"bench": "design", "commands": len(cmds), "offline": off}
-    if not a.no_faulty:
-        out["faulty_adapter"] = run_baselines(cell, cmds)
-    rep = run_replay(cell, cmds, Path(a.cassettes))
+    with benchplot.reporting():  # per-command progress on a terminal's stderr
+        off = run_offline(cell, cmds)
+        out: dict[str, Any] = {"bench": "design", "commands": len(cmds), "offline": off}
+        if not a.no_faulty:
+            out["faulty_adapter"] = run_baselines(cell, cmds)
+        rep = run_replay(cell, cmds, Path(a.cassettes))
     out["replay"] = rep if rep is not None else {
         "skipped": "no cassettes: none can be recorded here (no model endpoint); record with "
                    "cellspec design --adapter openai --record bench/commands/cassettes/MODEL"
                    ".jsonl"}
     print(json.dumps(out))
+    if a.plot:
+        benchplot.plot_result(out, a.plot)
     e = sys.stderr
     print(f"{'success %':<16}" + "".join(f"{g:>7}" for g in GROUPS)
           + f"{'all':>8}{'calls':>8}{'p50 s':>8}{'p95 s':>8}{'bad acc':>8}", file=e)

@@ -86,14 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive-max", type=int, default=100,
                     help="largest size the naive encoding is run at (it is quadratic in Python)")
     ap.add_argument("--timeout", type=float, default=120.0)
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     args = ap.parse_args(argv)
+    bar = benchplot.start_progress()  # per-case progress on a terminal's stderr
     tmp = Path(tempfile.mkdtemp(prefix="cellspec-formal-"))
     (tmp / "bench.cell").write_text(CELL)
     cell = cellspec.load_cell(str(tmp / "bench.cell"))
     station = cellspec.load_cell(str(REPO / "rules" / "cells" / "dual_arm_station.cell"))
     wrong: list[str] = []
     rows: list[dict] = []
-    for n in args.sizes:
+    for k, n in enumerate(args.sizes):
+        benchplot.tick("robust", k, len(args.sizes), f"{n} parts")
         lay = layout_from_obj(bridges(n))
         row: dict = {"parts": n}
         for name, kw in (("api", {"encoding": "api"}), ("smtlib", {"encoding": "smtlib"})):
@@ -121,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             wrong.append(f"robust {n} parts, 1 mm gaps: {r.status}")
         rows.append(row)
     lint_rows = []
-    for n in args.lint_sizes:
+    for k, n in enumerate(args.lint_sizes):
+        benchplot.tick("lint", k, len(args.lint_sizes), f"{n} cubes")
         r, s = timed(lint, station, {"cube": n}, timeout=args.timeout)
         lint_rows.append({"cubes": n, "seconds": round(s, 3), "status": r.status,
                           "findings": len(r.findings)})
@@ -146,9 +152,13 @@ def main(argv: list[str] | None = None) -> int:
            and targets["robust_1000_le_20s"] <= 20,
            "lint_20_le_5s": targets["lint_20_le_5s"] is not None
            and targets["lint_20_le_5s"] <= 5}
-    print(json.dumps({"bench": "formal", "ok": not wrong, "wrong": wrong,
-                      "tolerance": args.tolerance, "robust": rows, "lint": lint_rows,
-                      "explain": ex, "targets": targets, "target_met": met}))
+    bar.close()
+    out = {"bench": "formal", "ok": not wrong, "wrong": wrong, "tolerance": args.tolerance,
+           "robust": rows, "lint": lint_rows, "explain": ex, "targets": targets,
+           "target_met": met}
+    print(json.dumps(out))
+    if args.plot:
+        benchplot.plot_result(out, args.plot)
     err = sys.stderr
     print(f"robust check (tolerance {args.tolerance} m; proved; seconds)", file=err)
     print(f"{'parts':>6} {'api':>8} {'smtlib':>8} {'naive':>8} {'ratio':>6} {'atoms':>7} "

@@ -35,20 +35,27 @@ PAPER = {"table_v": "9/9 (Ours-LGOrch, Ours-Hybrid)",
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=10.0)
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args()
+    bar = benchplot.start_progress()  # per-case progress on a terminal's stderr
     rows = {"table_v": [], "table_vi": []}
     cell = load_cell(SCENARIOS / "table_v.cell")
     for title, kind, test in TABLE_V:
+        benchplot.tick("table V", len(rows["table_v"]), len(TABLE_V), title)
         rec, _ = recover(cell, layout_of_test(find_test(cell, test)), title, kind,
                          a.time_limit)
         rows["table_v"].append(rec)
     for f in table_vi_files():
+        benchplot.tick("table VI", len(rows["table_vi"]), None, f.stem)
         c = load_cell(f)
         t = c.tests[0]
         title = f.stem.replace("table_vi_", "")
         rec, _ = recover(c, layout_of_test(t), title, "blocked", a.time_limit,
                          keep_shape=True)
         rows["table_vi"].append(rec)
+    bar.close()
     out = {}
     for key, recs in rows.items():
         n_ok = sum(r.recovered for r in recs)
@@ -76,6 +83,8 @@ def main() -> int:
         print(f"  recovered {out[key]['recovered']} in {out[key]['seconds_total']} s, "
               f"LLM calls {out[key]['llm_calls']} (paper's best: {PAPER[key]})\n", file=err)
     print(json.dumps(out))
+    if a.plot:
+        benchplot.plot_result({"bench": "recovery", **out}, a.plot)
     ok = all(c["recovered"] for k in out for c in out[k]["cases"])
     return 0 if ok else 1
 

@@ -16,6 +16,7 @@ Usage: python bench/recovery_loop.py [--quick] [--normal N] [--faulted N] [--see
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -69,6 +70,9 @@ def main() -> int:
     ap.add_argument("--engine", choices=("arm", "gripper"), default="arm",
                     help="arm (default): the twin's robot arm drives the gripper pad; "
                     "gripper: a kinematic gripper body on straight paths")
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args()
     if a.quick:
         a.normal, a.faulted, a.wall = 4, 2, 3
@@ -79,8 +83,13 @@ def main() -> int:
     engine = "arm" if arm is not None else ENGINE
     res: dict[str, dict[str, list]] = {m: {k: [] for k in KINDS} for m in MODES}
     t0 = time.perf_counter()
+    done = 0
+    progress = contextlib.ExitStack()
+    progress.enter_context(benchplot.reporting())  # per-trial progress on a terminal
     for mode in MODES:
         for cond, s, li, faults in plan:
+            benchplot.tick("trials", done, len(MODES) * len(plan), f"{mode}: {cond}")
+            done += 1
             layout = layouts[li]
             order = tuple(layout.order)
             w0 = time.perf_counter()
@@ -91,6 +100,7 @@ def main() -> int:
                 "wall_s": time.perf_counter() - w0, "skipped": bool(r.skipped_faults),
                 "diagnosed": next(iter(r.first_diagnosis.values()), None),
                 "recovery_s": r.recovery_times, "parts": len(order) if r.success else 0})
+    progress.close()
     wall_layout = load_layout(WALL)
     wall_runs = []
     for k in range(a.wall):
@@ -149,6 +159,8 @@ def main() -> int:
            "diagnosis_accuracy": round(acc, 4), "targets": targets, "wall": wall_summary,
            "target_met": all(targets.values()), "wall_seconds": round(total_wall, 1)}
     print(json.dumps(out))
+    if a.plot:
+        benchplot.plot_result(out, a.plot)
     err = sys.stderr
     print(f"recovery_loop: {len(plan)} trials x {len(MODES)} modes, engine {engine} "
           f"({note}), {total_wall:.0f} s", file=err)

@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--browser", action="store_true",
                     help="also time click-to-verdict round trips in headless Chromium "
                     f"({CHROMIUM}, playwright)")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args(argv)
     global BROWSER
     BROWSER = a.browser
@@ -226,14 +230,20 @@ def main(argv: list[str] | None = None) -> int:
         cp = Path(d) / "review_bench.cell"
         cp.write_text(CELL)
         cell = load_cell(cp)
-        rows = [run_size(cell, n, a.edits, a.seed) for n in sizes]
+        rows = []
+        with benchplot.reporting():  # per-size progress on a terminal's stderr
+            for k, n in enumerate(sizes):
+                benchplot.tick("sizes", k, len(sizes), f"{n} parts")
+                rows.append(run_size(cell, n, a.edits, a.seed))
     wrong = [w for r in rows for w in r.pop("wrong")]
     r50 = next((r for r in rows if r["parts"] == 50), None)
     met = None if r50 is None else r50["page_ms_p95"] <= TARGET_MS
-    print(json.dumps({"bench": "review", "machine": platform.machine(),
-                      "python": platform.python_version(), "rows": rows,
-                      "target": {"n50_page_ms_p95_max": TARGET_MS}, "target_met": met,
-                      "wrong": wrong}))
+    out = {"bench": "review", "machine": platform.machine(),
+           "python": platform.python_version(), "rows": rows,
+           "target": {"n50_page_ms_p95_max": TARGET_MS}, "target_met": met, "wrong": wrong}
+    print(json.dumps(out))
+    if a.plot:
+        benchplot.plot_result(out, a.plot)
     hdr = ("parts", "edits", "verify p50", "verify p95", "edit p50", "edit p95", "page p50",
            "page p95")
     print("| " + " | ".join(hdr) + " |", file=sys.stderr)

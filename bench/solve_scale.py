@@ -110,7 +110,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--random", type=int, default=100, help="random stacks for the rates")
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args()
+    bar = benchplot.start_progress()  # per-case progress on a terminal's stderr
     out: dict = {"sequencing": [], "targets": {}}
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "bench_floor.cell"
@@ -118,6 +122,7 @@ def main() -> int:
         big = load_cell(f)
     station = load_cell(ROOT / "rules" / "cells" / "dual_arm_station.cell")
     for n in [int(x) for x in a.sizes.split(",")]:
+        benchplot.tick("sequencing", 0, None, f"{n} parts")
         lay = seq_layout(n)
         inst = build_instance(big, lay)
         t0 = time.perf_counter()
@@ -138,7 +143,8 @@ def main() -> int:
     rng = np.random.default_rng(7)
     exists = found = paper_ok = infeasible = 0
     t_ours = t_paper = 0.0
-    for _ in range(a.random):
+    for k in range(a.random):
+        benchplot.tick("random stacks", k, a.random)
         lay = random_stack(rng, 20)
         inst = build_instance(station, lay)
         t0 = time.perf_counter()
@@ -175,6 +181,7 @@ def main() -> int:
     out["targets"]["repair_50"] = {"limit_s": 1.0,
                                    "met": rep["limit_1s"]["verified"]
                                    and rep["limit_1s"]["seconds"] <= 1.0}
+    bar.close()
     err = sys.stderr
     print(f"{'parts':>6s} {'status':8s} {'method':14s} {'ours s':>7s} {'verify s':>8s} "
           f"{'Alg.4':6s} {'Alg.4 s':>7s}", file=err)
@@ -194,6 +201,8 @@ def main() -> int:
     for k, t in out["targets"].items():
         print(f"target {k}: {'ok' if t['met'] else 'MISS'}", file=err)
     print(json.dumps(out))
+    if a.plot:
+        benchplot.plot_result({"bench": "solve_scale", **out}, a.plot)
     bad = [r for r in out["sequencing"] if not r["verified"]]
     return 1 if bad else 0
 

@@ -225,13 +225,24 @@ def main() -> int:
                     help="RRT queries as drawn (default: only those whose direct path collides)")
     ap.add_argument("--no-designs", action="store_true",
                     help="skip the Table VII designs (bench/twin_designs.py)")
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     a = ap.parse_args()
     n_col = a.collision_configs or (300 if a.quick else 4000)
     n_ik = a.ik_targets or (30 if a.quick else 500)
     n_rrt = a.rrt_queries or (4 if a.quick else 20)
-    col = bench_collision(n_col, a.seed)
-    ik = [bench_ik(m, n_ik, a.seed) for m in MODELS]
-    rrt, rrt_wrong = bench_rrt(n_rrt, a.seed, a.rrt_time_limit, not a.easy)
+    with benchplot.reporting():  # per-stage progress on a terminal's stderr
+        stages = 3 + len(MODELS) + (not a.no_designs)
+        benchplot.tick("twin", 0, stages, "collision")
+        col = bench_collision(n_col, a.seed)
+        ik = []
+        for k, m in enumerate(MODELS):
+            benchplot.tick("twin", 1 + k, stages, f"IK {m}")
+            ik.append(bench_ik(m, n_ik, a.seed))
+        benchplot.tick("twin", 1 + len(MODELS), stages, "RRT-Connect")
+        rrt, rrt_wrong = bench_rrt(n_rrt, a.seed, a.rrt_time_limit, not a.easy)
+        benchplot.tick("twin", 2 + len(MODELS), stages, "designs")
     targets = {
         "collision_checks_per_s>=4000": col["contacts_per_s"] >= 4000,
         "ik_success>=0.99": all(r["success"] >= 0.99 for r in ik),
@@ -243,7 +254,8 @@ def main() -> int:
     if not a.no_designs:
         import twin_designs
 
-        designs = twin_designs.run(twin_designs.QUICK if a.quick else None)
+        with benchplot.reporting():
+            designs = twin_designs.run(twin_designs.QUICK if a.quick else None)
         targets["designs_all_pass"] = designs["passed"] == designs["designs"]
         targets["single_arm_all_pass"] = designs["single_arm_passed"] == sum(
             r["group"] == "dual-arm" for r in designs["rows"])
@@ -252,6 +264,8 @@ def main() -> int:
            "rrt": rrt, "designs": designs, "targets": targets,
            "target_met": all(targets.values()), "wrong_answers": wrong}
     print(json.dumps(out, sort_keys=True))
+    if a.plot:
+        benchplot.plot_result(out, a.plot)
     err = sys.stderr
     print(f"collision  {col['configs']} dual-arm configs, {col['parts']} cubes: "
           f"{col['contacts_per_s']} checks/s (full contact list), "

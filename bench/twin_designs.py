@@ -89,10 +89,12 @@ def run(only: tuple[str, ...] | None = None) -> dict[str, Any]:
     from cellspec.robots.sim import compare_single, simulate
 
     cells = {p: load_cell(p) for p in (PANDA, STATION)}
+    from cellspec import progress
+
     rows = []
-    for name, group, cp, obj in designs():
-        if only is not None and name not in only:
-            continue
+    todo = [d for d in designs() if only is None or d[0] in only]
+    for name, group, cp, obj in todo:
+        progress.tick("designs", len(rows), len(todo), name)  # a terminal's stderr only
         t0 = time.perf_counter()
         lay = layout_from_obj(obj, name)
         r = simulate(cells[cp], lay)
@@ -160,7 +162,18 @@ def table(out: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    res = run(QUICK if "--quick" in sys.argv[1:] else None)
+    import argparse
+
+    import benchplot
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few designs only")
+    benchplot.add_plot_option(ap)
+    args = ap.parse_args()
+    with benchplot.reporting():
+        res = run(QUICK if args.quick else None)
     print(json.dumps(res, separators=(",", ":")))
+    if args.plot:
+        benchplot.plot_result(res, args.plot)
     print(table(res), file=sys.stderr)
     sys.exit(0 if res["passed"] == res["designs"] else 1)

@@ -596,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the all-pairs checker while predicted <= this many seconds")
     ap.add_argument("--timeout", type=float, default=1800.0, help="per child process, s")
     ap.add_argument("--no-pybullet", action="store_true")
+    import benchplot
+
+    benchplot.add_plot_option(ap)
     ap.add_argument("--no-allpairs", action="store_true")
     ap.add_argument("--print-cell", action="store_true",
                     help="print the bench cell (written to a temp dir when running) and exit")
@@ -626,12 +629,14 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(d)
         cell_path = tmp / "bench.cell"
         cell_path.write_text(cell_text(), encoding="utf-8")
-        for n in sizes:
-            row, f = run_size(n, args, tmp, cell_path, per_pair)
-            results.append(row)
-            fails.extend(f)
-            for line in f:
-                _log(line)
+        with benchplot.reporting():  # per-size progress on a terminal's stderr
+            for k, n in enumerate(sizes):
+                benchplot.tick("sizes", k, len(sizes), f"N = {n}")
+                row, f = run_size(n, args, tmp, cell_path, per_pair)
+                results.append(row)
+                fails.extend(f)
+                for line in f:
+                    _log(line)
     targets = _targets(results)
     versions = {"python": platform.python_version(), "cpus": os.cpu_count(),
                 "machine": platform.machine()}
@@ -642,9 +647,11 @@ def main(argv: list[str] | None = None) -> int:
             versions[mod] = version(mod)
         except Exception:
             versions[mod] = None
-    print(json.dumps({"bench": "verify_scale", "ok": not fails, "seed": args.seed,
-                      "height": args.height, "env": versions, "targets": targets,
-                      "results": results}, separators=(",", ":")), flush=True)
+    out = {"bench": "verify_scale", "ok": not fails, "seed": args.seed,
+           "height": args.height, "env": versions, "targets": targets, "results": results}
+    print(json.dumps(out, separators=(",", ":")), flush=True)
+    if args.plot:
+        benchplot.plot_result(out, args.plot)
     _log(table(results, targets))
     for line in fails:
         _log(line)

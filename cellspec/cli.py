@@ -19,10 +19,20 @@ from cellspec.dsl.errors import CellspecError
 
 
 class _Parser(argparse.ArgumentParser):
+    verbs: dict[str, argparse.ArgumentParser] = {}
+
     def error(self, message: str) -> None:  # usage errors: exit 2, no traceback
         self.print_usage(sys.stderr)
-        print(f"cellspec: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse, but an unknown option after a verb shows that verb's usage."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            verb = self.verbs.get(getattr(ns, "verb", None) or "", self)
+            verb.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for verb in VERBS:
         importlib.import_module(f"cellspec.commands.{verb}").register(sub)
+    p.verbs = dict(sub.choices)
+    for sp in sub.choices.values():
+        if "--quiet" not in sp._option_string_actions:
+            flags = ["-q", "--quiet"] if "-q" not in sp._option_string_actions else ["--quiet"]
+            sp.add_argument(*flags, action="store_true",
+                            help="no progress bars (they are drawn on stderr, only on a "
+                            "terminal)" + (" and no PASS lines" if sp.prog.endswith(" test")
+                                           else ""))
+    p.set_defaults(_root=p)  # `cellspec completion` walks the whole parser
     return p
 
 

@@ -183,7 +183,12 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
 
 
 def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:
-    """Read and validate a layout JSON file; raise CellspecError (exit 2) on any problem."""
+    """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
+    (exit 2) on any problem."""
+    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
+
+    if is_stdin(path):
+        return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME)
     p = Path(path)
     shown = str(path)
     try:
@@ -203,6 +208,11 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES)
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _fail(shown, f"not UTF-8 text (byte {exc.start})") from None
+    return layout_from_text(text, shown)
+
+
+def layout_from_text(text: str, shown: str) -> Layout:
+    """Validate a layout's JSON text (``shown`` names it in diagnostics)."""
     if not text.strip():
         raise _fail(shown, "empty layout file: expected a JSON object with \"parts\"", 1, 1)
     try:

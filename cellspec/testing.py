@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,9 +186,12 @@ def _unordered(rule) -> bool:
     return any(q.unordered for q in chain)
 
 
-def run_file(path: str, pattern: str | None = None, timeout: float | None = None
+def run_file(path: str, pattern: str | None = None, timeout: float | None = None,
+             text: str | None = None, on_result: Callable[[TestResult], None] | None = None
              ) -> tuple[list[TestResult], list[Diagnostic]]:
-    """Run the tests of one file; bad input comes back as diagnostics, never raised."""
+    """Run the tests of one file; bad input comes back as diagnostics, never raised.
+    ``text``: the file's content when the caller has it (an editor's unsaved buffer);
+    ``on_result`` is called with each result as it completes (progress)."""
     import time
 
     from cellspec.solver.verify import check
@@ -195,7 +199,8 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     p = Path(path)
     shown = display_path(p)
     try:
-        text = read_rule_file(p)
+        if text is None:
+            text = read_rule_file(p)
         model = parse_text(text, shown)
         kinds = [type(s).__name__ for s in model.statements]
         if "Test" not in kinds and "Cell" not in kinds:
@@ -226,6 +231,8 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
             continue
         results.append(TestResult(id=tid, file=shown, name=test.name, source=str(test.source),
                                   status=status, seconds=time.perf_counter() - t0, **det))
+        if on_result is not None:
+            on_result(results[-1])
     return results, errors
 
 
@@ -239,16 +246,23 @@ def _run_file_args(args: tuple[str, str | None, float | None]):
 
 
 def run_tests(paths: list[str], pattern: str | None = None, workers: int = 1,
-              timeout: float | None = None) -> RunReport:
-    """Run every selected test under ``paths``; results in a fixed order."""
+              timeout: float | None = None,
+              on_result: Callable[[TestResult], None] | None = None) -> RunReport:
+    """Run every selected test under ``paths``; results in a fixed order whatever the order
+    they complete in (``on_result`` sees each as it completes: progress)."""
     files = collect(paths)
     jobs = [(str(f), pattern, timeout) for f in files]
     report = RunReport()
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs), os.cpu_count() or 1)) as ex:
-            outs = list(ex.map(_run_file_args, jobs))
+            futures = [ex.submit(_run_file_args, j) for j in jobs]
+            if on_result is not None:
+                for fut in as_completed(futures):
+                    for r in fut.result()[0]:
+                        on_result(r)
+            outs = [f.result() for f in futures]
     else:
-        outs = [_run_file_args(j) for j in jobs]
+        outs = [run_file(*j, on_result=on_result) for j in jobs]
     for res, errs in outs:
         report.results.extend(res)
         report.errors.extend(errs)
@@ -295,11 +309,13 @@ def _failure_text(r: TestResult) -> str:
     return "\n".join(lines)
 
 
-def pretty(report: RunReport) -> str:
-    """Human output: failures with expected vs actual, then ``N passed, N failed``."""
+def pretty(report: RunReport, quiet: bool = False) -> str:
+    """Human output: failures with expected vs actual, then ``N passed, N failed``
+    (``quiet``: no PASS lines)."""
     out = []
     for r in report.results:
-        out.append(f"{'PASS' if r.status == 'passed' else 'FAIL'} {r.id}")
+        if not (quiet and r.status == "passed"):
+            out.append(f"{'PASS' if r.status == 'passed' else 'FAIL'} {r.id}")
     fails = [r for r in report.results if r.status != "passed"]
     if fails:
         out.append("")

@@ -42,7 +42,8 @@ def atomic_write(path: Path, text: str) -> None:
 
 def add_format(p: argparse.ArgumentParser) -> None:
     """Add ``--format pretty|json`` (every verb has it; pretty by default)."""
-    p.add_argument("--format", choices=("pretty", "json"), default="pretty")
+    p.add_argument("--format", choices=("pretty", "json"), default="pretty",
+                   help="output: pretty (for people, the default) or json (for programs)")
 
 
 def add_time_limit(p: argparse.ArgumentParser, default: float, help: str) -> None:

@@ -49,8 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="per LLM call (default 30)")
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
-    c.add_argument("--temperature", type=float, default=0.0)
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature sent to the model, 0 to 2 (default 0)")
+    c.add_argument("--seed", type=int, default=0,
+                   help="seed sent to the model with each request (default 0)")
     c.add_argument("--t-max", type=int, default=3, metavar="N",
                    help="proposals before the solver generates (default 3)")
     add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")

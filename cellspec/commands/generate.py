@@ -45,7 +45,10 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
-    r = generate(cell, design, time_limit=a.time_limit)
+    from cellspec import progress
+
+    with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr
+        r = generate(cell, design, time_limit=a.time_limit)
     if r.layout is not None:
         # independent re-verification in the command: a failure here is a bug, never success
         v = check(cell, layout_from_obj(r.layout), timeout=a.time_limit)

@@ -40,7 +40,10 @@ def run(a: argparse.Namespace) -> int:
     common.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    r = plan(cell, layout, time_limit=a.time_limit)
+    from cellspec import progress
+
+    with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
+        r = plan(cell, layout, time_limit=a.time_limit)
     paper = None
     if a.compare:
         op = order_problem(build_instance(cell, layout))

@@ -53,8 +53,11 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
-    r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
-               keep_shape=a.keep_shape, workers=a.workers)
+    from cellspec import progress
+
+    with progress.elapsed("repair", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
+        r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
+                   keep_shape=a.keep_shape, workers=a.workers)
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":

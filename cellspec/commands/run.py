@@ -57,8 +57,11 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--seed must not be negative")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    r = run_layout(cell, layout, a.world, faults=faults, seed=a.seed, noise=a.noise,
-                   mode=a.mode, engine=a.engine, occlusion=a.occlusion)
+    from cellspec import progress
+
+    with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
+        r = run_layout(cell, layout, a.world, faults=faults, seed=a.seed, noise=a.noise,
+                       mode=a.mode, engine=a.engine, occlusion=a.occlusion)
     if r.refused:
         print(f"{a.layout}: {r.reason}", file=sys.stderr)
         if a.format == "json":

@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--snapshots", metavar="DIR", help="write planned.png and final.png here")
     c.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan JSON here")
     c.add_argument("--script", metavar="OUT.py", help="write the executable robot script here")
+    c.add_argument("--gantt", metavar="FILE.png",
+                   help="draw the dual-arm schedule here (per robot: actions over time, the "
+                   "ones entering the shared zone outlined, waits hatched); with --format "
+                   "json the bars are in the output as `gantt`")
     c.add_argument("--trajectories", metavar="FILE.json",
                    help="write every recorded (t, q_plan, q_exec) sample here")
     c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
@@ -92,13 +96,18 @@ def writable_dir(path: str, flag: str) -> Path:
 def _steps(path: str):
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
+    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_LAYOUT_BYTES:
-            raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the limit "
-                                           f"is {MAX_LAYOUT_BYTES} bytes"))
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        if is_stdin(path):  # `--plan -`
+            text, path = read_stdin_text(MAX_LAYOUT_BYTES, "the plan"), STDIN_NAME
+        else:
+            size = Path(path).stat().st_size
+            if size > MAX_LAYOUT_BYTES:
+                raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the "
+                                               f"limit is {MAX_LAYOUT_BYTES} bytes"))
+            text = Path(path).read_text(encoding="utf-8")
+        obj = json.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
     except json.JSONDecodeError as exc:
@@ -141,7 +150,7 @@ def run(a: argparse.Namespace) -> int:
     if a.seed < 0:
         raise CellspecError("--seed must be 0 or more")
     for path, flag in ((a.output, "-o"), (a.script, "--script"),
-                       (a.trajectories, "--trajectories")):
+                       (a.trajectories, "--trajectories"), (a.gantt, "--gantt")):
         if path:
             writable_file(path, flag)
     if a.snapshots:
@@ -154,12 +163,15 @@ def run(a: argparse.Namespace) -> int:
     dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
-    res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
-                   motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
-                   snapshots=a.snapshots, unverified=a.unverified)
-    if a.compare_single and res.verdict == "pass":
-        compare_single(cell, layout, res, seed=a.seed, motion_time_limit=a.motion_time_limit,
-                       time_limit=a.time_limit)
+    from cellspec import progress
+
+    with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
+        res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
+                       motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
+                       snapshots=a.snapshots, unverified=a.unverified)
+        if a.compare_single and res.verdict == "pass":
+            compare_single(cell, layout, res, seed=a.seed,
+                           motion_time_limit=a.motion_time_limit, time_limit=a.time_limit)
     if a.output:
         atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
     if a.script:
@@ -171,10 +183,28 @@ def run(a: argparse.Namespace) -> int:
             atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
     if a.trajectories and res.execution is not None:
         atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
+    gantt = None
+    if a.gantt:
+        from cellspec.plots import draw_gantt, gantt_rows
+
+        gantt = gantt_rows(cell, res)
+        if gantt:
+            sched = res.schedule
+            title = f"{cell.name}: {len(layout)} parts" + (
+                f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
+                f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
+                f" ({gantt[0]['source']})")
+            draw_gantt(gantt, a.gantt, title, [r.name for r in cell.robots])
+        else:
+            print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
+                  f"{a.gantt} not written", file=sys.stderr)
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
     if a.format == "json":
-        print(json.dumps(res.to_json(), indent=2))
+        out = res.to_json()
+        if gantt is not None:
+            out["gantt"] = gantt
+        print(json.dumps(out, indent=2))
     else:
         for r in res.actions:
             d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""

@@ -34,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
     t.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="solver time limit per test")
+    t.add_argument("--coverage", action="store_true",
+                   help="also report rule coverage: per rule, the passing tests where it holds "
+                   "and where it fires as expected, and which disjuncts of its negated body "
+                   "ever fired")
+    t.add_argument("--fail-under", type=float, default=None, metavar="PERCENT",
+                   help="exit 1 when rule coverage is below PERCENT (implies --coverage)")
 
     t.set_defaults(func=run)
 
@@ -44,18 +50,52 @@ def run(a: argparse.Namespace) -> int:
 
     if a.workers < 1:
         raise CellspecError("--workers must be at least 1")
+    if a.fail_under is not None and not (0 <= a.fail_under <= 100):
+        raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
-    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout)
+    from cellspec import progress
+
+    with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
+        counts = {"passed": 0, "failed": 0}
+
+        def stream(r) -> None:  # stderr, TTY only: each result as it completes
+            counts["passed" if r.status == "passed" else "failed"] += 1
+            if r.status != "passed":
+                bar.write(f"FAIL {r.id}: {r.message}")
+            bar.tick("test", counts["passed"] + counts["failed"], None,
+                     f"{counts['passed']} passed, {counts['failed']} failed")
+
+        report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout,
+                           on_result=stream)
+    cov = None
+    if a.coverage or a.fail_under is not None:
+        from cellspec.coverage import run_coverage
+
+        cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
+                              timeout=a.timeout)  # its input errors are the run's, above
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
     if a.format == "json":
-        print(json.dumps({"tests": [r.to_json(a.timings) for r in report.results],
-                          "errors": [str(d) for d in report.errors],
-                          "passed": report.passed, "failed": report.failed}, indent=2))
+        out = {"tests": [r.to_json(a.timings) for r in report.results],
+               "errors": [str(d) for d in report.errors],
+               "passed": report.passed, "failed": report.failed}
+        if cov is not None:
+            out["coverage"] = cov.to_json()
+        print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(pretty(report))
+        sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
+        if cov is not None:
+            from cellspec.coverage import pretty as pretty_coverage
+
+            sys.stdout.write("\n" + pretty_coverage(cov))
     for d in report.errors:
         print(str(d), file=sys.stderr)
     if report.errors:
         return EXIT_INPUT
-    return EXIT_FAIL if report.failed else EXIT_OK
+    if report.failed:
+        return EXIT_FAIL
+    if cov is not None and a.fail_under is not None and cov.percent < a.fail_under:
+        print(f"cellspec: rule coverage {cov.percent:.1f}% is under --fail-under "
+              f"{a.fail_under:g}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK

@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(committed, rolled back, with cause and recovery); relations: the "
                        "relation graph. The database is opened read-only in effect (nothing "
                        "is written). Exit 0, 2 bad input (missing, corrupt or foreign file).")
-    c.add_argument("what", choices=("show", "history", "relations", "trace"))
+    c.add_argument("what", choices=("show", "history", "relations", "trace"),
+                   help="show the entities, the history, the relation graph, or validate "
+                   "a reasoning trace")
     c.add_argument("db", help="the world database")
     c.add_argument("trace", nargs="?", default=None,
                    help="with `trace`: a reasoning trace JSON validated against the model "

@@ -501,8 +501,12 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     blocked: dict[str, float] = {}
     ai = 0
     ev = 0
+    from cellspec import progress
+
     for k in range(n):
         t = k * DT
+        if k % 240 == 0:  # no-op unless a command draws progress (stderr, a terminal)
+            progress.tick("execute", k, n, f"{t:.1f} of {end:.1f} s simulated")
         while ai < len(appear) and appear[ai][0] <= t + 1e-12:
             name = appear[ai][1]
             d = parts[name]

@@ -167,16 +167,23 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
 
 
 def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
-    """Read and strictly parse a plan file (exit-2 errors with file:line:col)."""
+    """Read and strictly parse a plan file (``-``: standard input; exit-2 errors with
+    file:line:col)."""
     from cellspec.dsl.parser import display_path
+    from cellspec.stdio import STDIN_NAME, is_stdin
 
-    return parse_plan(load_plan_text(path), display_path(Path(path)), cell)
+    shown = STDIN_NAME if is_stdin(path) else display_path(Path(path))
+    return parse_plan(load_plan_text(path), shown, cell)
 
 
 def load_plan_text(path: str | Path) -> str:
-    """Read a plan file: at most ``MAX_PLAN_BYTES``, UTF-8 text without NUL (else exit 2)."""
+    """Read a plan file (``-``: standard input): at most ``MAX_PLAN_BYTES``, UTF-8 text
+    without NUL (else exit 2)."""
     from cellspec.dsl.parser import display_path
+    from cellspec.stdio import is_stdin, read_stdin_text
 
+    if is_stdin(path):
+        return read_stdin_text(MAX_PLAN_BYTES, "the plan")
     p = Path(path)
     shown = display_path(p)
     try:

@@ -689,7 +689,10 @@ def _plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
         twin.set_q(r, q)
     res = SimResult("pass", None, [], steps=steps,
                     homes={r: np.round(q, 9).tolist() for r, q in homes.items()})
+    from cellspec import progress
+
     for k, s in enumerate(steps):
+        progress.tick("plan motions", k, len(steps), f"action {k + 1}: {s.part}")
         i = idx[s.part]
         size = part_size(cell, layout, i)
         place = tuple(float(v) for v in layout.pos[i])

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec import progress
 from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
@@ -612,6 +613,7 @@ class _Runner:
             if len(self.steps) >= budget:
                 return False, "gave up: too many actions"
             label, kind, pid, nominal = queue.pop(0)
+            progress.tick("run", len(self.steps), None, f"action {label}: {kind} {pid}")
             fault = self.faults.get(nominal) if nominal is not None else None
             note = None
             if fault is not None and fault.kind == "moved":
