@@ -160,7 +160,9 @@ def instantiate(t: Template, rng: random.Random) -> Case:
         if re.fullmatch(r"\d+-\d+", spec):
             lo, hi = map(int, spec.split("-"))
             values[name] = rng.randint(lo, hi)
-            return _render(values[name], rng)
+            s = m.string
+            glued = s[m.end():m.end() + 1] == "x" or s[max(0, m.start() - 1):m.start()] == "x"
+            return str(values[name]) if glued else _render(values[name], rng)  # 3x4
         choice = rng.choice(spec.split(","))
         values[name] = choice
         return choice
