@@ -22,6 +22,8 @@ from cellspec.llm_adapters.base import TranslateError
 from cellspec.llm_adapters.nl.lexer import lexicon
 from cellspec.llm_adapters.nl.parser import Frame, Parsed, Phrase
 
+LIKE = ("however you like", "any way you like", "as you like", "however you want",
+        "as you want")
 DESIGN_KIND = {"row": "wall", "platform": "block", "ring": "enclosure"}
 
 
@@ -90,6 +92,8 @@ class Struct:
         self.cons: list[str] = []
         self.minimize: str | None = None
         self.tallest = False
+        self.tallest_text = ""
+        self.layers: float | None = None
 
     def footprint(self, unit: tuple[float, float]) -> tuple[float, float]:
         p, k = self.params, self.kind
@@ -145,6 +149,9 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
             structs.append(s)
             rels.append("pair" if k + 1 < f.copies else f.rel)
     rels = rels[:-1]
+    for s in structs:
+        if s.layers is not None:
+            limit = s.layers if limit is None else min(limit, s.layers)
     if parsed.pair and len(structs) < 2:
         t = parsed.pair[0].toks[0]
         raise TranslateError(f"cannot translate: '{t.text}' (column {t.col}) needs two "
@@ -199,16 +206,21 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
     counts = [p for p in ph if p.rule == "count"]
     if kind is None and any(q.rule == "obj" and q.toks[0].value == "tallest" for q in ph):
         kind = "tower"
+    if any(q.rule == "step" for q in ph) and f.kind is None:
+        kind = "staircase"  # "4 steps": steps name a staircase (over 'stack', 'pack')
     if kind is None:
         if counts and counts[0].has("UNIT"):
             kind = "packing"
-            notes.append("parts with no structure named = a packing (the solver places them)")
+            if not any(q.rule in ("region", "half", "corner", "middle", "edge") for q in ph):
+                notes.append("parts with no structure named = a packing on the workspace "
+                             "floor (the solver places them)")
         else:
             raise TranslateError(f"cannot translate: '{command.strip()}' names no structure "
                                  "(tower, row, wall, platform, block, enclosure, ring, arch, "
                                  "bridge, canopy, staircase, pyramid, or pack N cubes)")
-    if kind == "staircase" and f.kind is None and f.weak is None:
-        kind = "staircase"
+    if f.kind is None and f.weak == "packing" and f.weak_text in LIKE:
+        notes.append(f"'{f.weak_text}' = the solver's choice: a packing on the workspace "
+                     "floor")
     s = Struct(DESIGN_KIND.get(kind, kind))
     used: set[int] = set()
 
@@ -246,8 +258,6 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
 
     # "step" phrases name a staircase even without the noun: "4 steps"
     steps = num(take("step"))
-    if steps is not None and kind in ("tower", "packing") and f.kind is None:
-        kind, s.kind = "staircase", "staircase"
     dims = take("dims")
     dv = dims.nums() if dims is not None else []
     along = take("along")
@@ -281,8 +291,8 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
                      what="heights")
         if p["h"] is None and kind in ("ring", "square"):
             p["h"] = 1
-            notes.append(f"'{kind if kind == 'ring' else 'walled square'}' = an enclosure "
-                         "one course high")
+            word = f.kind_text if kind == "ring" else "walled square"
+            notes.append(f"'{word}' = enclosure one course high")
     elif kind in ("arch", "bridge"):
         p["span"] = one(num(take("span")), dim("w", False), num(take("count")),
                         what="spans")
@@ -305,9 +315,8 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
     elif kind == "packing":
         p["n"] = one(*(num(take("count")) for _ in range(len(counts))), what="counts")
         lv = take("level")
-        if lv is not None:
-            h = float(lv.nums()[0]) * c.sz
-            s.cons.append(f"max height {fmt(h)}")
+        if lv is not None:  # "in one layer": a height limit of the design
+            s.layers = float(lv.nums()[0]) * c.sz
     _placement(s, ph, used, c, kind)
     for k, q in enumerate(ph):
         if q.rule == "obj" and k not in used:
@@ -343,9 +352,15 @@ def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str) 
                          "back" if n[1] > c.cy else "front"}
             elif not sides:
                 sides = {"front", "left"}
+                notes.append("'the corner' = the front left corner")
             if len(sides & {"front", "back"}) != 1 or len(sides & {"left", "right"}) != 1:
+                if len(sides & {"front", "back"}) > 1 or len(sides & {"left", "right"}) > 1:
+                    raise TranslateError("cannot translate: a corner is one of front|back "
+                                         "and one of left|right")
                 sides |= {"front"} if not sides & {"front", "back"} else set()
                 sides |= {"left"} if not sides & {"left", "right"} else set()
+                notes.append(f"'the {' '.join(sorted(sides))} corner' (the side not given "
+                             "is front or left)")
             box = c.box_of(sides)
             x = c.side("left" if "left" in sides else "right")[1]
             y = c.side("front" if "front" in sides else "back")[1]
@@ -379,8 +394,8 @@ def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
     v = t.value
     if v in ("min_height", "min_footprint"):
         if s.kind != "packing":
-            raise TranslateError(f"cannot translate: '{t.text}' is for a packing (the "
-                                 f"solver chooses where parts go), not a {kind}")
+            raise TranslateError(f"cannot translate: did not understand '{t.text}' for a "
+                                 f"{kind} (only a packing can be packed tightly or low)")
         s.minimize = "height" if v == "min_height" else "footprint"
         if v == "min_footprint":
             notes.append(f"'{t.text}' = minimize footprint")
@@ -389,6 +404,7 @@ def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
             raise TranslateError(f"cannot translate: '{t.text}' for a {kind}: only a tower "
                                  "is built as tall as possible")
         s.tallest = True
+        s.tallest_text = t.text
     elif v == "symmetric":
         s.cons.append("symmetric")
     elif v == "hollow":
@@ -439,8 +455,8 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
         p["n"] = n
         why = f"max height {fmt(limit)}" if limit is not None and limit <= c.top \
             else "the workspace height"
-        notes.append(f"a tower {'as tall as possible' if s.tallest else 'with no count'} = "
-                     f"the tallest under {why}: {n} parts")
+        who = f"'{s.tallest_text}'" if s.tallest else "a tower with no count"
+        notes.append(f"{who} = the tallest tower under {why}: {n} parts")
     s.params = p
     for cons in s.cons:
         if cons.startswith("max height"):
@@ -448,13 +464,13 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
     if limit is not None and s.kind != "packing":
         h = s.height()
         if h * c.sz > limit + 1e-9:
-            raise TranslateError(f"cannot build: contradictory request: the {kind} is {h} "
+            raise TranslateError(f"cannot translate: contradictory request: the {kind} is {h} "
                                  f"part(s) high ({fmt(h * c.sz)} m), above the limit of "
                                  f"{fmt(limit)} m")
     if s.kind != "packing" and s.height() * c.sz > c.top + 1e-9:
         raise TranslateError(f"cannot build: the {kind} is {s.height()} parts high "
-                             f"({fmt(s.height() * c.sz)} m); the workspace is "
-                             f"{fmt(c.top)} m high")
+                             f"({fmt(s.height() * c.sz)} m), above the workspace top "
+                             f"({fmt(c.top)} m)")
     return s
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from cellspec.llm_adapters.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
+DEFINITE = ("the", "that", "this", "my", "those", "these")
 MAX_PHRASE = 6  # words in the longest lexicon phrase
 PUNCT = set("()[]{},;:!?.=\"'`/\\&+*#~|<>^%$@")
 # section -> grammar terminal
@@ -222,8 +223,9 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:
                 cands.append((" ".join([*words[:-1], sing]), True))
             for phrase, plural in cands:
                 if phrase in lx.refuse:
-                    raise TranslateError(f"cannot translate: '{phrase}' "
-                                         f"{lx.refuse[phrase]}")
+                    why = lx.refuse[phrase]
+                    raise TranslateError(f"cannot translate: '{phrase}'"
+                                         + ("" if why.startswith(":") else " ") + why)
                 if phrase in lx.quantity:
                     hit = (n, Tok("NUM", Decimal(lx.quantity[phrase]), phrase, col))
                     if phrase in lx.assumed and lx.assumed[phrase] not in notes:
@@ -242,6 +244,14 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:
             i += 1
             continue
         n, tok = hit
+        if tok is None and text in DEFINITE and toks and toks[-1].cat == "REL":
+            ref = next((w for w in items[i + 1:i + 4] if w[1] in lx.phrases
+                        and lx.phrases[w[1]][0] == "KIND"), None)
+            if ref is not None:
+                raise TranslateError(
+                    f"cannot translate: did not understand '{text} {ref[1]}' (column {col}): "
+                    f"the cell names no such thing; describe the structure to build beside "
+                    f"it (e.g. '{toks[-1].text} a {ref[1]} 3 wide') or give 'at x X y Y'")
         if tok is not None:
             toks.append(tok)
         i += n
@@ -261,6 +271,8 @@ def _resolve(toks: list[Tok]) -> list[Tok]:
                 t.plural or (prev is not None and prev.cat == "NUM" and nxt is not None
                              and nxt.cat in ("KIND", "WEAK", "DIM", "LEVEL"))):
             out[k] = Tok("UNIT", "cube", t.text, t.col, t.plural)
+        if t.cat == "STEP" and (prev is None or prev.cat != "NUM"):
+            out[k] = Tok("KIND", "staircase", t.text, t.col, t.plural)
         if t.cat == "AXIS" and t.text == "x" and prev is not None and nxt is not None \
                 and prev.cat == "NUM" and nxt.cat == "NUM":
             out[k] = Tok("BY", "by", t.text, t.col)
