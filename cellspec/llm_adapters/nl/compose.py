@@ -317,7 +317,7 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
         lv = take("level")
         if lv is not None:  # "in one layer": a height limit of the design
             s.layers = float(lv.nums()[0]) * c.sz
-    _placement(s, ph, used, c, kind)
+    _placement(s, ph, used, c, kind, notes)
     for k, q in enumerate(ph):
         if q.rule == "obj" and k not in used:
             used.add(k)
@@ -331,7 +331,8 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
     return _finish(s, kind, c, limit, notes)
 
 
-def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str) -> None:
+def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
+               notes: list[str]) -> None:
     for k, q in enumerate(ph):
         if k in used or q.rule not in ("at", "corner", "middle", "edge", "half", "region"):
             continue
