@@ -250,7 +250,7 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
         got = [v for v in vals if v is not None]
         if len({float(v) for v in got}) > 1:
             raise TranslateError(f"cannot translate: two different {what} for a {kind}: "
-                                 + " and ".join(fmt(v) for v in got))
+                                 + " and ".join(f"{float(v):g}" for v in got))
         return got[0] if got else None
 
     def num(p: Phrase | None) -> Any:
