@@ -13,6 +13,7 @@ from test_llm_openai import GOOD, TOWER, FakeServer, completion
 
 import cellspec
 from cellspec.dsl.errors import CellspecError
+from cellspec.llm_adapters.base import TranslateError
 from cellspec.llm_adapters.openai_adapter import OpenAIAdapter, json_text, translate_system
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,3 +137,11 @@ def test_cli_reports_the_mode_in_json(server, monkeypatch, capsys):
     assert out["outcome"] == "accepted"
     assert out["llm"]["structured_output"] == "json_object"
     assert out["llm"]["refused_modes"][0]["status"] == 500
+
+
+def test_no_fallback_when_scoring_the_model_alone(server, cell, monkeypatch):
+    server.script.append((200, completion("not json"), 0))
+    a = make(server, monkeypatch)
+    a.offline_fallback = False
+    with pytest.raises(TranslateError, match="malformed JSON"):
+        a.translate("a row of six cubes", cell)

@@ -189,6 +189,7 @@ class ChatAdapter(Adapter):
         self.mode: str | None = None  # structured-output mode that worked (kept for the run)
         self.mode_log: list[dict[str, Any]] = []
         self.fallbacks: list[dict[str, Any]] = []
+        self.offline_fallback = True  # translate falls back to the offline parser
 
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
@@ -325,6 +326,8 @@ class ChatAdapter(Adapter):
         """The offline parser's spec when the model's answer cannot be used (recorded)."""
         from cellspec.llm_adapters.offline import translate_offline
 
+        if not self.offline_fallback:
+            raise TranslateError(f"cannot translate: {why}")
         try:
             spec = translate_offline(command, cell)
         except TranslateError as exc:

@@ -468,10 +468,7 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
             raise TranslateError(f"cannot translate: contradictory request: the {kind} is {h} "
                                  f"part(s) high ({fmt(h * c.sz)} m), above the limit of "
                                  f"{fmt(limit)} m")
-    if s.kind != "packing" and s.height() * c.sz > c.top + 1e-9:
-        raise TranslateError(f"cannot build: the {kind} is {s.height()} parts high "
-                             f"({fmt(s.height() * c.sz)} m), above the workspace top "
-                             f"({fmt(c.top)} m)")
+    # taller than the workspace: the solver says so at Design ("cannot build")
     return s
 
 
