@@ -142,3 +142,9 @@ def test_deterministic_and_fast(cell):
             assert translate_offline(c, cell) == want
             times.append(time.perf_counter() - t0)
     assert statistics.median(times) < 0.05  # p50 <= 50 ms per command (about 1 ms here)
+
+
+def test_copies_of_a_placed_structure_sit_side_by_side(cell):
+    text = translate_offline("two parallel walls 4 long, 0.1 m apart near the back edge", cell)
+    assert "wall(width=4, along=x) at (0.45, 0.425)" in text
+    assert "wall(width=4, along=x) at (0.45, 0.575)" in text

@@ -143,11 +143,23 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
     limit = _limits(parsed.limits, c)
     structs: list[Struct] = []
     rels: list[str | None] = []
+    gap = c.sx
+    for p in parsed.pair:
+        if p.rule == "apart":
+            v, u = p.nums()[0], p.first("LUNIT")
+            gap = float(v) * {"m": 1.0, "cm": 0.01, "mm": 0.001}[u.value if u else "m"]
     for f in parsed.frames:
-        for k in range(f.copies):
-            s = _structure(f, c, limit, notes, command)
-            structs.append(s)
-            rels.append("pair" if k + 1 < f.copies else f.rel)
+        group = [_structure(f, c, limit, notes, command) for _ in range(f.copies)]
+        placed = group[0].at is not None and len(group) > 1
+        if placed:  # copies of one placed structure: side by side, centred on the place
+            fx, fy = group[0].footprint((c.sx, c.sy))
+            step = (0.0, fy + gap) if fx > fy else (fx + gap, 0.0)
+            x, y = group[0].at
+            for i, g in enumerate(group):
+                t = i - (len(group) - 1) / 2
+                g.at = (x + t * step[0], y + t * step[1])
+        structs += group
+        rels += ["done" if placed else "pair"] * (len(group) - 1) + [f.rel]
     rels = rels[:-1]
     for s in structs:
         if s.layers is not None:
@@ -156,11 +168,6 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
         t = parsed.pair[0].toks[0]
         raise TranslateError(f"cannot translate: '{t.text}' (column {t.col}) needs two "
                              "structures (e.g. 'two walls 3 long side by side')")
-    gap = c.sx
-    for p in parsed.pair:
-        if p.rule == "apart":
-            v, u = p.nums()[0], p.first("LUNIT")
-            gap = float(v) * {"m": 1.0, "cm": 0.01, "mm": 0.001}[u.value if u else "m"]
     parallel = any(p.rule == "obj" for p in parsed.pair)
     if parallel:
         for s in structs:
@@ -477,7 +484,7 @@ def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
     """Anchor structure k beside structure k+1 (relations, 'side by side', copies)."""
     for k in range(len(rels) - 1, -1, -1):
         rel = rels[k]
-        if rel is None and not paired:
+        if rel == "done" or (rel is None and not paired):
             continue
         a, b = structs[k], structs[k + 1]
         if "packing" in (a.kind, b.kind):
