@@ -14,7 +14,8 @@ from test_llm_openai import GOOD, TOWER, FakeServer, completion
 import cellspec
 from cellspec.dsl.errors import CellspecError
 from cellspec.llm_adapters.base import TranslateError
-from cellspec.llm_adapters.openai_adapter import OpenAIAdapter, json_text, translate_system
+from cellspec.llm_adapters.openai_adapter import OpenAIAdapter, translate_system
+from cellspec.llm_adapters.structured import json_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
