@@ -1,8 +1,11 @@
 """The openai adapter (the real ``openai`` client) and the replay adapter.
 
 Any OpenAI-compatible server works (``base_url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp
-server, Ollama); the key comes from ``OPENAI_API_KEY`` (a dummy works for local servers).
-Structured outputs with strict JSON schemas generated from pydantic; a per-call timeout
+server, Ollama); the key comes from ``OPENAI_API_KEY``, and none is needed for a loopback
+URL. Structured output with strict JSON schemas generated from pydantic, negotiated with
+the server (:mod:`cellspec.llm_adapters.structured`: json_schema -> json_object -> text,
+the mode that worked kept for the run); translate falls back to the offline parser when
+the model's answer cannot be used (recorded in ``fallbacks``); a per-call timeout
 (30 s by default), explicit retries, a per-command budget of calls and tokens, temperature
 and seed options. Model output is only ever parsed as JSON and validated, never executed.
 With ``use_tools`` the propose step is a function-calling loop over the skill registry
