@@ -354,7 +354,7 @@ def main() -> int:
             bp = 100 * s["build_ok"] / s["build"] if s["build"] else 0.0
             fp = 100 * s["refuse_ok"] / s["refuse"] if s["refuse"] else 0.0
             print(f"{name:<10}{split:<9}{s['templates']:>5}{s['commands']:>6}"
-                  f"{s['build_ok']:>5}/{s['build']:<3}{bp:>5.1f}%"
+                  f"{s['build_ok']:>5}/{s['build']:<4}{bp:>5.1f}%"
                   f"{s['refuse_ok']:>4}/{s['refuse']:<3}{fp:>5.1f}%{s['bad_layouts']:>5}"
                   f"{s['translate_p50_ms']:>8.1f}{s['translate_p95_ms']:>8.1f}"
                   f"{s['end_to_end_p50_s']:>10.3f}", file=e)
