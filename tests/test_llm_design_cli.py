@@ -124,9 +124,9 @@ def test_execute_on_a_cell_the_twin_cannot_run_exits_2(capsys, tmp_path, cut, wh
     ("", "cannot translate: the command is empty"),
     ("build a tower " * 1000, "cannot translate: the command is 14000 characters long; a "
                               "command is at most 2000"),
-    ("\x00\x01", "cannot translate: did not understand '\x00\x01'"),
-    ("build a 100000000000-cube tower at x 0.4 y 0.2", "n must be a whole number from 1 to "
-                                                       "1000, not 100000000000"),
+    ("\x00\x01", "cannot translate: column 1: control character U+0000"),
+    ("build a 100000000000-cube tower at x 0.4 y 0.2", "'n' 100000000000 is too large "
+                                                       "(at most 1000)"),
 ])
 def test_untranslatable_commands_are_rejected_with_exit_1(capsys, command, reason):
     rc, out, err = design(capsys, "--format", "json", command=command)

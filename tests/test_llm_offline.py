@@ -27,6 +27,11 @@ def spec(*lines: str) -> str:
     return "design command {\n" + "".join(f"    {x}\n" for x in lines) + "}\n"
 
 
+# printed with every spec whose command used a side word (front/back/left/right)
+SIDES = ("// sides: front = low y (y 0.05), back = high y (y 0.5), left = low x (x 0.2), "
+         "right = high x (x 0.7)")
+
+
 CASES = [
     ("build a 3-cube tower at x 0.4 y 0.2", spec("tower(n=3) at (0.4, 0.2)")),
     ("Build a tower of four cubes at (0.45, 0.25).", spec("tower(n=4) at (0.45, 0.25)")),
@@ -36,7 +41,8 @@ CASES = [
     ("a pyramid with a base of 4", spec("pyramid(base=4)")),
     ("pyramid with base 3 along y", spec("pyramid(base=3, along=y)")),
     ("a staircase of five steps", spec("staircase(steps=5)")),
-    ("build a 3-step staircase in the corner", spec("staircase(steps=3) at (0.2, 0.05)")),
+    ("build a 3-step staircase in the corner",
+     spec("// assumed: 'the corner' = the front left corner", "staircase(steps=3) at (0.2, 0.05)")),
     ("a bridge with a span of two", spec("bridge(span=2)")),
     ("an arch with a span of 1", spec("arch(span=1)")),
     ("build a canopy", spec("canopy()")),
@@ -45,21 +51,21 @@ CASES = [
     ("pack 12 cubes in x 0.3 to 0.5 y 0.1 to 0.3",
      spec("packing(n=12, region x [0.3, 0.5] y [0.1, 0.3])")),
     ("pack six cubes", spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.5])")),
-    ("a tower in the back right corner", spec("tower() at (0.7, 0.5)")),
+    ("a tower in the back right corner", spec(SIDES, "tower() at (0.7, 0.5)")),
     ("build a tower no higher than 0.1 m",
      spec("// assumed: a tower with no count = the tallest tower under max height 0.1: 2 parts",
           "tower(n=2)", "max height 0.1")),
     ("a 2-cube tower no higher than 20 cm", spec("tower(n=2)", "max height 0.2")),
     ("a tower of four cubes next to a wall 3 wide",
-     spec("tower(n=4) at (0.6, 0.275)", "wall(width=3) at (0.45, 0.275)")),
+     spec("tower(n=4) at (0.525, 0.275)", "wall(width=3) at (0.375, 0.275)")),
     ("a 2-cube tower left of a pyramid with base 3 at x 0.5 y 0.3",
      spec("tower(n=2) at (0.35, 0.3)", "pyramid(base=3) at (0.5, 0.3)")),
     ("a tower right of a wall 2 wide at x 0.4 y 0.2",
-     spec("tower() at (0.55, 0.2)", "wall(width=2) at (0.4, 0.2)")),
+     spec("tower() at (0.525, 0.2)", "wall(width=2) at (0.4, 0.2)")),
     ("a tower behind a wall 3 wide at x 0.4 y 0.2",
-     spec("tower() at (0.4, 0.35)", "wall(width=3) at (0.4, 0.2)")),
+     spec("tower() at (0.4, 0.3)", "wall(width=3) at (0.4, 0.2)")),
     ("a tower in front of a wall 3 wide at x 0.4 y 0.2",
-     spec("tower() at (0.4, 0.05)", "wall(width=3) at (0.4, 0.2)")),
+     spec("tower() at (0.4, 0.1)", "wall(width=3) at (0.4, 0.2)")),
     ("build a 3 cube tower and a wall 2 wide 2 high",
      spec("tower(n=3)", "wall(width=2, height=2)")),
     # operator phrasing: verbs, size words without numbers (the kind's defaults), synonyms
@@ -72,18 +78,35 @@ CASES = [
     # placement by named places of the workspace
     ("build an arch somewhere in the middle", spec("arch() at (0.45, 0.275)")),
     ("a tower in the centre of the table", spec("tower() at (0.45, 0.275)")),
-    ("put up a wall along the back edge", spec("wall(along=x) at (0.45, 0.5)")),
-    ("a wall along the left edge", spec("wall(along=y) at (0.2, 0.275)")),
-    ("a tower along the front edge", spec("tower() at (0.45, 0.05)")),
+    ("put up a wall along the back edge", spec(SIDES, "wall(along=x) at (0.45, 0.5)")),
+    ("a wall along the left edge", spec(SIDES, "wall(along=y) at (0.2, 0.275)")),
+    ("a tower along the front edge", spec(SIDES, "tower() at (0.45, 0.05)")),
     # packing regions and layers
     ("put 15 cubes into the left half of the table",
-     spec("packing(n=15, region x [0.2, 0.45] y [0.05, 0.5])")),
+     spec(SIDES, "packing(n=15, region x [0.2, 0.45] y [0.05, 0.5])")),
     ("store 12 cubes in the back right area",
-     spec("packing(n=12, region x [0.45, 0.7] y [0.275, 0.5])")),
+     spec(SIDES, "packing(n=12, region x [0.45, 0.7] y [0.275, 0.5])")),
     ("pack 6 cubes in the front half",
-     spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.275])")),
+     spec(SIDES, "packing(n=6, region x [0.2, 0.7] y [0.05, 0.275])")),
     ("pack eleven cubes in one layer",
      spec("packing(n=11, region x [0.2, 0.7] y [0.05, 0.5])", "max height 0.05")),
+    # issue 18: the way a cell engineer types
+    ("stack three cubes on top of each other", spec("tower(n=3)")),
+    ("a row of six cubes", spec("wall(width=6, height=1)")),
+    ("a wall 6 long and 3 high", spec("wall(width=6, height=3)")),
+    ("build a 5 by 4 platform", spec("block(w=5, d=4, h=1)")),
+    ("a pyramid 3 wide", spec("pyramid(base=3)")),
+    ("a tower in the left half", spec(SIDES, "tower() at (0.325, 0.275)")),
+    ("Twenty-one cubes, packed anywhere", spec("packing(n=21, region x [0.2, 0.7] y [0.05, "
+                                              "0.5])")),
+    ("a dozen cubes in x 0.2 to 0.5 y 0.1 to 0.4",
+     spec("packing(n=12, region x [0.2, 0.5] y [0.1, 0.4])")),
+    ("two parallel walls 4 long, 0.1 m apart",
+     spec("wall(width=4) at (0.45, 0.35)", "wall(width=4) at (0.45, 0.2)")),
+    ("a solid 2 by 3 by 2 in the corner near x 0.6 y 0.45",
+     spec("block(w=2, d=3, h=2) at (0.7, 0.5)")),
+    ("a table-top on four pillars two cubes tall", spec("canopy(height=2)")),
+    ("a symmetric pyramid of 3 levels", spec("pyramid(base=3) [symmetric]")),
 ]
 
 
@@ -97,11 +120,10 @@ def test_translate_exact(cell, command, expected):
 
 @pytest.mark.parametrize(("command", "words"), [
     ("build a spaceship", "did not understand 'spaceship'"),
-    ("build a tower very quickly", "did not understand 'very quickly'"),
-    ("a pyramid 3 wide", "did not understand 'wide'"),
-    ("a tower along the diagonal", "did not understand 'along diagonal'"),
+    ("build a tower very quickly", "did not understand 'very' (column 15), 'quickly'"),
+    ("a tower along the diagonal", "did not understand 'diagonal' (column 19)"),
     ("build a 3-cube tower next to the wall", "did not understand 'the wall'"),
-    ("a tower wall", "did not understand 'a tower wall'"),
+    ("a tower wall", "'wall' (column 9) and 'tower' in one structure"),
     ("build a big enclosure", "'big' gives no size"),
     ("put a few cubes in a stack over there", "'over there' names no place in the cell"),
     ("put 5 cubes here", "'here' names no place in the cell"),
@@ -110,7 +132,11 @@ def test_translate_exact(cell, command, expected):
     ("a box of cubes", "a 'box' needs its sizes"),
     ("a walled square 3 by 4", "a walled square needs equal sides"),
     ("a tower 2 high tightly", "only a packing can be packed tightly"),
-    ("a tower in the left half", "did not understand 'in x .. y ..'"),
+    ("pack 12 cubes at x 0.4 y 0.2", "a packing is placed by its region"),
+    ("a tower 5 high no higher than 2 cubes", "contradictory request"),
+    ("pack -3 cubes", "a count or size is a positive number"),
+    ("pack 1e9 cubes", "too large (at most 1000)"),
+    ("a plattform 5 by 4", "did you mean 'platform'?; understood: 5 by 4"),
     ("", None),
 ])
 def test_cannot_translate(cell, command, words):

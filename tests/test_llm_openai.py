@@ -130,8 +130,8 @@ def test_429_then_success_with_retries(server, cell):
 
 def test_500_without_retries_is_an_error(server, cell):
     server.script.append((500, {"error": {"message": "boom"}}, 0))
-    with pytest.raises(CellspecError, match="HTTP 500"):
-        adapter(server).translate("a tower", cell)
+    with pytest.raises(CellspecError, match="HTTP 500"):  # offline cannot parse it either
+        adapter(server).translate("sing", cell)
     assert len(server.requests) == 1
 
 
@@ -139,7 +139,7 @@ def test_stalled_response_times_out(server, cell):
     server.script.append((200, completion(json.dumps({"spec": TOWER, "cannot": None})), 1.5))
     t0 = time.perf_counter()
     with pytest.raises(CellspecError, match="timed out"):
-        adapter(server, timeout=0.3).translate("a tower", cell)
+        adapter(server, timeout=0.3).translate("sing", cell)
     assert time.perf_counter() - t0 < 1.4
 
 
@@ -246,7 +246,9 @@ def test_cli_openai_record_and_replay(server, tmp_path, monkeypatch, capsys):
     live.pop("seconds")
     rep.pop("seconds")
     assert rep == live
-    # the model cannot translate: exit 1 with its reason
+    # the model cannot translate (nor can the offline parser): exit 1 with its reason
+    args = ["design", "sing a song", "--cell", CELL, "--model", "fake-model", "--format",
+            "json"]
     server.ok({"spec": None, "cannot": "a song is not a structure"})
     assert main([*args, "--base-url", server.url, "--retries", "0"]) == 1
     out = json.loads(capsys.readouterr().out)

@@ -163,7 +163,11 @@ def run(a: argparse.Namespace) -> int:
     if r.layout is not None and a.output:  # atomic_write names the path if the disk refuses
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(o.to_json(), indent=2))
+        out = o.to_json()
+        report = getattr(adapter, "structured_report", None)
+        if callable(report):  # the structured-output mode negotiated with the server
+            out["llm"] = report()
+        print(json.dumps(out, indent=2))
         return EXIT_OK if r.layout is not None else EXIT_FAIL
     who = "offline translator, no LLM" if adapter.name == "offline" else \
         f"{adapter.name} adapter, model {adapter.model}"

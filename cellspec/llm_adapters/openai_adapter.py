@@ -1,8 +1,11 @@
 """The openai adapter (the real ``openai`` client) and the replay adapter.
 
 Any OpenAI-compatible server works (``base_url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp
-server, Ollama); the key comes from ``OPENAI_API_KEY`` (a dummy works for local servers).
-Structured outputs with strict JSON schemas generated from pydantic; a per-call timeout
+server, Ollama); the key comes from ``OPENAI_API_KEY``, and none is needed for a loopback
+URL. Structured output with strict JSON schemas generated from pydantic, negotiated with
+the server (:mod:`cellspec.llm_adapters.structured`: json_schema -> json_object -> text,
+the mode that worked kept for the run); translate falls back to the offline parser when
+the model's answer cannot be used (recorded in ``fallbacks``); a per-call timeout
 (30 s by default), explicit retries, a per-command budget of calls and tokens, temperature
 and seed options. Model output is only ever parsed as JSON and validated, never executed.
 With ``use_tools`` the propose step is a function-calling loop over the skill registry
@@ -31,12 +34,20 @@ from cellspec.dsl.errors import CellspecError
 from cellspec.llm_adapters.base import (
     Adapter,
     Budget,
+    BudgetExceeded,
     Feedback,
     LayoutOut,
     RouteOut,
     SpecOut,
     TranslateError,
-    strict_schema,
+    parse_spec,
+)
+from cellspec.llm_adapters.structured import (
+    MODES,
+    is_loopback,
+    json_text,
+    names_response_format,
+    with_mode,
 )
 
 DEFAULT_TIMEOUT = 30.0
@@ -47,9 +58,30 @@ TRANSLATE_SYSTEM = (
     "with JSON {\"spec\": DSL text or null, \"cannot\": reason or null}. Grammar: "
     "`design command {\\n    KIND(PARAM=VALUE, ...) [at (X, Y)] [[CONSTRAINT, ...]]\\n}`. "
     "Kinds and parameters: " + "; ".join(f"{k}({', '.join(p)})" for k, p in KINDS.items())
-    + ". packing takes `region x [A, B] y [C, D]`. Constraints: `max height H`, "
-    "`count N`, `inside x [A, B] y [C, D]`, `symmetric x|y`. Lengths in metres. If the "
-    "command is not a structure you can express, set spec to null and say why in cannot.")
+    + ". packing takes `region x [A, B] y [C, D]` and `minimize height|footprint`. "
+    "Constraints: `max height H`, `count N`, `inside x [A, B] y [C, D]`, `symmetric x|y`. "
+    "Lengths in metres; `at (X, Y)` is the centre of the structure's footprint. If the "
+    "command is not a structure you can express (no place, no count, a matter of taste), "
+    "set spec to null and say why in cannot.")
+
+
+def translate_system() -> str:
+    """The translate prompt: the design grammar plus the offline lexicon's canonical
+    vocabulary, so a model answers in the same words the offline parser knows."""
+    from cellspec.llm_adapters.nl.lexer import lexicon
+
+    raw = lexicon().raw
+    kinds = "; ".join(f"{k} ({', '.join(v)})" for k, v in raw["kind"].items())
+    sides = ", ".join(f"{s} = {'low' if e == 'lo' else 'high'} {a}"
+                      for s, (a, e) in raw["sides"].items())
+    return (TRANSLATE_SYSTEM + " Vocabulary (canonical word, then synonyms): " + kinds
+            + ". row = wall(height=1); platform = block(h=1); ring = enclosure(h=1). "
+            "Sides of the workspace: " + sides + ". Relations: "
+            + ", ".join(sorted(raw["rel"])) + " (anchor the first structure beside the "
+            "second). Limits: " + ", ".join(raw["limit"]["max_height"][:4])
+            + " -> max height; objectives: " + ", ".join(sorted(raw["objective"])) + ".")
+
+
 PROPOSE_SYSTEM = (
     "You place cubes for a robot work cell. Answer with JSON {\"parts\": [{\"id\", \"type\", "
     "\"pos\": [x, y, z]}], \"order\": [ids] or null}; pos is the centre of each part's box in "
@@ -130,6 +162,10 @@ class ChatAdapter(Adapter):
         self.model = model
         self.use_tools = use_tools
         self.tool_log: list[tuple[str, bool]] = []
+        self.mode: str | None = None  # structured-output mode that worked (kept for the run)
+        self.mode_log: list[dict[str, Any]] = []
+        self.fallbacks: list[dict[str, Any]] = []
+        self.offline_fallback = True  # translate falls back to the offline parser
 
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
@@ -163,7 +199,7 @@ class ChatAdapter(Adapter):
             if not isinstance(content, str):
                 raise ProposalError("the model returned no content")
             try:
-                obj = json.loads(content)
+                obj = json.loads(json_text(content))
             except (ValueError, RecursionError) as exc:
                 why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
                 raise ProposalError(f"the model returned malformed JSON: {why}") from None
@@ -237,16 +273,52 @@ class ChatAdapter(Adapter):
         user = f"cell: {cell_summary(cell)}\ncommand: {command}"
         if feedback:
             user += f"\nyour last spec was rejected by the parser; fix it: {feedback}"
-        messages = [{"role": "system", "content": TRANSLATE_SYSTEM},
+        messages = [{"role": "system", "content": translate_system()},
                     {"role": "user", "content": user}]
         try:
             out = self._ask("translate", messages, SpecOut)
-        except ProposalError as exc:
-            raise TranslateError(f"cannot translate: {exc.diagnostics[0].message}") from None
+        except BudgetExceeded:
+            raise
+        except CellspecError as exc:  # server error or an answer that does not validate
+            return self._fallback(command, cell, exc.diagnostics[0].message)
         assert isinstance(out, SpecOut)
         if out.spec is None:
-            raise TranslateError(f"cannot translate: {out.cannot or 'the model gave no spec'}")
+            why = out.cannot or "the model gave no spec"
+            try:
+                return self._fallback(command, cell, f"the model said: {why}")
+            except TranslateError:
+                raise TranslateError(f"cannot translate: {why}") from None
+        try:
+            parse_spec(out.spec)
+        except CellspecError as exc:
+            try:
+                return self._fallback(command, cell, "the model's spec does not parse: "
+                                      + exc.diagnostics[0].message)
+            except TranslateError:
+                return out.spec  # the orchestrator re-asks the model with the diagnostics
         return out.spec
+
+    def _fallback(self, command: str, cell: Any, why: str) -> str:
+        """The offline parser's spec when the model's answer cannot be used (recorded)."""
+        from cellspec.llm_adapters.offline import translate_offline
+
+        if not self.offline_fallback:
+            raise TranslateError(f"cannot translate: {why}")
+        try:
+            spec = translate_offline(command, cell)
+        except TranslateError as exc:
+            self.fallbacks.append({"kind": "translate", "why": why, "offline": str(
+                exc.diagnostics[0].message)})
+            raise TranslateError(f"cannot translate: {why}; the offline parser: "
+                                 f"{exc.diagnostics[0].message}") from None
+        self.fallbacks.append({"kind": "translate", "why": why, "offline": "used"})
+        return spec
+
+    def structured_report(self) -> dict[str, Any]:
+        """The structured-output mode that worked this run, the refusals that led to it,
+        and every fall back to the offline parser (the design JSON's ``llm`` field)."""
+        return {"structured_output": self.mode, "refused_modes": list(self.mode_log),
+                "fallbacks": list(self.fallbacks)}
 
     def propose(self, spec: DesignSpec, cell: Any,
                 feedback: Feedback | None) -> dict[str, Any] | None:
@@ -303,9 +375,12 @@ class OpenAIAdapter(ChatAdapter):
         if record:
             check_output(str(Path(record)), "--record")
         key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and is_loopback(url):
+            key = "not-needed"  # a local server (llama.cpp, Ollama, vLLM) checks no key
         if not key:
-            raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "
-                                "local server) or use --adapter offline")
+            raise CellspecError("the openai adapter needs OPENAI_API_KEY for a remote server "
+                                "(none is needed for a --base-url on 127.0.0.1/localhost) "
+                                "or use --adapter offline")
         self.client = OpenAI(api_key=key, base_url=url, timeout=timeout,
                              max_retries=max_retries)
         self.temperature = temperature
@@ -324,18 +399,34 @@ class OpenAIAdapter(ChatAdapter):
             kw["temperature"] = self.temperature
         if self.seed is not None:
             kw["seed"] = self.seed
-        try:
-            r = self.client.chat.completions.create(
-                model=self.model, messages=messages,  # type: ignore[arg-type]
-                response_format={"type": "json_schema", "json_schema": {
-                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema)}},
-                **kw)
-        except openai.APITimeoutError:
-            raise CellspecError("the LLM call timed out") from None
-        except openai.APIStatusError as exc:
-            raise CellspecError(f"the LLM server answered HTTP {exc.status_code}") from None
-        except openai.APIConnectionError as exc:
-            raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+        start = MODES.index(self.mode) if self.mode else 0
+        n_refused = len(self.mode_log)
+        r = None
+        for i in range(start, len(MODES)):
+            mode = MODES[i]
+            msgs, rf = with_mode(mode, messages, schema)
+            if rf is not None:
+                kw["response_format"] = rf
+            else:
+                kw.pop("response_format", None)
+            try:
+                r = self.client.chat.completions.create(
+                    model=self.model, messages=msgs, **kw)  # type: ignore[arg-type]
+            except openai.APITimeoutError:
+                raise CellspecError("the LLM call timed out") from None
+            except openai.APIStatusError as exc:
+                if exc.status_code in (400, 422, 500) and names_response_format(exc) \
+                        and i + 1 < len(MODES):
+                    self.mode_log.append({"mode": mode, "status": exc.status_code,
+                                          "message": str(exc.message)[:300]})
+                    continue  # the server refuses this response_format: the next mode
+                raise CellspecError(f"the LLM server answered HTTP {exc.status_code}"
+                                    f" ({mode} mode)") from None
+            except openai.APIConnectionError as exc:
+                raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+            self.mode = mode
+            break
+        assert r is not None
         if not r.choices:
             raise ProposalError("the model returned no choices")
         ch = r.choices[0]
@@ -343,6 +434,9 @@ class OpenAIAdapter(ChatAdapter):
                 "refusal": getattr(ch.message, "refusal", None),
                 "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
                           "completion_tokens": r.usage.completion_tokens if r.usage else 0}}
+        resp["mode"] = self.mode  # kept in a cassette, so a replay reports the same
+        if len(self.mode_log) > n_refused:
+            resp["refused"] = self.mode_log[n_refused:]
         calls = getattr(ch.message, "tool_calls", None) or []
         if calls:
             resp["tool_calls"] = [{"id": c.id, "name": c.function.name,
@@ -398,4 +492,9 @@ class ReplayAdapter(ChatAdapter):
         if h not in self.entries:
             raise CellspecError(f"replay: no cassette entry for this {kind} request "
                                 f"(hash {h[:12]}); record it with the openai adapter")
-        return self.entries[h]
+        resp = self.entries[h]
+        if isinstance(resp.get("mode"), str) and resp["mode"] in MODES:
+            self.mode = resp["mode"]
+        if isinstance(resp.get("refused"), list):
+            self.mode_log.extend(x for x in resp["refused"] if isinstance(x, dict))
+        return resp

@@ -1,0 +1,148 @@
+"""The openai adapter negotiates structured output with the servers people run: fake
+OpenAI-compatible servers on 127.0.0.1 reproduce each refusal (llama-cpp-python 0.3.x,
+a 400 and a 422 naming response_format), then the mode that worked is kept for the run;
+no API key for a loopback URL; the offline parser is the fallback for invalid output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_llm_openai import GOOD, TOWER, FakeServer, completion
+
+import cellspec
+from cellspec.dsl.errors import CellspecError
+from cellspec.llm_adapters.base import TranslateError
+from cellspec.llm_adapters.openai_adapter import OpenAIAdapter, translate_system
+from cellspec.llm_adapters.structured import json_text
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
+# llama-cpp-python 0.3.x answers response_format type json_schema like this (pydantic)
+LLAMA_CPP_500 = {"error": {"message": "[{'type': 'literal_error', 'loc': ('body', "
+                           "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                           "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': "
+                           "\"'text' or 'json_object'\"}}]", "type": "internal_server_error",
+                           "param": None, "code": None}}
+
+
+@pytest.fixture()
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return cellspec.load_cell(CELL)
+
+
+def make(server, monkeypatch, **kw):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    kw.setdefault("max_retries", 0)
+    return OpenAIAdapter("local-gguf", base_url=server.url, timeout=5.0, **kw)
+
+
+def test_llama_cpp_500_falls_back_to_json_object_and_is_remembered(server, cell,
+                                                                    monkeypatch):
+    server.script.append((500, LLAMA_CPP_500, 0))
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok({"spec": TOWER, "cannot": None})
+    a = make(server, monkeypatch)  # no OPENAI_API_KEY: loopback needs none
+    assert a.translate("a 2-cube tower", cell) == TOWER
+    assert [r["response_format"]["type"] for r in server.requests] == ["json_schema",
+                                                                         "json_object"]
+    sent = server.requests[1]["response_format"]
+    assert sent["schema"]["required"] == ["spec", "cannot"]  # llama.cpp's schema key
+    assert "JSON schema" in server.requests[1]["messages"][0]["content"]
+    assert a.mode == "json_object"
+    assert a.mode_log == [{"mode": "json_schema", "status": 500,
+                           "message": a.mode_log[0]["message"]}]
+    assert "Input should be 'text' or 'json_object'" in a.mode_log[0]["message"]
+    a.translate("a 2-cube tower", cell)  # remembered: straight to json_object
+    assert server.requests[2]["response_format"]["type"] == "json_object"
+    assert len(server.requests) == 3
+
+
+def test_400_and_422_naming_response_format_reach_plain_text(server, cell, monkeypatch):
+    server.script.append((400, {"error": {"message": "response_format json_schema is not "
+                                           "supported", "param": "response_format"}}, 0))
+    server.script.append((422, {"detail": [{"loc": ["body", "response_format"],
+                                            "msg": "extra fields not permitted"}]}, 0))
+    fenced = "Here you go:\n```json\n" + json.dumps({"spec": TOWER, "cannot": None}) + "\n```"
+    server.script.append((200, completion(fenced), 0))
+    a = make(server, monkeypatch)
+    assert a.translate("a 2-cube tower", cell) == TOWER
+    assert "response_format" not in server.requests[2]
+    assert a.mode == "text" and [m["status"] for m in a.mode_log] == [400, 422]
+    assert a.structured_report()["structured_output"] == "text"
+
+
+def test_a_500_that_does_not_name_response_format_is_an_error(server, cell, monkeypatch):
+    server.script.append((500, {"error": {"message": "out of memory"}}, 0))
+    a = make(server, monkeypatch)
+    with pytest.raises(CellspecError, match=r"HTTP 500 \(json_schema mode\)"):
+        a.propose(cellspec.llm_adapters.base.parse_spec(TOWER), cell, None)
+    assert len(server.requests) == 1 and a.mode is None
+
+
+def test_invalid_model_output_falls_back_to_the_offline_parser(server, cell, monkeypatch):
+    server.script.append((200, completion("I think a tower would be nice"), 0))
+    server.ok({"spec": "design d {\n    towr(n=2)\n}\n", "cannot": None})
+    a = make(server, monkeypatch)
+    spec = a.translate("a row of six cubes", cell)
+    assert "wall(width=6, height=1)" in spec
+    assert a.fallbacks[0]["offline"] == "used" and "malformed JSON" in a.fallbacks[0]["why"]
+    spec = a.translate("a 5 by 4 platform", cell)
+    assert "block(w=5, d=4, h=1)" in spec and "does not parse" in a.fallbacks[1]["why"]
+
+
+def test_api_key_only_for_remote_servers(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    OpenAIAdapter("m", base_url="http://localhost:8080/v1")
+    OpenAIAdapter("m", base_url="http://127.0.0.1:11434/v1")
+    with pytest.raises(CellspecError, match="OPENAI_API_KEY for a remote server"):
+        OpenAIAdapter("m", base_url="https://api.example.com/v1")
+
+
+def test_prompt_carries_the_grammar_and_the_lexicon():
+    p = translate_system()
+    for word in ("tower(n)", "packing", "platform (platform, slab, plate, floor)",
+                 "front = low y", "max height", "next"):
+        assert word in p, word
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ('{"a": 1}', '{"a": 1}'),
+    ('```json\n{"a": 1}\n```', '{"a": 1}'),
+    ('Sure! {"a": 1} hope it helps', '{"a": 1}'),
+    ("no json at all", "no json at all"),
+])
+def test_json_text(text, want):
+    assert json_text(text) == want
+
+
+def test_cli_reports_the_mode_in_json(server, monkeypatch, capsys):
+    from cellspec.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    server.script.append((500, LLAMA_CPP_500, 0))
+    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(GOOD)
+    assert main(["design", "a tower", "--cell", CELL, "--model", "local-gguf", "--base-url",
+                 server.url, "--retries", "0", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "accepted"
+    assert out["llm"]["structured_output"] == "json_object"
+    assert out["llm"]["refused_modes"][0]["status"] == 500
+
+
+def test_no_fallback_when_scoring_the_model_alone(server, cell, monkeypatch):
+    server.script.append((200, completion("not json"), 0))
+    a = make(server, monkeypatch)
+    a.offline_fallback = False
+    with pytest.raises(TranslateError, match="malformed JSON"):
+        a.translate("a row of six cubes", cell)
