@@ -11,8 +11,10 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_time_limit,
     check_output,
-    check_seconds,
+    positive_int,
+    seconds,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -26,17 +28,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="solver time limit in seconds (verdict unknown when hit)")
+    add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
+                   "hit; --timeout is an alias)", alias=True)
     c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",
                    help="clingo (default) or the brute-force reference evaluator")
-    c.add_argument("--max-bytes", type=int, default=None, metavar="N",
+    c.add_argument("--max-bytes", type=positive_int, default=None, metavar="N",
                    help="largest layout file accepted (default 32 MiB)")
     c.add_argument("--robust", type=str, default=None, metavar="TOL",
                    help="also prove (Z3) that the verdict holds when every part is placed up "
                    "to TOL metres off in x and in y, or print a displaced layout that changes "
                    "it; exit 0 only for a robust pass")
-    c.add_argument("--robust-timeout", type=float, default=60.0, metavar="S",
+    c.add_argument("--robust-timeout", type=seconds, default=60.0, metavar="S",
                    help="Z3 time limit for --robust in seconds (default 60; unknown when hit)")
     c.add_argument("--witness", default=None, metavar="FILE",
                    help="with --robust: write the counterexample layout (JSON) to FILE")
@@ -50,19 +52,16 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.layout import MAX_LAYOUT_BYTES, load_layout
     from cellspec.solver.verify import check
 
-    if a.timeout is not None:
-        check_seconds(a.timeout, "--timeout")
     if a.robust is not None:
         from cellspec.formal import validate_tolerance
 
         validate_tolerance(a.robust)
-        check_seconds(a.robust_timeout, "--robust-timeout")
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
     check_output(a.witness, "--witness")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
-    v = check(cell, layout, backend=a.backend, timeout=a.timeout)
+    v = check(cell, layout, backend=a.backend, timeout=a.time_limit)
     if a.robust is not None:
         return _run_robust(a, cell, layout, v)
     if a.format == "json":

@@ -57,7 +57,9 @@ def run(a: argparse.Namespace) -> int:
     if a.format == "json":
         print(json.dumps(r.to_json(), indent=2))
     elif r.ok:
-        print(f"pass: {', '.join(r.passed)}")
+        extra = (f"; skipped (did not apply, no PATH given): {', '.join(r.skipped)}"
+                 if r.skipped else "")
+        print(f"pass: {', '.join(r.passed)}{extra}")
     else:
         print(f"fail: {r.check}")
         print(r.feedback)

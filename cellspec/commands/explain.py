@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, add_time_limit
 from cellspec.dsl.errors import CellspecError
 
 
@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="solver time limit in seconds (default 60; unknown when hit)")
+    add_time_limit(c, 60.0, "time limit in seconds (default 60; unknown when hit; --timeout "
+                   "is an alias)", alias=True)
     c.add_argument("--no-minimise", action="store_true",
                    help="report Z3's unsat core as is (faster, not always minimal)")
     c.add_argument("--causes", type=int, default=1, metavar="N",
@@ -35,12 +35,11 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.formal import explain
     from cellspec.layout import load_layout
 
-    check_seconds(a.timeout, "--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    e = explain(cell, layout, timeout=a.timeout, minimise=not a.no_minimise,
+    e = explain(cell, layout, timeout=a.time_limit, minimise=not a.no_minimise,
                 max_causes=a.causes)
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))

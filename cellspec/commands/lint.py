@@ -6,7 +6,7 @@ import argparse
 import json
 import re
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, add_time_limit
 from cellspec.dsl.errors import CellspecError
 
 
@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
                    "inline test layout of the file)")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                   help="Z3 time limit per question in seconds (default 30)")
+    add_time_limit(c, 30.0, "Z3 time limit per question in seconds (default 30; --timeout "
+                   "is an alias)", alias=True)
     c.add_argument("--no-redundancy", action="store_true",
                    help="skip the (slower) check for rules implied by the others")
     c.set_defaults(func=run)
@@ -48,10 +48,9 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.dsl.parser import load_cell
     from cellspec.formal import lint
 
-    check_seconds(a.timeout, "--timeout")
     parts = _parse_parts(a.parts)
     cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
-    reports = [(f, lint(c, parts, timeout=a.timeout, redundancy=not a.no_redundancy))
+    reports = [(f, lint(c, parts, timeout=a.time_limit, redundancy=not a.no_redundancy))
                for f, c in cells]
     if a.format == "json":
         print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))

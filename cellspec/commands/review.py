@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, check_output
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, check_output, seconds
 from cellspec.dsl.errors import CellspecError
 
 
@@ -35,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="address to bind (default 127.0.0.1: this machine only)")
     c.add_argument("-o", "--output", metavar="OUT.json", default=None,
                    help="where Accept writes the layout (default: LAYOUT itself)")
-    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    c.add_argument("--timeout", type=seconds, default=30.0, metavar="S",
                    help="verification time limit per edit in seconds (unknown when hit)")
-    c.add_argument("--repair-time-limit", type=float, default=10.0, metavar="S",
+    c.add_argument("--repair-time-limit", type=seconds, default=10.0, metavar="S",
                    help="time limit of the Repair button in seconds (default 10)")
     c.add_argument("--no-robots", action="store_true",
                    help="draw robot base markers only (skip loading the robot models)")

@@ -12,8 +12,10 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_time_limit,
     atomic_write,
     check_output,
+    positive_int,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -29,11 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
-    t.add_argument("--workers", type=int, default=1, metavar="N",
+    t.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="worker processes (results keep a fixed order)")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
-    t.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="solver time limit per test")
+    add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
+                   alias=True)
 
     t.set_defaults(func=run)
 
@@ -42,10 +44,12 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.testing import junit_xml, pretty, run_tests
 
-    if a.workers < 1:
-        raise CellspecError("--workers must be at least 1")
     check_output(a.junit_xml, "--junit-xml")
-    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout)
+    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.time_limit)
+    if not report.results and not report.errors:  # a mistyped -k in CI must not be green
+        where = " ".join(a.paths)
+        raise CellspecError(f"no tests selected in {where}" + (
+            f" by -k {a.pattern!r}" if a.pattern else " (no test blocks found)"))
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
     if a.format == "json":

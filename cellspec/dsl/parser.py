@@ -41,6 +41,7 @@ from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.world.rules import build_world
 
 MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
+MAX_COUNT_CONST = 2**31 - 1  # clingo integers are 32-bit: a larger count constant wraps
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STDLIB = ("physical", "stability", "diagnosis")
 _PKG_ROOT = Path(__file__).resolve().parent.parent  # .../cellspec
@@ -875,6 +876,10 @@ class _ExprCtx:
                 self.err(node, "count(...) can only be compared with a whole number")
                 return None
             n = int(raw)
+            if abs(n) > MAX_COUNT_CONST:
+                self.err(node, f"count(...) is compared with {n}, which is too large: counts "
+                         f"are compared exactly up to {MAX_COUNT_CONST} (32-bit integers)")
+                return None
             return ir.CountCmp(left.vars, left.domain, left.unordered, left.body, op, n)
         self.err(node, "these two sides cannot be compared (a length with a name, or a "
                  "condition with a number)")

@@ -108,6 +108,7 @@ class PlanCheck:
     feedback: str = ""
     passed: tuple[str, ...] = ()
     failed_waypoints: int = 0
+    skipped: tuple[str, ...] = ()  # checks that did not apply (no PATH): neither passed nor failed
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,7 +121,7 @@ class PlanCheck:
                 "robot": self.robot, "object": self.obj,
                 "pose": [round(v, 4) for v in self.pose] if self.pose else None,
                 "feedback": self.feedback, "passed": list(self.passed),
-                "failed_waypoints": self.failed_waypoints}
+                "skipped": list(self.skipped), "failed_waypoints": self.failed_waypoints}
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -450,7 +451,9 @@ def check_plan(cell: Cell, plan: RocoPlan, *, max_failed_waypoints: int = MAX_FA
                              f"failed (at most {max_failed_waypoints} allowed): "
                              + "; ".join(failed), passed=tuple(passed),
                              failed_waypoints=len(failed))
-        passed.append("waypoints")
+        skipped: list[str] = []
+        (passed if n else skipped).append("waypoints")  # no PATH point: nothing was checked
+        measured = 0
         for a in plan.actions:
             if not a.path or a.wait or not a.obj:  # only PICK ... PLACE ... carries a PATH
                 continue
@@ -459,6 +462,7 @@ def check_plan(cell: Cell, plan: RocoPlan, *, max_failed_waypoints: int = MAX_FA
             if any(len(e) != 1 for e in ends):
                 continue
             (src,), (dst,) = ends
+            measured += 1
             pts = np.array([src.pos] + [list(p) for p in a.path] + [dst.pos])
             steps = np.linalg.norm(np.diff(pts, axis=0), axis=1)
             std = float(np.std(steps))
@@ -469,9 +473,10 @@ def check_plan(cell: Cell, plan: RocoPlan, *, max_failed_waypoints: int = MAX_FA
                                  f"{', '.join(f'{s:.3f}' for s in steps)} m have a standard "
                                  f"deviation of {std:.3f} m (at most {spacing_std:g}); the step "
                                  f"to {_p(pts[k + 1])} is the odd one out",
-                                 tuple(passed), len(failed))
-        passed.append("spacing")
-        return PlanCheck(True, passed=tuple(passed), failed_waypoints=len(failed))
+                                 tuple(passed), len(failed), tuple(skipped))
+        (passed if measured else skipped).append("spacing")
+        return PlanCheck(True, passed=tuple(passed), failed_waypoints=len(failed),
+                         skipped=tuple(skipped))
     finally:
         scene.close()
 
