@@ -1,15 +1,15 @@
-"""Shared pieces of the command-line verbs: exit codes, diagnostics, atomic writes."""
+"""Shared pieces of the command-line verbs: exit codes, diagnostics, limit flags, outputs
+(``atomic_write`` lives in :mod:`cellspec.core.io` and is re-exported here)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
-import tempfile
-from pathlib import Path
 
+from cellspec.core.io import atomic_write as atomic_write  # re-exported for the verbs
+from cellspec.core.io import check_writable
 from cellspec.dsl.errors import CellspecError
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -20,26 +20,6 @@ def print_diagnostics(exc: CellspecError) -> int:
     for d in exc.diagnostics:
         print(str(d), file=sys.stderr)
     return EXIT_INPUT
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write text to path via a temporary file and rename, so a reader never sees half.
-    An OS error (missing folder, no permission, full disk) is bad input naming the path."""
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
-                                   suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise CellspecError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # --- limit flags: one validator for every verb -------------------------------------------
@@ -124,15 +104,6 @@ def check_seconds(value: float, flag: str = "--time-limit", most: float | None =
 
 
 def check_output(path: str | None, flag: str = "-o") -> None:
-    """Bad input unless the file ``path`` can be written (its folder exists, it is no folder):
-    checked before the work, so a long run is not lost to a typo in the path."""
-    if not path:
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise CellspecError(f"{flag} {path}: is a directory, not a file")
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise CellspecError(f"{flag} {path}: no such directory {p.parent}")
-    if not os.access(folder, os.W_OK):
-        raise CellspecError(f"{flag} {path}: the directory {folder} is not writable")
+    """Bad input unless the file ``path`` can be written (see
+    :func:`cellspec.core.io.check_writable`): checked before the work."""
+    check_writable(path, flag)

@@ -91,15 +91,14 @@ def writable_dir(path: str, flag: str) -> Path:
 
 
 def _steps(path: str):
+    from cellspec.core.io import TooLarge, read_text_bounded
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
 
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_LAYOUT_BYTES:
-            raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the limit "
-                                           f"is {MAX_LAYOUT_BYTES} bytes"))
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        obj = json.loads(read_text_bounded(path, MAX_LAYOUT_BYTES))
+    except TooLarge as exc:
+        raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {exc}")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
     except json.JSONDecodeError as exc:

@@ -466,9 +466,10 @@ def format_source(text: str) -> str:
 
 def format_file(path: str | PathLike[str]) -> tuple[str, bool]:
     """Format one file without writing it; returns the new text and whether it differs."""
+    from cellspec.dsl.parser import read_rule_file
+
     p = Path(path)
-    with p.open(encoding="utf-8", newline="") as fh:
-        original = fh.read()
+    original = read_rule_file(p)  # bounded, and every I/O problem is a diagnostic
     try:
         formatted = format_source(original)
     except FormatError as exc:

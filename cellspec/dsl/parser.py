@@ -70,21 +70,16 @@ def stdlib_path(name: str) -> Path:
 
 def read_rule_file(path: Path) -> str:
     """Read a rule file as UTF-8 text, turning I/O problems into diagnostics."""
+    from cellspec.core.io import TooLarge, read_text_bounded
+
     shown = display_path(path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}")) \
+        return read_text_bounded(path, MAX_RULE_FILE_BYTES)
+    except IsADirectoryError:
+        raise CellspecError(Diagnostic(shown, 0, 0, "is a directory, expected a .cell file")) \
             from None
-    if path.is_dir():
-        raise CellspecError(Diagnostic(shown, 0, 0, "is a directory, expected a .cell file"))
-    if size > MAX_RULE_FILE_BYTES:
-        raise CellspecError(
-            Diagnostic(shown, 0, 0, f"rule file is {size} bytes; the limit is "
-                       f"{MAX_RULE_FILE_BYTES} bytes")
-        )
-    try:
-        return path.read_bytes().decode("utf-8")
+    except TooLarge as exc:
+        raise CellspecError(Diagnostic(shown, 0, 0, f"rule file is {exc}")) from None
     except UnicodeDecodeError as exc:
         raise CellspecError(Diagnostic(shown, 0, 0, f"not UTF-8 text (byte {exc.start})")) \
             from None

@@ -272,6 +272,7 @@ class ChatAdapter(Adapter):
 
 
 MAX_TIMEOUT = 600.0  # seconds per LLM call
+MAX_CASSETTE_BYTES = 256 * 1024 * 1024  # a replay cassette larger than this is refused
 MAX_RETRIES = 10
 
 
@@ -373,8 +374,12 @@ class ReplayAdapter(ChatAdapter):
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
+        from cellspec.core.io import TooLarge, read_text_bounded
+
         try:
-            text = p.read_text(encoding="utf-8")
+            text = read_text_bounded(p, MAX_CASSETTE_BYTES)
+        except TooLarge as exc:
+            raise CellspecError(f"{p}: the cassette is {exc}") from None
         except (OSError, UnicodeDecodeError) as exc:
             why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 (exc.strerror or str(exc)).lower()
