@@ -126,26 +126,30 @@ def test_rounding_with_a_real_violation_still_fails(tmp_path):
 
 
 # --- 4. one validator for every limit flag --------------------------------------------------
+CELL = REPO / "rules" / "cells" / "dual_arm_station.cell"
+LAY = REPO / "rules" / "layouts" / "wall_9.json"
 LIMIT_FLAGS = [
     ("check", "--timeout"), ("check", "--time-limit"), ("check", "--robust-timeout"),
     ("test", "--timeout"), ("test", "--time-limit"), ("explain", "--timeout"),
-    ("lint", "--timeout"), ("plan", "--time-limit"), ("repair", "--time-limit"),
-    ("generate", "--time-limit"), ("sim", "--time-limit"), ("sim", "--motion-time-limit"),
-    ("review", "--timeout"), ("review", "--repair-time-limit"), ("design", "--timeout"),
-    ("design", "--time-limit"),
+    ("explain", "--time-limit"), ("lint", "--timeout"), ("plan", "--time-limit"),
+    ("repair", "--time-limit"), ("generate", "--time-limit"), ("sim", "--time-limit"),
+    ("sim", "--motion-time-limit"), ("review", "--timeout"), ("review", "--repair-time-limit"),
+    ("design", "--timeout"), ("design", "--time-limit"),
 ]
+ARGS = {"check": [CELL, LAY], "test": [CELL], "explain": [CELL, LAY], "lint": [CELL],
+        "plan": [CELL, LAY], "repair": [CELL, LAY], "generate": [CELL, "tower"],
+        "sim": [CELL, LAY], "review": [CELL, LAY], "design": ["--cell", CELL, "a tower"]}
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5", "1e9", "none"])
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5", "1e9"])
 @pytest.mark.parametrize(("verb", "flag"), LIMIT_FLAGS)
 def test_every_limit_flag_is_validated(verb, flag, value, capsys):
-    from cellspec.cli import build_parser
+    from cellspec.cli import main
 
-    with pytest.raises(SystemExit) as exc:
-        build_parser().parse_args([verb, "a", "b", f"{flag}={value}"])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "positive number of seconds, at most 86400" in err or "expected a number" in err
+    rc = main([verb, *map(str, ARGS[verb]), f"{flag}={value}"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert "must be a positive number of seconds" in err or "must be positive seconds" in err
 
 
 def test_limit_flag_accepts_a_number():
@@ -157,12 +161,25 @@ def test_limit_flag_accepts_a_number():
     assert a.time_limit == 2.0
 
 
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--max-memory", "lots", "expected a size such as 512M"),
+    ("--max-memory", "1K", "must be from 64M to 1T"),
+    ("--max-bytes", "0", "--max-bytes must be a whole number from 1"),
+])
+def test_size_limits_are_validated(flag, value, message, capsys):
+    from cellspec.cli import main
+
+    assert main(["check", str(CELL), str(LAY), flag, value]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_python_api_check_seconds_refuses_infinity():
     from cellspec.commands.common import check_seconds
 
-    for v in (float("inf"), float("nan"), 0.0, -1.0):
+    for v in (float("inf"), float("nan"), 0.0, -1.0, 1e9):
         with pytest.raises(cellspec.CellspecError):
             check_seconds(v)
+    check_seconds(0.5)
 
 
 # --- 5. a test run that selects nothing is an error -----------------------------------------
@@ -186,3 +203,77 @@ def test_check_plan_without_path_skips(cli, tmp_path, path):
     assert r.returncode == 0, r.stderr
     assert j["skipped"] == ["waypoints", "spacing"]
     assert "waypoints" not in j["passed"] and "spacing" not in j["passed"]
+
+
+# --- 9. smaller defects ---------------------------------------------------------------------
+def test_diagnose_refuses_a_negative_gripper_size(cli, tmp_path):
+    state = {"cs": {"phase": "idle", "object": None}, "objects": [],
+             "gripper": {"pos": [0.4, 0.2, 0.3], "size": [-0.03, 0.03, 0.01]}}
+    exp = _write(tmp_path, "e.json", json.dumps({"cs": {"phase": "idle", "object": None},
+                                                  "objects": []}))
+    obs = _write(tmp_path, "o.json", json.dumps(state))
+    r = cli("diagnose", REPO / "rules" / "cells" / "dual_arm_station.cell", exp, obs)
+    assert r.returncode == 2 and "gripper.size must be positive" in r.stderr
+
+
+def test_unreachable_llm_server_is_exit_2(cli, tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: connection refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    r = cli("design", "--cell", REPO / "rules" / "cells" / "dual_arm_station.cell",
+            "build a 3-cube tower", "--adapter", "openai", "--base-url",
+            f"http://127.0.0.1:{port}/v1", "--retries", "0")
+    assert r.returncode == 2 and "cannot reach the LLM server" in r.stderr
+    assert "cannot translate" not in r.stdout + r.stderr
+
+
+def test_huge_rule_constant_is_too_large_not_too_fine(cli, tmp_path):
+    cell = _write(tmp_path, "c.cell", BARE_HEAD + "\nrule r \"m\" : forall p: p.x < 100000000\n")
+    r = cli("check", cell, _write(tmp_path, "l.json", json.dumps(TOUCHING)))
+    assert r.returncode == 2 and "too large" in r.stderr and "too fine" not in r.stderr
+
+
+def test_world_db_created_by_another_run_says_already_holds_a_run(tmp_path):
+    import sqlite3
+
+    from cellspec.world.db import open_world
+
+    p = tmp_path / "w.db"
+    conn = sqlite3.connect(p)  # what the loser of the race sees: SQLite, no tables yet
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    with pytest.raises(cellspec.CellspecError, match="already holds a run"):
+        open_world(p, create=True)
+
+
+def test_concurrent_creation_of_a_new_world_db(tmp_path):
+    """Two processes creating the same new database: one wins, the other is told."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom cellspec.world.db import open_world\nfrom cellspec import "
+              "CellspecError\nfor k in range(int(sys.argv[2])):\n  try:\n    open_world(f'"
+              "{sys.argv[1]}/w{k}.db', create=True).close()\n  except CellspecError as e:\n"
+              "    print(e)\n")
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), "30"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    lines = [ln for out, _ in outs for ln in out.splitlines() if ln]
+    assert all("already holds a run" in ln for ln in lines), lines
+
+
+def test_review_bad_host_fails_at_once(cli, tmp_path):
+    import time
+
+    t0 = time.perf_counter()
+    r = cli("review", REPO / "rules" / "cells" / "dual_arm_station.cell",
+            REPO / "rules" / "layouts" / "wall_9.json", "--host", "not_a_host", timeout=60)
+    assert r.returncode == 2 and "--host not_a_host: cannot resolve" in r.stderr
+    assert time.perf_counter() - t0 < 30

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 
+import cellspec.commands.bounded  # noqa: F401  (starts the verb's clock as the CLI loads)
 from cellspec.core.io import atomic_write as atomic_write  # re-exported for the verbs
 from cellspec.core.io import check_writable
 from cellspec.dsl.errors import CellspecError
@@ -32,60 +32,44 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, 
                "tb": 1000**4, "tib": 1024**4}
 
 
-def seconds(text: str) -> float:
-    """argparse type of every time-limit flag: a finite, positive number of seconds, at
-    most :data:`MAX_SECONDS` (``inf``, ``nan``, 0 and negatives are usage errors, exit 2)."""
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(v) or not (0 < v <= MAX_SECONDS):
-        raise argparse.ArgumentTypeError(f"must be a finite, positive number of seconds, at "
-                                         f"most {MAX_SECONDS:g} (got {text})")
-    return v
+def check_count(value: int | None, flag: str, least: int = 1, most: int = MAX_COUNT) -> None:
+    """Bad input unless the count limit ``value`` (workers, calls, tokens, bytes) is a whole
+    number from ``least`` to ``most`` (None: not given, nothing to check)."""
+    if value is not None and not (least <= value <= most):
+        raise CellspecError(f"{flag} must be a whole number from {least} to {most}")
 
 
-def positive_int(text: str) -> int:
-    """argparse type of every count limit (workers, calls, tokens, bytes): a whole number
-    from 1 to :data:`MAX_COUNT`."""
-    try:
-        v = int(str(text).strip().replace("_", ""))
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not (1 <= v <= MAX_COUNT):
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_COUNT} "
-                                         f"(got {text})")
-    return v
-
-
-def memory_size(text: str) -> int:
-    """argparse type of ``--max-memory``: bytes, or a number with a unit (``512M``, ``2G``,
-    ``1.5GiB``; K/M/G/T are powers of 1024), from 64 MiB to 1 TiB."""
+def parse_memory(text: str | int | None, flag: str = "--max-memory") -> int:
+    """Bytes of a memory budget: bytes, or a number with a unit (``512M``, ``2G``, ``1.5GiB``;
+    K/M/G/T are powers of 1024, KB/MB/GB/TB of 1000), from 64 MiB to 1 TiB; None is the
+    default budget (:data:`DEFAULT_MAX_MEMORY`)."""
+    if text is None:
+        return DEFAULT_MAX_MEMORY
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _SIZE_UNITS:
-        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
+        raise CellspecError(f"{flag}: expected a size such as 512M or 2G, got {text!r}")
     v = int(float(m.group(1)) * _SIZE_UNITS[unit])
     if not (MIN_MEMORY <= v <= MAX_MEMORY):
-        raise argparse.ArgumentTypeError(f"must be from 64M to 1T (got {text})")
+        raise CellspecError(f"{flag} must be from 64M to 1T, got {text}")
     return v
 
 
 def add_time_limit(p: argparse.ArgumentParser, default: float | None, help: str,
                    alias: bool = False) -> None:
-    """Add ``--time-limit S`` (validated by :func:`seconds`; ``--timeout`` as an alias when
-    ``alias``); the value lands in ``a.time_limit``."""
+    """Add ``--time-limit S`` (``--timeout`` as an alias when ``alias``); the value lands in
+    ``a.time_limit``; the verb checks it with :func:`check_seconds` (the one validator)."""
     names = ("--time-limit", "--timeout") if alias else ("--time-limit",)
-    p.add_argument(*names, dest="time_limit", type=seconds, default=default, metavar="S",
+    p.add_argument(*names, dest="time_limit", type=float, default=default, metavar="S",
                    help=help)
 
 
 def add_max_memory(p: argparse.ArgumentParser) -> None:
     """Add ``--max-memory SIZE`` (default 2 GiB): the verb's memory budget; a run that would
-    exceed it ends with ``unknown`` (reason: memory limit)."""
-    p.add_argument("--max-memory", type=memory_size, default=DEFAULT_MAX_MEMORY,
-                   metavar="SIZE", help="memory budget, e.g. 512M or 4G (default 2G; unknown "
-                   "when a run would exceed it)")
+    exceed it ends with ``unknown`` (reason: memory limit). Read it with :func:`parse_memory`."""
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="memory budget, e.g. 512M or 4G (default 2G; unknown when a run "
+                   "would exceed it)")
 
 
 def add_format(p: argparse.ArgumentParser) -> None:
@@ -94,9 +78,9 @@ def add_format(p: argparse.ArgumentParser) -> None:
 
 
 def check_seconds(value: float, flag: str = "--time-limit", most: float | None = None) -> None:
-    """Bad input unless ``value`` is a finite, positive number of seconds (NaN and infinity
-    are not), at most ``most`` (default :data:`MAX_SECONDS`); for values that do not come
-    through :func:`seconds` (the Python API, config)."""
+    """The one validator of every time-limit flag of every verb: bad input unless ``value``
+    is a finite, positive number of seconds (NaN, infinity, 0 and negatives are not), at most
+    ``most`` (default :data:`MAX_SECONDS`, a day)."""
     most = MAX_SECONDS if most is None else most
     if not (value > 0) or not (value <= most):
         limit = f", at most {most:g}" if most is not None else ""

@@ -16,8 +16,6 @@ from cellspec.commands.common import (
     atomic_write,
     check_output,
     check_seconds,
-    positive_int,
-    seconds,
 )
 from cellspec.dsl.errors import CellspecError, Diagnostic
 
@@ -46,11 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--base-url", help="an OpenAI-compatible server (default OPENAI_BASE_URL)")
     c.add_argument("--cassette", metavar="JSONL", help="replay: the cassette to answer from")
     c.add_argument("--record", metavar="JSONL", help="openai: append every exchange here")
-    c.add_argument("--max-calls", type=positive_int, metavar="N",
-                   help="LLM calls allowed per command")
-    c.add_argument("--max-tokens", type=positive_int, metavar="N",
-                   help="LLM tokens allowed per command")
-    c.add_argument("--timeout", type=seconds, default=30.0, metavar="S",
+    c.add_argument("--max-calls", type=int, metavar="N", help="LLM calls allowed per command")
+    c.add_argument("--max-tokens", type=int, metavar="N", help="LLM tokens allowed per command")
+    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="per LLM call (default 30)")
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
     c.add_argument("--temperature", type=float, default=0.0)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, add_time_limit
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    add_time_limit,
+    check_seconds,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -35,6 +42,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.formal import explain
     from cellspec.layout import load_layout
 
+    check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
     cell = load_cell(a.cell)

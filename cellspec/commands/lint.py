@@ -6,7 +6,14 @@ import argparse
 import json
 import re
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, add_time_limit
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    add_time_limit,
+    check_seconds,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -48,6 +55,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.dsl.parser import load_cell
     from cellspec.formal import lint
 
+    check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
     cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
     reports = [(f, lint(c, parts, timeout=a.time_limit, redundancy=not a.no_redundancy))

@@ -16,7 +16,6 @@ from cellspec.commands.common import (
     add_time_limit,
     atomic_write,
     check_seconds,
-    seconds,
 )
 from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.robots import quiet_pybullet
@@ -48,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every recorded (t, q_plan, q_exec) sample here")
     c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
     add_time_limit(c, 10.0, "sequencer and scheduler time limit (default 10)")
-    c.add_argument("--motion-time-limit", type=seconds, default=5.0, metavar="S",
+    c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
                    help="RRT-Connect time limit per motion (default 5)")
     c.add_argument("--compare-single", action="store_true",
                    help="several arms: also plan and execute the best single arm's allocation "

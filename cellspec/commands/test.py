@@ -14,8 +14,9 @@ from cellspec.commands.common import (
     add_format,
     add_time_limit,
     atomic_write,
+    check_count,
     check_output,
-    positive_int,
+    check_seconds,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
-    t.add_argument("--workers", type=positive_int, default=1, metavar="N",
+    t.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (results keep a fixed order)")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
     add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
@@ -44,6 +45,9 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.testing import junit_xml, pretty, run_tests
 
+    check_count(a.workers, "--workers", 1, 1024)
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit/--timeout")
     check_output(a.junit_xml, "--junit-xml")
     report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.time_limit)
     if not report.results and not report.errors:  # a mistyped -k in CI must not be green

@@ -33,6 +33,7 @@ from cellspec.llm_adapters.base import (
     Budget,
     Feedback,
     LayoutOut,
+    LLMUnavailable,
     RouteOut,
     SpecOut,
     TranslateError,
@@ -332,11 +333,11 @@ class OpenAIAdapter(ChatAdapter):
                     "name": schema.__name__, "strict": True, "schema": strict_schema(schema)}},
                 **kw)
         except openai.APITimeoutError:
-            raise CellspecError("the LLM call timed out") from None
+            raise LLMUnavailable("the LLM call timed out") from None
         except openai.APIStatusError as exc:
-            raise CellspecError(f"the LLM server answered HTTP {exc.status_code}") from None
+            raise LLMUnavailable(f"the LLM server answered HTTP {exc.status_code}") from None
         except openai.APIConnectionError as exc:
-            raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+            raise LLMUnavailable(f"cannot reach the LLM server: {exc}") from None
         if not r.choices:
             raise ProposalError("the model returned no choices")
         ch = r.choices[0]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Adapter, Feedback
+from cellspec.llm_adapters.base import Adapter, Feedback, LLMUnavailable
 from cellspec.llm_adapters.loop import (
     DEFAULT_T_MAX,
     DesignResult,
@@ -262,6 +262,8 @@ class Orchestrator:
                 raise TransitionError("the orchestrator did not terminate in 60 phases")
             try:
                 phase = handlers[phase](st, command)
+            except LLMUnavailable:  # the environment, not the command: exit 2 at the CLI
+                raise
             except CellspecError as exc:  # an error no route handles: abort, with why
                 st.reason = f"{phase}: {_msg(exc)}"
                 phase = self._go(st, phase, "fail", st.reason, "Failed")

@@ -157,6 +157,9 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
             raise CellspecError(f"{shown}: gripper must be {{\"pos\": [..], \"size\": [..]}}")
         grip = (_vec(gj.get("pos"), 3, f"{shown}: gripper.pos"),
                 _vec(gj.get("size", [0.03, 0.03, 0.01]), 3, f"{shown}: gripper.size"))
+        if not all(x > 0 for x in grip[1]):
+            raise CellspecError(f"{shown}: gripper.size must be positive on every axis (got "
+                                f"{list(grip[1])})")
     path = None
     if obj.get("path") is not None:
         pj = obj["path"]
