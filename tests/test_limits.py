@@ -277,3 +277,81 @@ def test_review_bad_host_fails_at_once(cli, tmp_path):
             REPO / "rules" / "layouts" / "wall_9.json", "--host", "not_a_host", timeout=60)
     assert r.returncode == 2 and "--host not_a_host: cannot resolve" in r.stderr
     assert time.perf_counter() - t0 < 30
+
+
+# --- limits honoured: one deadline, one memory budget per verb -------------------------------
+PILE_CELL = REPO / "rules" / "cells" / "dual_arm_station.cell"
+
+
+def _pile(tmp_path: Path, n: int, spread: float = 0.1) -> Path:
+    """A seeded dense overlapping pile of ``n`` cubes (what made check take 35 s at 1 s)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pos = np.column_stack([0.45 + rng.uniform(-spread, spread, n),
+                           0.275 + rng.uniform(-spread, spread, n), rng.uniform(0.025, 0.275, n)])
+    p = tmp_path / f"pile{n}.json"
+    p.write_text(json.dumps({"units": "m", "parts": [
+        {"id": f"c{k}", "type": "cube", "pos": [round(float(v), 4) for v in xyz]}
+        for k, xyz in enumerate(pos)]}))
+    return p
+
+
+def test_run_bounded_time_and_memory():
+    import time
+
+    from cellspec.commands.bounded import LimitHit, run_bounded
+
+    t0 = time.monotonic()
+    r = run_bounded(lambda: time.sleep(30), time_limit=0.5, max_memory=None,
+                    started=time.monotonic())
+    assert isinstance(r, LimitHit) and r.kind == "time limit" and time.monotonic() - t0 < 5
+    r = run_bounded(lambda: bytearray(4 * 1024**3), time_limit=30, max_memory=256 * 1024**2,
+                    started=time.monotonic())
+    assert isinstance(r, LimitHit) and r.kind == "memory limit"
+    assert r.reason.startswith("memory limit: the run needed more than 256 MiB")
+    assert run_bounded(lambda: 41 + 1, time_limit=30, max_memory=None) == 42
+    with pytest.raises(cellspec.CellspecError, match="boom"):
+        run_bounded(lambda: (_ for _ in ()).throw(cellspec.CellspecError("boom")),
+                    time_limit=30, max_memory=None)
+
+
+@pytest.mark.parametrize("verb", ["check", "explain"])
+def test_dense_pile_ends_within_the_limit(cli, tmp_path, verb):
+    """2 000 cubes in a dense pile at --time-limit 1: unknown (time limit) within the bound
+    (the issue measured 35.5 s for check and 51 s for explain)."""
+    import time
+
+    pile = _pile(tmp_path, 2000)
+    t0 = time.monotonic()
+    r = cli(verb, PILE_CELL, pile, "--time-limit", "1", "--format", "json")
+    took = time.monotonic() - t0
+    j = json.loads(r.stdout)
+    assert r.returncode == 2, r.stderr
+    status = j.get("verdict", j.get("status"))
+    assert status == "unknown" and "limit" in j["reason"]
+    assert took < 8  # max(2 x limit, limit + 1 s), plus the interpreter start on a busy CI box
+
+
+def test_small_check_within_a_limit_still_passes(cli):
+    r = cli("check", PILE_CELL, REPO / "rules" / "layouts" / "wall_9.json", "--time-limit", "60")
+    assert r.returncode == 0 and r.stdout.startswith("pass")
+
+
+def test_memory_budget_gives_unknown(cli, tmp_path):
+    r = cli("check", PILE_CELL, _pile(tmp_path, 2000), "--max-memory", "64M", "--format", "json")
+    j = json.loads(r.stdout)
+    assert r.returncode == 2 and j["verdict"] == "unknown"
+    assert j["reason"].startswith("memory limit: the run needed more than 64 MiB")
+
+
+def test_a_1mb_rule_file_is_refused_at_once(cli, tmp_path):
+    head = BARE_HEAD
+    rules = [f'rule r{k} "{{p}} {k}" : forall p: p.x < {0.5 + (k % 400) / 1000:.3f}'
+             for k in range(18_000)]
+    big = _write(tmp_path, "big.cell", head + "\n".join(rules) + "\n")
+    assert big.stat().st_size > 1_000_000
+    for args in (("check", big, _write(tmp_path, "l.json", json.dumps(TOUCHING))),
+                 ("fmt", "--check", big)):
+        r = cli(*args)
+        assert r.returncode == 2 and "the limit is 65536 bytes" in r.stderr

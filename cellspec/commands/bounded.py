@@ -18,6 +18,7 @@ import os
 import pickle
 import resource
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -26,9 +27,27 @@ from typing import Any
 
 from cellspec.dsl.errors import CellspecError
 
-STARTED = time.monotonic()  # when the CLI module loaded: the verb's clock starts here
+
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere), so the verb's clock
+    includes the interpreter's start-up and imports."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            up = float(fh.read().split()[0])
+        return max(0.0, up - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+STARTED = time.monotonic() - _process_age()  # the verb's clock: from the process start
 GRACE_S = 0.05  # the parent's margin to receive a result that arrives at the deadline
 MEMORY_EXIT = 86  # the worker's exit code when it ran out of memory before it could report
+
+
+class WorkerError(RuntimeError):
+    """An unexpected exception in the worker (a bug): the CLI reports it as internal."""
 
 
 @dataclass(frozen=True)
@@ -64,30 +83,39 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None) -> None:
         out = ("input", exc.diagnostics)
     except MemoryError:
         out = ("memory", None)
+    except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
+        text = str(exc).lower()
+        out = ("memory", None) if ("map" in text or "cannot allocate" in text) else \
+            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
         out = ("memory", None) if "alloc" in str(exc).lower() else \
-            ("internal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except BaseException as exc:  # a bug: the parent says so (exit 3)
-        out = ("internal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        out = ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     try:
         conn.send_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     except MemoryError:
         os._exit(MEMORY_EXIT)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        conn.send_bytes(pickle.dumps(("internal", f"result not picklable: {exc}")))
+        conn.send_bytes(pickle.dumps(("internal", (f"result not picklable: {exc}", ""))))
     conn.close()
 
 
 def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
-                max_memory: int | None, started: float = STARTED) -> Any:
+                max_memory: int | None, started: float = STARTED,
+                meanwhile: Callable[[], Any] | None = None) -> Any:
     """``fn()`` computed in a worker within the verb's budget: its result, or a
     :class:`LimitHit`. A CellspecError in the worker is re-raised here (exit 2); an
-    unexpected exception becomes a RuntimeError naming it (exit 3, a bug)."""
+    unexpected exception becomes a :class:`WorkerError` naming it (exit 3, a bug).
+    ``meanwhile`` runs in the parent while the worker works (e.g. importing what printing
+    the result needs, so nothing slow is left after the deadline)."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, fn, max_memory), daemon=True)
     proc.start()
     send.close()
+    if meanwhile is not None:
+        meanwhile()
     left = remaining(time_limit, started)
     try:
         ready = recv.poll(None if left is None else left + GRACE_S)
@@ -120,7 +148,7 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
                     f"; the solver stopped with {signal.Signals(-exit_before).name}"
                 return LimitHit("memory limit", f"memory limit: the run needed more than "
                                 f"{_mib(max_memory)} (--max-memory){how}", took)
-            raise RuntimeError(f"the worker process died (exit code {exit_before})")
+            raise WorkerError(f"the worker process died (exit code {exit_before})")
         return LimitHit("time limit", f"time limit: not finished within {time_limit:g} s "
                         "(--time-limit bounds the whole verb: loading, grounding, solving)",
                         took)
@@ -133,4 +161,7 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
         return LimitHit("memory limit", f"memory limit: the run needed more than "
                         f"{_mib(max_memory or 0)} (--max-memory)" if max_memory else
                         "memory limit: out of memory", took)
-    raise RuntimeError(value)
+    what, tb = value
+    if os.environ.get("CELLSPEC_DEBUG"):
+        print(tb, file=sys.stderr)
+    raise WorkerError(what)

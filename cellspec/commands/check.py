@@ -68,6 +68,10 @@ def _compute(a: argparse.Namespace):
     return v, prove_robust(cell, layout, float(a.robust), timeout=t)
 
 
+def _import_results() -> None:
+    import cellspec.solver.result  # noqa: F401  (while the worker works: printing needs it)
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     if a.time_limit is not None:
@@ -82,7 +86,8 @@ def run(a: argparse.Namespace) -> int:
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
     check_output(a.witness, "--witness")
-    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory,
+                      meanwhile=_import_results)
     if isinstance(res, LimitHit):  # the budget ran out: unknown, with the reason
         from cellspec.solver.result import Verdict
 

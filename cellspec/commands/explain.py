@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 
 from cellspec.commands.common import (
@@ -10,8 +11,10 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_max_memory,
     add_time_limit,
     check_seconds,
+    parse_memory,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -26,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     add_format(c)
-    add_time_limit(c, 60.0, "time limit in seconds (default 60; unknown when hit; --timeout "
-                   "is an alias)", alias=True)
+    add_time_limit(c, 60.0, "time limit of the whole verb in seconds (default 60; unknown "
+                   "when hit; --timeout is an alias)", alias=True)
+    add_max_memory(c)
     c.add_argument("--no-minimise", action="store_true",
                    help="report Z3's unsat core as is (faster, not always minimal)")
     c.add_argument("--causes", type=int, default=1, metavar="N",
@@ -38,17 +42,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.dsl.parser import load_cell
-    from cellspec.formal import explain
-    from cellspec.layout import load_layout
+    from cellspec.commands.bounded import LimitHit, remaining, run_bounded
 
     check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
-    cell = load_cell(a.cell)
-    layout = load_layout(a.layout)
-    e = explain(cell, layout, timeout=a.time_limit, minimise=not a.no_minimise,
-                max_causes=a.causes)
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker: nothing slow is imported before the clock is split
+        from cellspec.dsl.parser import load_cell
+        from cellspec.formal import explain
+        from cellspec.layout import load_layout
+
+        left = remaining(a.time_limit)
+        return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,
+                       minimise=not a.no_minimise, max_causes=a.causes)
+
+    e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory,
+                    meanwhile=lambda: importlib.import_module("cellspec.solver.smt.result"))
+    if isinstance(e, LimitHit):
+        from cellspec.solver.smt.result import Explanation
+
+        e = Explanation(status="unknown", reason=e.reason, seconds=e.seconds)
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))
     elif e.status == "pass":

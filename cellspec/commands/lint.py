@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 
@@ -11,8 +12,10 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_max_memory,
     add_time_limit,
     check_seconds,
+    parse_memory,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -30,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
                    "inline test layout of the file)")
     add_format(c)
-    add_time_limit(c, 30.0, "Z3 time limit per question in seconds (default 30; --timeout "
-                   "is an alias)", alias=True)
+    add_time_limit(c, 30.0, "time limit of the whole verb in seconds (default 30; unknown "
+                   "when hit; --timeout is an alias)", alias=True)
+    add_max_memory(c)
     c.add_argument("--no-redundancy", action="store_true",
                    help="skip the (slower) check for rules implied by the others")
     c.set_defaults(func=run)
@@ -52,14 +56,29 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.dsl.parser import load_cell
-    from cellspec.formal import lint
+    from cellspec.commands.bounded import LimitHit, remaining, run_bounded
 
     check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
-    cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
-    reports = [(f, lint(c, parts, timeout=a.time_limit, redundancy=not a.no_redundancy))
-               for f, c in cells]
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker
+        from cellspec.dsl.parser import load_cell
+        from cellspec.formal import lint
+
+        cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
+        return [(f, lint(c, parts, timeout=remaining(a.time_limit),
+                         redundancy=not a.no_redundancy)) for f, c in cells]
+
+    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory,
+                      meanwhile=lambda: importlib.import_module("cellspec.solver.smt.result"))
+    if isinstance(got, LimitHit):
+        from cellspec.solver.smt.result import LintReport
+
+        reports = [(f, LintReport(cell=f, part_set={}, status="unknown", reason=got.reason,
+                                  seconds=got.seconds)) for f in a.files]
+    else:
+        reports = got
     if a.format == "json":
         print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))
     else:
