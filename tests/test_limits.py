@@ -347,7 +347,7 @@ def test_memory_budget_gives_unknown(cli, tmp_path):
 
 def test_a_1mb_rule_file_is_refused_at_once(cli, tmp_path):
     head = BARE_HEAD
-    rules = [f'rule r{k} "{{p}} {k}" : forall p: p.x < {0.5 + (k % 400) / 1000:.3f}'
+    rules = [f'rule r{k} "{{p}} too far right {k}" : forall p: p.x < {0.5 + (k % 400) / 1000:.3f}'
              for k in range(18_000)]
     big = _write(tmp_path, "big.cell", head + "\n".join(rules) + "\n")
     assert big.stat().st_size > 1_000_000
