@@ -151,6 +151,18 @@ def measure(tree: Path, argv: list[str], cap: float) -> dict:
     return json.loads(r.stdout)
 
 
+def peer_argv(argv: list[str]) -> list[str]:
+    """The same command for the old code: check/explain/lint called it ``--timeout``, and
+    the robust proof had its own ``--robust-timeout``."""
+    out = list(argv)
+    if out[0] in ("check", "explain", "lint") and "--time-limit" in out:
+        k = out.index("--time-limit")
+        out[k] = "--timeout"
+        if "--robust" in out:
+            out += ["--robust-timeout", out[k + 1]]
+    return out
+
+
 def answer(res: dict) -> str:
     """The verb's answer from its output: pass, fail, unknown, refused, killed."""
     if res["rc"] is None:
@@ -208,7 +220,7 @@ def main() -> int:
                        "ratio": round(me["wall"] / lim, 2), "peak_mib": round(me["peak"] / 2**20),
                        "answer": got, "within": hit, "memory_ok": mem_ok, "wrong": wrong}
                 if peer is not None:
-                    pr = measure(peer, argv, cap=a.peer_cap)
+                    pr = measure(peer, peer_argv(argv), cap=a.peer_cap)
                     rec["peer"] = {"wall": round(pr["wall"], 3), "answer": answer(pr),
                                    "peak_mib": round(pr["peak"] / 2**20)}
                 out_rows.append(rec)
