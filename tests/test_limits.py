@@ -355,3 +355,12 @@ def test_a_1mb_rule_file_is_refused_at_once(cli, tmp_path):
                  ("fmt", "--check", big)):
         r = cli(*args)
         assert r.returncode == 2 and "the limit is 65536 bytes" in r.stderr
+
+
+def test_an_unknown_test_verdict_is_not_reported_as_pass():
+    from cellspec.solver.result import Verdict
+    from cellspec.testing import evaluate
+
+    cell = cellspec.load_cell(str(REPO / "rules" / "cells" / "dual_arm_station.cell"))
+    status, det = evaluate(cell, cell.tests[0], Verdict(verdict="unknown", reason="time limit"))
+    assert status == "failed" and det["actual"] == ("unknown (time limit)",)
