@@ -13,6 +13,7 @@ anything. Inputs that are small run the same way (a fork costs milliseconds).
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import pickle
@@ -60,6 +61,18 @@ class LimitHit:
     seconds: float
 
 
+def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
+    """Print the ``unknown`` of a stopped verb from plain data (importing the result models
+    would cost the parent half a second after the deadline); returns exit code 2."""
+    import json
+
+    if fmt == "json":
+        print(json.dumps(obj, indent=2))
+    else:
+        print(pretty)
+    return 2
+
+
 def remaining(time_limit: float | None, started: float = STARTED) -> float | None:
     """Seconds left of the verb's budget (at least 1 ms), or None without a limit."""
     if time_limit is None:
@@ -71,7 +84,10 @@ def _mib(n: int) -> str:
     return f"{n / 1024**2:.0f} MiB"
 
 
-def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None) -> None:
+def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
+           stdin_fd: int | None) -> None:
+    if stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
+        sys.stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8")
     if max_memory is not None:
         try:
             resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
@@ -111,8 +127,16 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
     the result needs, so nothing slow is left after the deadline)."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, max_memory), daemon=True)
-    proc.start()
+    try:
+        stdin_fd: int | None = os.dup(0)
+    except OSError:
+        stdin_fd = None
+    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd), daemon=True)
+    try:
+        proc.start()
+    finally:
+        if stdin_fd is not None:
+            os.close(stdin_fd)
     send.close()
     if meanwhile is not None:
         meanwhile()

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.bounded import LimitHit, remaining, run_bounded
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -68,10 +68,6 @@ def _compute(a: argparse.Namespace):
     return v, prove_robust(cell, layout, float(a.robust), timeout=t)
 
 
-def _import_results() -> None:
-    import cellspec.solver.result  # noqa: F401  (while the worker works: printing needs it)
-
-
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     if a.time_limit is not None:
@@ -86,14 +82,13 @@ def run(a: argparse.Namespace) -> int:
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
     check_output(a.witness, "--witness")
-    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory,
-                      meanwhile=_import_results)
+    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):  # the budget ran out: unknown, with the reason
-        from cellspec.solver.result import Verdict
-
-        v, r = Verdict(verdict="unknown", reason=res.reason, seconds=res.seconds), None
-    else:
-        v, r = res
+        return print_stopped(res, a.format, {
+            "verdict": "unknown", "violations": [], "warnings": [],
+            "stats": {"parts": None, "backend": a.backend, "seconds": round(res.seconds, 4)},
+            "reason": res.reason}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+    v, r = res
     if r is not None:
         return _run_robust(a, v, r)
     if a.format == "json":

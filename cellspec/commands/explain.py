@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 
 from cellspec.commands.common import (
@@ -42,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, remaining, run_bounded
+    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 
     check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
@@ -58,12 +57,12 @@ def run(a: argparse.Namespace) -> int:
         return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,
                        minimise=not a.no_minimise, max_causes=a.causes)
 
-    e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory,
-                    meanwhile=lambda: importlib.import_module("cellspec.solver.smt.result"))
+    e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(e, LimitHit):
-        from cellspec.solver.smt.result import Explanation
-
-        e = Explanation(status="unknown", reason=e.reason, seconds=e.seconds)
+        return print_stopped(e, a.format, {
+            "status": "unknown", "rules": [], "parts": [], "violations": [],
+            "total_violations": 0, "minimal": False, "causes": [], "reason": e.reason,
+            "seconds": round(e.seconds, 4)}, f"unknown: {e.reason}")
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))
     elif e.status == "pass":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import re
 
@@ -56,7 +55,7 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, remaining, run_bounded
+    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 
     check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
@@ -70,15 +69,13 @@ def run(a: argparse.Namespace) -> int:
         return [(f, lint(c, parts, timeout=remaining(a.time_limit),
                          redundancy=not a.no_redundancy)) for f, c in cells]
 
-    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory,
-                      meanwhile=lambda: importlib.import_module("cellspec.solver.smt.result"))
+    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
-        from cellspec.solver.smt.result import LintReport
-
-        reports = [(f, LintReport(cell=f, part_set={}, status="unknown", reason=got.reason,
-                                  seconds=got.seconds)) for f in a.files]
-    else:
-        reports = got
+        return print_stopped(got, a.format, [
+            {"file": f, "cell": None, "parts": parts or {}, "status": "unknown", "findings": [],
+             "reason": got.reason, "seconds": round(got.seconds, 4)} for f in a.files],
+            "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
+    reports = got
     if a.format == "json":
         print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))
     else:

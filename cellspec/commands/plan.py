@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -54,21 +53,18 @@ def _compute(a: argparse.Namespace):
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, run_bounded
+    from cellspec.commands.bounded import LimitHit, print_stopped, run_bounded
 
     common.check_seconds(a.time_limit)
     common.check_output(a.output, "-o")
     a.max_memory = common.parse_memory(a.max_memory)
-    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory,
-                      meanwhile=lambda: importlib.import_module("cellspec.solver.cpsat.results"))
+    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):
-        from cellspec.solver.cpsat.results import PlanResult
-
-        r, layout, paper = PlanResult(status="unknown", reason=res.reason,
-                                      seconds=res.seconds), None, None
-    else:
-        r, layout, paper = res
-    if r.status == "optimal" and a.output and layout is not None:
+        return print_stopped(res, a.format, {
+            "status": "unknown", "method": "", "order": [], "steps": [], "reason": res.reason,
+            "seconds": round(res.seconds, 4)}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+    r, layout, paper = res
+    if r.status == "optimal" and a.output:
         atomic_write(Path(a.output), json.dumps(layout.with_order(r.order).to_json(),
                                                 indent=2) + "\n")
     other = [v for v in (r.verdict.violations if r.verdict else ()) if v.rule not in
