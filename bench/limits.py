@@ -141,9 +141,16 @@ def measure(tree: Path, argv: list[str], cap: float) -> dict:
             "except subprocess.TimeoutExpired as e:\n"
             "    rc, out, err = None, '', ''\n"
             "wall = time.monotonic() - t\n"
+            "ans = None\n"
+            "try:\n"
+            "    j = json.loads(out)\n"
+            "    j = j[0] if isinstance(j, list) else j\n"
+            "    ans = j.get('verdict', j.get('status'))\n"
+            "except Exception:\n"
+            "    pass\n"
             "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
-            "print(json.dumps({'rc': rc, 'wall': wall, 'peak': peak, 'out': out[-4000:],"
-            " 'err': err[-2000:]}))\n")
+            "print(json.dumps({'rc': rc, 'wall': wall, 'peak': peak, 'ans': ans,"
+            " 'out': out[-4000:], 'err': err[-2000:]}))\n")
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("CELLSPEC_DEBUG", None)
     r = subprocess.run([sys.executable, "-c", code, str(cap), *argv], capture_output=True,
@@ -167,6 +174,8 @@ def answer(res: dict) -> str:
     """The verb's answer from its output: pass, fail, unknown, refused, killed."""
     if res["rc"] is None:
         return "killed"
+    if res.get("ans"):
+        return str(res["ans"])
     text = res["out"].lstrip()
     try:
         j = json.loads(text)
