@@ -3,7 +3,11 @@
 Robust model (``prove_robust``), stated precisely:
 
 - Every part ``i`` is displaced independently by ``(dx_i, dy_i)``, integers in
-  ``[-t, t]`` grid steps of 0.1 mm, where ``t = floor(tolerance / 0.1 mm)``. The
+  ``[-t, t]`` grid steps of 0.1 mm, where ``t = ceil(tolerance / 0.1 mm)``: a
+  tolerance between two grid steps is rounded *up* (the safe side), and the result
+  states the tolerance actually decided (``t`` steps), never the smaller one asked.
+  Every displacement up to the asked tolerance lands, once rounded to the grid, at
+  most ``t`` steps away, so a proof at ``t`` steps covers the asked tolerance. The
   0.1 mm grid is the resolution at which every verdict is decided (positions are
   rounded to it), so each displaced layout the proof covers is one clingo can
   re-check exactly, and the witness is such a layout.
@@ -52,7 +56,8 @@ DEFAULT_MAX_BINDINGS = 5_000_000
 
 
 def validate_tolerance(tolerance: Any) -> int:
-    """The tolerance in whole 0.1 mm steps; CellspecError for a negative or absurd one."""
+    """The tolerance in whole 0.1 mm steps, rounded up (the safe side: a proof then covers
+    at least the tolerance asked); CellspecError for a negative or absurd one."""
     try:
         t = float(tolerance)
     except (TypeError, ValueError):
@@ -65,7 +70,7 @@ def validate_tolerance(tolerance: Any) -> int:
         raise CellspecError(f"--robust: tolerance {t} m is absurd for a placement error "
                             f"(at most {MAX_TOLERANCE_M} m); tolerances are in metres, e.g. "
                             "0.002 for 2 mm")
-    return int(Fraction(str(t)) / g.RESOLUTION)
+    return math.ceil(Fraction(str(t)) / g.RESOLUTION)
 
 
 def _timeout_ms(timeout: float | None) -> int:
@@ -139,10 +144,13 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
         raise ValueError("encoding must be 'api' or 'smtlib'")
     nominal = check(cell, layout, timeout=timeout)
     notes: list[str] = []
+    decided = float(steps * g.RESOLUTION)  # what the proof is about, stated everywhere
     if steps * g.RESOLUTION != Fraction(str(float(tolerance))):
-        notes.append(f"tolerance {tolerance} m rounded down to {steps * float(g.RESOLUTION):.4f}"
-                     " m (the 0.1 mm grid)")
-    base = {"tolerance": float(tolerance), "steps": steps, "verdict": nominal.verdict}
+        notes.append(f"tolerance {float(tolerance):g} m rounded up to {decided:.4f} m (the "
+                     "0.1 mm grid, the safe side): the result is about "
+                     f"{decided:.4f} m")
+    base = {"tolerance": decided, "requested": float(tolerance), "steps": steps,
+            "verdict": nominal.verdict}
     if nominal.verdict == "unknown":
         return RobustResult(status="unknown", reason=f"the nominal verdict is unknown: "
                             f"{nominal.reason}", notes=tuple(notes),

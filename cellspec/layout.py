@@ -13,7 +13,6 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -185,23 +184,18 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
 def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:
     """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
     (exit 2) on any problem."""
+    from cellspec.core.io import TooLarge, read_bounded
     from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
     if is_stdin(path):
         return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME)
-    p = Path(path)
     shown = str(path)
     try:
-        if p.is_dir():
-            raise _fail(shown, "is a directory, expected a layout .json file")
-        size = p.stat().st_size
-    except OSError as exc:
-        raise _fail(shown, f"cannot read layout: {exc.strerror}") from None
-    if size > max_bytes:
-        raise _fail(shown, f"layout file is {size} bytes; the limit is {max_bytes} bytes "
-                    "(raise it with --max-bytes)")
-    try:
-        raw = p.read_bytes()
+        raw = read_bounded(path, max_bytes)
+    except IsADirectoryError:
+        raise _fail(shown, "is a directory, expected a layout .json file") from None
+    except TooLarge as exc:
+        raise _fail(shown, f"layout file is {exc} (raise it with --max-bytes)") from None
     except OSError as exc:
         raise _fail(shown, f"cannot read layout: {exc.strerror}") from None
     try:

@@ -122,7 +122,8 @@ def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
     expected = tuple(_fmt(e.rule, e.parts) for e in test.expected)
     details = {"expected": expected, "actual": actual}
     if verdict.verdict == "unknown":
-        return "failed", {**details, "message": f"verdict unknown: {verdict.reason}"}
+        return "failed", {**details, "actual": (f"unknown ({verdict.reason})",),
+                          "message": f"verdict unknown: {verdict.reason}"}
     if test.expect == "pass":
         bad = list(verdict.violations) + (list(verdict.warnings) if test.only else [])
         if bad:

@@ -239,7 +239,6 @@ def test_test_junit_xml_is_deterministic(suite):
     ("tower", ["tower_passes"]),
     ("*_fails", ["floating_fails", "file_layout_fails"]),
     ("suite.cell::floating_fails", ["floating_fails"]),
-    ("nothing_matches", []),
 ])
 def test_test_k_selects(suite, pattern, names):
     res = run_cellspec("test", suite.name, "-k", pattern, "--format", "json", cwd=suite.parent)
@@ -249,6 +248,13 @@ def test_test_k_selects(suite, pattern, names):
     assert res.returncode == 0
     pretty = run_cellspec("test", suite.name, "-k", pattern, cwd=suite.parent)
     assert pretty.stdout.rstrip("\n").splitlines()[-1] == f"{len(names)} passed, 0 failed"
+
+
+def test_test_k_selecting_nothing_is_an_error(suite):
+    """Issue 16: a mistyped -k in CI must not be green."""
+    res = run_cellspec("test", suite.name, "-k", "nothing_matches", cwd=suite.parent)
+    no_traceback(res)
+    assert res.returncode == 2 and "no tests selected" in res.stderr
 
 
 def test_test_workers_same_results_same_order(tmp_path):

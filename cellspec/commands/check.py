@@ -6,13 +6,18 @@ import argparse
 import json
 import sys
 
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_max_memory,
+    add_time_limit,
+    check_count,
     check_output,
     check_seconds,
+    parse_memory,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -26,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="solver time limit in seconds (verdict unknown when hit)")
+    add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
+                   "hit; --timeout is an alias)", alias=True)
     c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",
                    help="clingo (default) or the brute-force reference evaluator")
     c.add_argument("--max-bytes", type=int, default=None, metavar="N",
@@ -38,33 +43,54 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "it; exit 0 only for a robust pass")
     c.add_argument("--robust-timeout", type=float, default=60.0, metavar="S",
                    help="Z3 time limit for --robust in seconds (default 60; unknown when hit)")
+    add_max_memory(c)
     c.add_argument("--witness", default=None, metavar="FILE",
                    help="with --robust: write the counterexample layout (JSON) to FILE")
 
     c.set_defaults(func=run)
 
 
-def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+def _compute(a: argparse.Namespace):
+    """The verb's work (in the bounded worker): the verdict, and the robust result."""
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import MAX_LAYOUT_BYTES, load_layout
     from cellspec.solver.verify import check
 
-    if a.timeout is not None:
-        check_seconds(a.timeout, "--timeout")
+    cell = load_cell(a.cell)
+    layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
+    v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit))
+    if a.robust is None:
+        return v, None
+    from cellspec.formal import prove_robust
+
+    left = remaining(a.time_limit)
+    t = a.robust_timeout if left is None else min(a.robust_timeout, left)
+    return v, prove_robust(cell, layout, float(a.robust), timeout=t)
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit/--timeout")
+    check_seconds(a.robust_timeout, "--robust-timeout")
+    check_count(a.max_bytes, "--max-bytes")
+    a.max_memory = parse_memory(a.max_memory)
     if a.robust is not None:
         from cellspec.formal import validate_tolerance
 
         validate_tolerance(a.robust)
-        check_seconds(a.robust_timeout, "--robust-timeout")
     elif a.witness is not None:
         raise CellspecError("--witness needs --robust TOL")
     check_output(a.witness, "--witness")
-    cell = load_cell(a.cell)
-    layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
-    v = check(cell, layout, backend=a.backend, timeout=a.timeout)
-    if a.robust is not None:
-        return _run_robust(a, cell, layout, v)
+    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(res, LimitHit):  # the budget ran out: unknown, with the reason
+        return print_stopped(res, a.format, {
+            "verdict": "unknown", "violations": [], "warnings": [],
+            "stats": {"parts": None, "backend": a.backend, "seconds": round(res.seconds, 4)},
+            "reason": res.reason}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+    v, r = res
+    if r is not None:
+        return _run_robust(a, v, r)
     if a.format == "json":
         print(json.dumps(v.to_json(), indent=2))
     else:
@@ -92,14 +118,12 @@ def _print_findings(v, notes) -> None:
         print(f"note: {n}", file=sys.stderr)
 
 
-def _run_robust(a: argparse.Namespace, cell, layout, v) -> int:
+def _run_robust(a: argparse.Namespace, v, r) -> int:
     """check --robust: the verdict plus a Z3 proof (or counterexample) of its robustness."""
     from pathlib import Path
 
     from cellspec.commands.common import atomic_write
-    from cellspec.formal import prove_robust
 
-    r = prove_robust(cell, layout, float(a.robust), timeout=a.robust_timeout)
     if a.witness is not None and r.witness is not None:
         atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")
     tol = f"{r.tolerance:g} m"

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    add_max_memory,
+    add_time_limit,
+    check_seconds,
+    parse_memory,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -19,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="solver time limit in seconds (default 60; unknown when hit)")
+    add_time_limit(c, 60.0, "time limit of the whole verb in seconds (default 60; unknown "
+                   "when hit; --timeout is an alias)", alias=True)
+    add_max_memory(c)
     c.add_argument("--no-minimise", action="store_true",
                    help="report Z3's unsat core as is (faster, not always minimal)")
     c.add_argument("--causes", type=int, default=1, metavar="N",
@@ -31,17 +41,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.dsl.parser import load_cell
-    from cellspec.formal import explain
-    from cellspec.layout import load_layout
+    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 
-    check_seconds(a.timeout, "--timeout")
+    check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
-    cell = load_cell(a.cell)
-    layout = load_layout(a.layout)
-    e = explain(cell, layout, timeout=a.timeout, minimise=not a.no_minimise,
-                max_causes=a.causes)
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker: nothing slow is imported before the clock is split
+        from cellspec.dsl.parser import load_cell
+        from cellspec.formal import explain
+        from cellspec.layout import load_layout
+
+        left = remaining(a.time_limit)
+        return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,
+                       minimise=not a.no_minimise, max_causes=a.causes)
+
+    e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(e, LimitHit):
+        return print_stopped(e, a.format, {
+            "status": "unknown", "rules": [], "parts": [], "violations": [],
+            "total_violations": 0, "minimal": False, "causes": [], "reason": e.reason,
+            "seconds": round(e.seconds, 4)}, f"unknown: {e.reason}")
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))
     elif e.status == "pass":

@@ -6,7 +6,16 @@ import argparse
 import json
 import re
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format, check_seconds
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_format,
+    add_max_memory,
+    add_time_limit,
+    check_seconds,
+    parse_memory,
+)
 from cellspec.dsl.errors import CellspecError
 
 
@@ -23,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
                    "inline test layout of the file)")
     add_format(c)
-    c.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                   help="Z3 time limit per question in seconds (default 30)")
+    add_time_limit(c, 30.0, "time limit of the whole verb in seconds (default 30; unknown "
+                   "when hit; --timeout is an alias)", alias=True)
+    add_max_memory(c)
     c.add_argument("--no-redundancy", action="store_true",
                    help="skip the (slower) check for rules implied by the others")
     c.set_defaults(func=run)
@@ -45,14 +55,27 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.dsl.parser import load_cell
-    from cellspec.formal import lint
+    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 
-    check_seconds(a.timeout, "--timeout")
+    check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
-    cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
-    reports = [(f, lint(c, parts, timeout=a.timeout, redundancy=not a.no_redundancy))
-               for f, c in cells]
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker
+        from cellspec.dsl.parser import load_cell
+        from cellspec.formal import lint
+
+        cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
+        return [(f, lint(c, parts, timeout=remaining(a.time_limit),
+                         redundancy=not a.no_redundancy)) for f, c in cells]
+
+    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):
+        return print_stopped(got, a.format, [
+            {"file": f, "cell": None, "parts": parts or {}, "status": "unknown", "findings": [],
+             "reason": got.reason, "seconds": round(got.seconds, 4)} for f in a.files],
+            "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
+    reports = got
     if a.format == "json":
         print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))
     else:

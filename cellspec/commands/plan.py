@@ -23,33 +23,50 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("layout", help="the layout JSON file")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout with the order here")
     common.add_format(c)
-    common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10; unknown when hit)")
+    common.add_time_limit(c, 10.0, "time limit of the whole verb in seconds (default 10; "
+                          "unknown when hit)")
+    common.add_max_memory(c)
     c.add_argument("--compare", action="store_true",
                    help="also run the paper's greedy sink-node sequencer (Algorithm 4)")
     c.set_defaults(func=run)
 
 
-def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+def _compute(a: argparse.Namespace):
+    """The verb's work (in the bounded worker): the plan, the layout, the paper's greedy."""
+    from cellspec.commands.bounded import remaining
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan
     from cellspec.solver.instance import build_instance
 
-    common.check_seconds(a.time_limit)
-    common.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     from cellspec import progress
 
     with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
-        r = plan(cell, layout, time_limit=a.time_limit)
+        r = plan(cell, layout, time_limit=remaining(a.time_limit))
     paper = None
     if a.compare:
         op = order_problem(build_instance(cell, layout))
         got = greedy_sink(op)
         paper = {"found": got is not None,
                  "order": [layout.ids[p] for p in got] if got is not None else None}
+    return r, layout, paper
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    from cellspec.commands.bounded import LimitHit, print_stopped, run_bounded
+
+    common.check_seconds(a.time_limit)
+    common.check_output(a.output, "-o")
+    a.max_memory = common.parse_memory(a.max_memory)
+    res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(res, LimitHit):
+        return print_stopped(res, a.format, {
+            "status": "unknown", "method": "", "order": [], "steps": [], "reason": res.reason,
+            "seconds": round(res.seconds, 4)}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+    r, layout, paper = res
     if r.status == "optimal" and a.output:
         atomic_write(Path(a.output), json.dumps(layout.with_order(r.order).to_json(),
                                                 indent=2) + "\n")

@@ -45,6 +45,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
+def check_bindable(host: str) -> None:
+    """Bad input at once unless ``host`` resolves and this machine can bind it (the server
+    library would otherwise retry silently, looking like a hang)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        raise CellspecError(f"--host {host}: cannot resolve the address: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    errors = []
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.bind((addr[0], 0, *addr[2:]))
+            return
+        except OSError as exc:
+            errors.append(f"{addr[0]}: {exc.strerror or exc}")
+    raise CellspecError(f"--host {host}: cannot bind the address ({'; '.join(errors)}); use "
+                        "127.0.0.1 or an address of this machine")
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.dsl.parser import load_cell
@@ -58,6 +80,7 @@ def run(a: argparse.Namespace) -> int:
     if not (0 < a.timeout <= MAX_SECONDS) or not (0 < a.repair_time_limit <= MAX_SECONDS):
         raise CellspecError("--timeout and --repair-time-limit must be positive seconds, at "
                             f"most {MAX_SECONDS:g}")
+    check_bindable(a.host)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     if not a.no_robots:  # an unknown model is a cell error (exit 2), not a silent marker

@@ -94,6 +94,7 @@ def writable_dir(path: str, flag: str) -> Path:
 
 
 def _steps(path: str):
+    from cellspec.core.io import TooLarge, read_text_bounded
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
     from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
@@ -102,12 +103,10 @@ def _steps(path: str):
         if is_stdin(path):  # `--plan -`
             text, path = read_stdin_text(MAX_LAYOUT_BYTES, "the plan"), STDIN_NAME
         else:
-            size = Path(path).stat().st_size
-            if size > MAX_LAYOUT_BYTES:
-                raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {size} bytes; the "
-                                               f"limit is {MAX_LAYOUT_BYTES} bytes"))
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text_bounded(path, MAX_LAYOUT_BYTES)
         obj = json.loads(text)
+    except TooLarge as exc:
+        raise CellspecError(Diagnostic(path, 0, 0, f"plan file is {exc}")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(path, 0, 0, f"cannot read plan: {exc}")) from None
     except json.JSONDecodeError as exc:

@@ -12,8 +12,11 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_format,
+    add_time_limit,
     atomic_write,
+    check_count,
     check_output,
+    check_seconds,
 )
 from cellspec.dsl.errors import CellspecError
 
@@ -32,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (results keep a fixed order)")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
-    t.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="solver time limit per test")
+    add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
+                   alias=True)
     t.add_argument("--coverage", action="store_true",
                    help="also report rule coverage: per rule, the passing tests where it holds "
                    "and where it fires as expected, and which disjuncts of its negated body "
@@ -48,8 +51,9 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.testing import junit_xml, pretty, run_tests
 
-    if a.workers < 1:
-        raise CellspecError("--workers must be at least 1")
+    check_count(a.workers, "--workers", 1, 1024)
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit/--timeout")
     if a.fail_under is not None and not (0 <= a.fail_under <= 100):
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
@@ -65,14 +69,18 @@ def run(a: argparse.Namespace) -> int:
             bar.tick("test", counts["passed"] + counts["failed"], None,
                      f"{counts['passed']} passed, {counts['failed']} failed")
 
-        report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout,
-                           on_result=stream)
+        report = run_tests(a.paths, pattern=a.pattern, workers=a.workers,
+                           timeout=a.time_limit, on_result=stream)
+    if not report.results and not report.errors:  # a mistyped -k in CI must not be green
+        where = " ".join(a.paths)
+        raise CellspecError(f"no tests selected in {where}" + (
+            f" by -k {a.pattern!r}" if a.pattern else " (no test blocks found)"))
     cov = None
     if a.coverage or a.fail_under is not None:
         from cellspec.coverage import run_coverage
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
-                              timeout=a.timeout)  # its input errors are the run's, above
+                              timeout=a.time_limit)  # its input errors are the run's, above
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
     if a.format == "json":

@@ -444,9 +444,13 @@ def _first_diff(a: Any, b: Any, path: str) -> str:
     return f"{path}: {a!r} became {b!r}"
 
 
-def check_roundtrip(original: str, formatted: str) -> None:
-    """Raise FormatError unless both texts parse to the same model: formatting must keep meaning."""
-    before = _dump(_parse(original, "syntax error"))
+def check_roundtrip(original: str, formatted: str, before_model: Any = None) -> None:
+    """Raise FormatError unless both texts parse to the same model: formatting must keep meaning.
+    ``before_model``: the original's model when already parsed (each parse is the slow part)."""
+    if formatted == original:
+        return
+    before = _dump(before_model if before_model is not None else
+                   _parse(original, "syntax error"))
     after = _dump(_parse(formatted, "formatter output does not parse (formatter bug)"))
     if before != after:
         raise FormatError(
@@ -457,18 +461,27 @@ def check_roundtrip(original: str, formatted: str) -> None:
 
 def format_source(text: str) -> str:
     """Rewrite ``.cell`` source in the canonical style, keeping every comment and the meaning."""
+    import gc
+
     text = text.replace("\r\n", "\n")
-    _parse(text, "syntax error")
-    formatted = _Emitter(tokenize(text)).run()
-    check_roundtrip(text, formatted)
+    was = gc.isenabled()
+    gc.disable()  # parsing allocates and keeps every node: the cycle collector only re-scans
+    try:
+        model = _parse(text, "syntax error")
+        formatted = _Emitter(tokenize(text)).run()
+        check_roundtrip(text, formatted, model)  # parses once more only if the text changed
+    finally:
+        if was:
+            gc.enable()
     return formatted
 
 
 def format_file(path: str | PathLike[str]) -> tuple[str, bool]:
     """Format one file without writing it; returns the new text and whether it differs."""
+    from cellspec.dsl.parser import read_rule_file
+
     p = Path(path)
-    with p.open(encoding="utf-8", newline="") as fh:
-        original = fh.read()
+    original = read_rule_file(p)  # bounded, and every I/O problem is a diagnostic
     try:
         formatted = format_source(original)
     except FormatError as exc:

@@ -6,6 +6,7 @@ semantic errors are collected (capped) so one run reports all of them.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,7 +41,11 @@ from cellspec.solver import ir
 from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.world.rules import build_world
 
-MAX_RULE_FILE_BYTES = 8 * 1024 * 1024
+# textX parses a few hundred to 1 000 one-line rules a second (linear, but ~3 000 Python
+# calls a rule; `fmt` parses three times): a 1 MB file took minutes to load or format, so a
+# file beyond this (about 1 000 one-line rules) is refused up front, naming the cap
+MAX_RULE_FILE_BYTES = 64 * 1024
+MAX_COUNT_CONST = 2**31 - 1  # clingo integers are 32-bit: a larger count constant wraps
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STDLIB = ("physical", "stability", "diagnosis")
 STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off`
@@ -72,21 +77,18 @@ def stdlib_path(name: str) -> Path:
 
 def read_rule_file(path: Path) -> str:
     """Read a rule file as UTF-8 text, turning I/O problems into diagnostics."""
+    from cellspec.core.io import TooLarge, read_text_bounded
+
     shown = display_path(path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read rule file: {exc.strerror}")) \
+        return read_text_bounded(path, MAX_RULE_FILE_BYTES)
+    except IsADirectoryError:
+        raise CellspecError(Diagnostic(shown, 0, 0, "is a directory, expected a .cell file")) \
             from None
-    if path.is_dir():
-        raise CellspecError(Diagnostic(shown, 0, 0, "is a directory, expected a .cell file"))
-    if size > MAX_RULE_FILE_BYTES:
-        raise CellspecError(
-            Diagnostic(shown, 0, 0, f"rule file is {size} bytes; the limit is "
-                       f"{MAX_RULE_FILE_BYTES} bytes")
-        )
-    try:
-        return path.read_bytes().decode("utf-8")
+    except TooLarge as exc:
+        raise CellspecError(Diagnostic(shown, 0, 0, f"rule file is {exc} (about 1 000 "
+                                       "one-line rules); split it into files that import "
+                                       "each other")) from None
     except UnicodeDecodeError as exc:
         raise CellspecError(Diagnostic(shown, 0, 0, f"not UTF-8 text (byte {exc.start})")) \
             from None
@@ -104,7 +106,9 @@ def parse_text(text: str, shown: str) -> Any:
     if not text.strip():
         raise CellspecError(Diagnostic(shown, 1, 1, "empty rule file: expected import, cell, "
                                        "rule or test"))
-    try:
+    gc_was = gc.isenabled()
+    gc.disable()  # the parse allocates ~50 objects a rule and frees none: the cycle collector
+    try:          # would only re-scan them (measured: parsing takes twice as long with it)
         model = mm.model_from_str(text, file_name=shown)
         if not hasattr(model, "statements"):  # only comments: textX gives ''
             return _Empty()
@@ -132,6 +136,9 @@ def parse_text(text: str, shown: str) -> Any:
         raise CellspecError(Diagnostic(shown, exc.line or 0, exc.col or 0, str(exc))) from None
     except RecursionError:
         raise CellspecError(Diagnostic(shown, 0, 0, "expression nested too deeply")) from None
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 class _Empty:
@@ -915,6 +922,10 @@ class _ExprCtx:
                 self.err(node, "count(...) can only be compared with a whole number")
                 return None
             n = int(raw)
+            if abs(n) > MAX_COUNT_CONST:
+                self.err(node, f"count(...) is compared with {n}, which is too large: counts "
+                         f"are compared exactly up to {MAX_COUNT_CONST} (32-bit integers)")
+                return None
             return ir.CountCmp(left.vars, left.domain, left.unordered, left.body, op, n)
         self.err(node, "these two sides cannot be compared (a length with a name, or a "
                  "condition with a number)")

@@ -28,6 +28,11 @@ class TranslateError(CellspecError):
     """The command could not be translated (exit 1 at the CLI, not a usage error)."""
 
 
+class LLMUnavailable(CellspecError):
+    """The LLM server cannot be reached, timed out or refused the call: an environment
+    problem (exit 2 at the CLI), never a "cannot translate" answer about the command."""
+
+
 class BudgetExceeded(CellspecError):
     """The per-command budget of LLM calls or tokens is used up."""
 

@@ -22,6 +22,7 @@ from cellspec.llm_adapters.base import (
     CallRecord,
     CommandRecord,
     Feedback,
+    LLMUnavailable,
     TranslateError,
     parse_spec,
 )
@@ -147,6 +148,8 @@ def translate_spec(command: str, cell: Any, adapter: Adapter
             text = adapter.translate(command, cell, feedback=diag)
         except TranslateError as exc:
             return text, None, _msg(exc)
+        except LLMUnavailable:  # the environment, not the command: exit 2, said so
+            raise
         except CellspecError as exc:
             return text, None, f"cannot translate: {_msg(exc)}"
         try:
@@ -202,6 +205,8 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         except BudgetExceeded as exc:
             note = _msg(exc)
             break
+        except LLMUnavailable:
+            raise
         except CellspecError as exc:
             feedback = Feedback(attempt, (("format", (), _msg(exc)),))
             note = _msg(exc)

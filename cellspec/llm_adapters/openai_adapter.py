@@ -37,6 +37,7 @@ from cellspec.llm_adapters.base import (
     BudgetExceeded,
     Feedback,
     LayoutOut,
+    LLMUnavailable,
     RouteOut,
     SpecOut,
     TranslateError,
@@ -344,6 +345,7 @@ class ChatAdapter(Adapter):
 
 
 MAX_TIMEOUT = 600.0  # seconds per LLM call
+MAX_CASSETTE_BYTES = 256 * 1024 * 1024  # a replay cassette larger than this is refused
 MAX_RETRIES = 10
 
 
@@ -413,17 +415,17 @@ class OpenAIAdapter(ChatAdapter):
                 r = self.client.chat.completions.create(
                     model=self.model, messages=msgs, **kw)  # type: ignore[arg-type]
             except openai.APITimeoutError:
-                raise CellspecError("the LLM call timed out") from None
+                raise LLMUnavailable("the LLM call timed out") from None
             except openai.APIStatusError as exc:
                 if exc.status_code in (400, 422, 500) and names_response_format(exc) \
                         and i + 1 < len(MODES):
                     self.mode_log.append({"mode": mode, "status": exc.status_code,
                                           "message": str(exc.message)[:300]})
                     continue  # the server refuses this response_format: the next mode
-                raise CellspecError(f"the LLM server answered HTTP {exc.status_code}"
+                raise LLMUnavailable(f"the LLM server answered HTTP {exc.status_code}"
                                     f" ({mode} mode)") from None
             except openai.APIConnectionError as exc:
-                raise CellspecError(f"cannot reach the LLM server: {exc}") from None
+                raise LLMUnavailable(f"cannot reach the LLM server: {exc}") from None
             self.mode = mode
             break
         assert r is not None
@@ -467,8 +469,12 @@ class ReplayAdapter(ChatAdapter):
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
+        from cellspec.core.io import TooLarge, read_text_bounded
+
         try:
-            text = p.read_text(encoding="utf-8")
+            text = read_text_bounded(p, MAX_CASSETTE_BYTES)
+        except TooLarge as exc:
+            raise CellspecError(f"{p}: the cassette is {exc}") from None
         except (OSError, UnicodeDecodeError) as exc:
             why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 (exc.strerror or str(exc)).lower()

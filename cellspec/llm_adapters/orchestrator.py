@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Adapter, Feedback
+from cellspec.llm_adapters.base import Adapter, Feedback, LLMUnavailable
 from cellspec.llm_adapters.loop import (
     DEFAULT_T_MAX,
     DesignResult,
@@ -181,14 +181,13 @@ MAX_LINE = 4096  # characters read per answer
 def _read_edit(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The reviewer's edited layout, or why it cannot be used (unreadable, not JSON, not a
     layout the loader accepts: NaN, duplicate ids, unknown fields, ...)."""
+    from cellspec.core.io import TooLarge, read_text_bounded
     from cellspec.layout import MAX_LAYOUT_BYTES, layout_from_obj
 
     try:
-        size = path.stat().st_size
-        if size > MAX_LAYOUT_BYTES:
-            return None, (f"the edited file {path} is {size} bytes; the limit is "
-                          f"{MAX_LAYOUT_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_LAYOUT_BYTES)
+    except TooLarge as exc:
+        return None, f"the edited file {path} is {exc}"
     except FileNotFoundError:
         return None, f"the edited file {path} is gone (deleted?)"
     except (OSError, UnicodeDecodeError) as exc:
@@ -263,6 +262,8 @@ class Orchestrator:
                 raise TransitionError("the orchestrator did not terminate in 60 phases")
             try:
                 phase = handlers[phase](st, command)
+            except LLMUnavailable:  # the environment, not the command: exit 2 at the CLI
+                raise
             except CellspecError as exc:  # an error no route handles: abort, with why
                 st.reason = f"{phase}: {_msg(exc)}"
                 phase = self._go(st, phase, "fail", st.reason, "Failed")

@@ -55,11 +55,12 @@ def _bad(path: str, msg: str) -> CellspecError:
 
 
 def _read_json(path: str | Path) -> Any:
-    p = Path(path)
+    from cellspec.core.io import TooLarge, read_text_bounded
+
     try:
-        if p.stat().st_size > MAX_BYTES:
-            raise _bad(str(path), f"larger than {MAX_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_BYTES)
+    except TooLarge:
+        raise _bad(str(path), f"larger than {MAX_BYTES} bytes") from None
     except OSError as exc:
         raise _bad(str(path), f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

@@ -412,7 +412,7 @@ class ReviewSession:
     # ------------------------------------------------------- accept / reject
     def accept(self, out: str | Path) -> EditResult:
         """Re-verify and, only on a pass, write the layout JSON atomically to ``out``."""
-        from cellspec.commands.common import atomic_write
+        from cellspec.core.io import atomic_write
 
         if not self.ids:  # an empty layout verifies trivially: nothing was checked
             return EditResult(False, "not accepted: the layout has no parts; nothing written",

@@ -186,11 +186,13 @@ def load_plan_text(path: str | Path) -> str:
         return read_stdin_text(MAX_PLAN_BYTES, "the plan")
     p = Path(path)
     shown = display_path(p)
+    from cellspec.core.io import TooLarge, read_text_bounded
+
     try:
-        if p.stat().st_size > MAX_PLAN_BYTES:
-            raise CellspecError(Diagnostic(shown, 0, 0, f"plan file too large (more than "
-                                           f"{MAX_PLAN_BYTES} bytes)"))
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(p, MAX_PLAN_BYTES)
+    except TooLarge:
+        raise CellspecError(Diagnostic(shown, 0, 0, f"plan file too large (more than "
+                                       f"{MAX_PLAN_BYTES} bytes)")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CellspecError(Diagnostic(shown, 0, 0, f"cannot read plan: {exc}")) from None
     if "\x00" in text:

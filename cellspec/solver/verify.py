@@ -107,7 +107,13 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         if count > MAX_LISTED:
             notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
     if inst.off_grid:
-        notes.extend(rounding_notes(inst))
+        rnotes, decisive = rounding_analysis(inst, rules)
+        notes.extend(rnotes)
+        if decisive and not errors:  # never `pass` where the exact answer may differ
+            return Verdict(verdict="unknown", reason=rounding_reason(decisive),
+                           warnings=tuple(warnings), notes=tuple(notes), parts=inst.n,
+                           seconds=time.perf_counter() - t0, backend=backend,
+                           skipped_rules=tuple(skipped))
     return Verdict(
         verdict="fail" if errors else "pass",
         violations=tuple(errors),
@@ -120,9 +126,42 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     )
 
 
-def rounding_notes(inst: Instance, limit: int = 5) -> list[str]:
+# which relations of the rules each rounding check decides (a rule reading none of them
+# cannot change its verdict because of that check)
+ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
+    "contact": frozenset({"contact"}),
+    "overlaps": frozenset({"overlaps"}),
+    "supports": frozenset({"supports", "on", "stable"}),
+    "workspace": frozenset({"inside"}),
+}
+
+
+def rounding_reason(decisive: list[str]) -> str:
+    """The ``unknown`` reason when grid rounding decides a relation the rules read."""
+    return ("rounding: the 0.1 mm grid and the exact positions disagree on "
+            f"{', '.join(decisive)}, which the rules read (see the notes); place the parts on "
+            "the 0.1 mm grid or away from the tolerance")
+
+
+def rounding_analysis(inst: Instance, rules: Iterable[Rule], limit: int = 5
+                      ) -> tuple[list[str], list[str]]:
+    """(notes, decisive relations): the rounding notes, and the names of the relations the
+    ``rules`` read whose truth the rounding changes for some part (``unanalysed`` when the
+    layout was too dense to analyse). A non-empty second list forbids a ``pass``."""
+    used = {n.name for r in rules for n in ir.walk(r.body) if isinstance(n, ir.Rel)}
+    changed: list[str] = []
+    notes = rounding_notes(inst, limit, changed)
+    decisive = [name for name in changed
+                if name == "unanalysed" or ROUNDING_RELATIONS[name] & used]
+    return notes, decisive
+
+
+def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = None
+                   ) -> list[str]:
     """Relations among nearby parts whose truth changes between the grid and the exact
-    float positions: the verdict then depends on the 0.1 mm rounding, and we say so."""
+    float positions: the verdict then depends on the 0.1 mm rounding, and we say so.
+    ``changed`` (when given) receives the names of the checks that changed."""
+    changed = [] if changed is None else changed
     pos, size = inst.pos_m, inst.size_m
     exact = np.empty_like(inst.boxes, dtype=np.float64)
     exact[:, 0::2] = (pos - size / 2) / float(g.U)
@@ -130,6 +169,7 @@ def rounding_notes(inst: Instance, limit: int = 5) -> list[str]:
     try:
         i, j = g.broad_phase(inst.boxes, inst.eps + 4)
     except g.TooDense:
+        changed.append("unanalysed")
         return ["rounding to the 0.1 mm grid was not analysed: the layout is too dense"]
     out: list[str] = []
     e = inst.eps
@@ -137,14 +177,20 @@ def rounding_notes(inst: Instance, limit: int = 5) -> list[str]:
     for name, fn in checks:
         a = fn(inst.boxes[i], inst.boxes[j], e)
         b = fn(exact[i], exact[j], e)
-        for k in np.nonzero(a != b)[0][:limit]:
+        diff = np.nonzero(a != b)[0]
+        if len(diff):
+            changed.append(name)
+        for k in diff[:limit]:
             out.append(f"rounding to the 0.1 mm grid decides {name}({inst.ids[i[k]]}, "
                        f"{inst.ids[j[k]]}): it is {bool(a[k])} on the grid, {bool(b[k])} "
                        "exactly")
     ws = inst.zones["workspace"]
     a = g.inside_box(inst.boxes, ws.lo, ws.hi, e)  # type: ignore[union-attr]
     b = g.inside_box(exact, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-    for k in np.nonzero(a != b)[0][:limit]:
+    diff = np.nonzero(a != b)[0]
+    if len(diff):
+        changed.append("workspace")
+    for k in diff[:limit]:
         out.append(f"rounding to the 0.1 mm grid decides whether {inst.ids[k]} is inside the "
                    "workspace")
     return out[: 3 * limit]

@@ -294,6 +294,10 @@ def _row_entity(r: tuple[Any, ...]) -> Entity:
                   lifecycle=r[14], misses=r[15], kind=r[16])
 
 
+RACE_MSG = ("the world database already holds a run: another `cellspec run` created it at "
+            "the same time; give a new file (nothing was changed)")
+
+
 def _bad(path: str, msg: str) -> CellspecError:
     return CellspecError(Diagnostic(path, 0, 0, msg))
 
@@ -338,6 +342,9 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,
             if "meta" in tables:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 fmt = row[0] if row else None
+            if not tables:  # another `cellspec run` is creating it right now
+                conn.close()
+                raise _bad(shown, RACE_MSG)
             if fmt != FORMAT:
                 conn.close()
                 raise _bad(shown, "not a cellspec world database (a foreign SQLite file; "
@@ -351,6 +358,10 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,
         conn.execute("PRAGMA synchronous=FULL")
         if not exists:
             conn.execute("BEGIN IMMEDIATE")
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                conn.execute("ROLLBACK")  # the other process won the race to create it
+                conn.close()
+                raise _bad(shown, RACE_MSG)
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
                     conn.execute(stmt)

@@ -14,7 +14,6 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,14 +86,15 @@ def read_json(path: str, what: str = "file") -> Any:
     """Read a JSON file as bad-input-safe: missing, directory, binary, huge, deeply nested or
     invalid files are a CellspecError naming the file (line:col for syntax errors); NaN and
     infinity literals are read as NaN so the validators refuse them by name."""
-    p = Path(path)
+    from cellspec.core.io import TooLarge, read_text_bounded
+
     try:
-        if p.is_dir():
-            raise CellspecError(f"{path}: is a directory, expected a {what} JSON file")
-        if p.stat().st_size > MAX_JSON_BYTES:
-            raise CellspecError(f"{path}: the {what} file is larger than "
-                                f"{MAX_JSON_BYTES // (1024 * 1024)} MB")
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_JSON_BYTES)
+    except IsADirectoryError:
+        raise CellspecError(f"{path}: is a directory, expected a {what} JSON file") from None
+    except TooLarge:
+        raise CellspecError(f"{path}: the {what} file is larger than "
+                            f"{MAX_JSON_BYTES // (1024 * 1024)} MB") from None
     except FileNotFoundError:
         raise CellspecError(f"{path}: no such {what} file") from None
     except UnicodeDecodeError:
@@ -157,6 +157,9 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
             raise CellspecError(f"{shown}: gripper must be {{\"pos\": [..], \"size\": [..]}}")
         grip = (_vec(gj.get("pos"), 3, f"{shown}: gripper.pos"),
                 _vec(gj.get("size", [0.03, 0.03, 0.01]), 3, f"{shown}: gripper.size"))
+        if not all(x > 0 for x in grip[1]):
+            raise CellspecError(f"{shown}: gripper.size must be positive on every axis (got "
+                                f"{list(grip[1])})")
     path = None
     if obj.get("path") is not None:
         pj = obj["path"]

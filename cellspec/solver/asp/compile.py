@@ -246,6 +246,12 @@ class _Compiler:
         # clingo integers are 32-bit: every attribute (2U) is at most 4*MAX_ABS_COORD/U
         bound = sum(abs(k) for k in coefs) * 4 * int(g.MAX_ABS_COORD_M * g.U_PER_M) + abs(const)
         if bound >= 2**31:
+            ks = [abs(k) for _, k in c.expr.terms]
+            if abs(c.expr.const) > g.MAX_ABS_COORD_M * max(1, sum(ks)) or max(ks, default=0) \
+                    > 10_000:  # a huge number, not a fine decimal: say so
+                raise CompileError(f"rule '{self.rule.name}': the comparison's constants are "
+                                   "too large for exact 32-bit integer arithmetic on the 0.05 "
+                                   f"mm grid (coordinates stay within {g.MAX_ABS_COORD_M:g} m)")
             raise CompileError(f"rule '{self.rule.name}': the comparison's constants are too "
                                "fine for exact 32-bit integer arithmetic on the 0.05 mm grid "
                                "(use coarser decimals, e.g. 0.5 rather than 0.333333)")

@@ -18,8 +18,9 @@ class RobustResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     status: Status
-    tolerance: float  # metres, as asked
+    tolerance: float  # metres, what was decided: ``steps`` grid steps (the asked one rounded up)
     steps: int  # the tolerance in 0.1 mm grid steps (what was proved)
+    requested: float | None = None  # metres, as asked (when it differs from ``tolerance``)
     verdict: Literal["pass", "fail", "unknown"]  # the nominal verdict
     witness: dict[str, Any] | None = None  # displaced layout (layout JSON) that changes it
     rule: str | None = None  # the rule that breaks at the witness (nominal pass)
@@ -53,6 +54,8 @@ class RobustResult(BaseModel):
     def to_json(self, timing: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "tolerance": self.tolerance,
                                "witness": self.witness, "rule": self.rule}
+        if self.requested is not None and self.requested != self.tolerance:
+            out["requested"] = self.requested
         if self.parts:
             out["parts"] = list(self.parts)
         if self.displacement:

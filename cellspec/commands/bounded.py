@@ -1,0 +1,191 @@
+"""One deadline and one memory budget per verb: the verb's work runs in a forked worker
+process that is stopped at the deadline, with its address space capped at the budget.
+
+Grounding in clingo, building a CP-SAT model or a Z3 term cannot be interrupted inside
+the process, so an in-process timer cannot bound them; a worker process can always be
+stopped. The parent waits for the worker's result until ``time_limit`` seconds after the
+verb started (parsing, grounding, solving, re-verification: everything but printing),
+then kills it and reports ``unknown`` (reason: time limit). The worker runs under
+``RLIMIT_AS = max_memory``; an allocation beyond it fails inside the worker, which then
+reports ``unknown`` (reason: memory limit) instead of the machine's OOM killer stopping
+anything. Inputs that are small run the same way (a fork costs milliseconds).
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import pickle
+import resource
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cellspec.dsl.errors import CellspecError
+
+
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere), so the verb's clock
+    includes the interpreter's start-up and imports."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            up = float(fh.read().split()[0])
+        return max(0.0, up - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+STARTED = time.monotonic() - _process_age()  # the verb's clock: from the process start
+GRACE_S = 0.05  # the parent's margin to receive a result that arrives at the deadline
+MEMORY_EXIT = 86  # the worker's exit code when it ran out of memory before it could report
+
+
+class WorkerError(RuntimeError):
+    """An unexpected exception in the worker (a bug): the CLI reports it as internal."""
+
+
+@dataclass(frozen=True)
+class LimitHit:
+    """The verb did not finish within its budget: ``kind`` is ``time limit`` or ``memory
+    limit``; ``reason`` is the sentence for the ``unknown`` verdict."""
+
+    kind: str
+    reason: str
+    seconds: float
+
+
+def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
+    """Print the ``unknown`` of a stopped verb from plain data (importing the result models
+    would cost the parent half a second after the deadline); returns exit code 2."""
+    import json
+
+    if fmt == "json":
+        print(json.dumps(obj, indent=2))
+    else:
+        print(pretty)
+    return 2
+
+
+def remaining(time_limit: float | None, started: float = STARTED) -> float | None:
+    """Seconds left of the verb's budget (at least 1 ms), or None without a limit."""
+    if time_limit is None:
+        return None
+    return max(0.001, time_limit - (time.monotonic() - started))
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024**2:.0f} MiB"
+
+
+def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
+           stdin_fd: int | None) -> None:
+    if stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
+        sys.stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8")
+    if max_memory is not None:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
+        except (ValueError, OSError):
+            pass
+    try:
+        out: tuple[str, Any] = ("ok", fn())
+    except CellspecError as exc:
+        out = ("input", exc.diagnostics)
+    except MemoryError:
+        out = ("memory", None)
+    except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
+        text = str(exc).lower()
+        out = ("memory", None) if ("map" in text or "cannot allocate" in text) else \
+            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
+        out = ("memory", None) if "alloc" in str(exc).lower() else \
+            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    except BaseException as exc:  # a bug: the parent says so (exit 3)
+        out = ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    try:
+        conn.send_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    except MemoryError:
+        os._exit(MEMORY_EXIT)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        conn.send_bytes(pickle.dumps(("internal", (f"result not picklable: {exc}", ""))))
+    conn.close()
+
+
+def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
+                max_memory: int | None, started: float = STARTED,
+                meanwhile: Callable[[], Any] | None = None) -> Any:
+    """``fn()`` computed in a worker within the verb's budget: its result, or a
+    :class:`LimitHit`. A CellspecError in the worker is re-raised here (exit 2); an
+    unexpected exception becomes a :class:`WorkerError` naming it (exit 3, a bug).
+    ``meanwhile`` runs in the parent while the worker works (e.g. importing what printing
+    the result needs, so nothing slow is left after the deadline)."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    try:
+        stdin_fd: int | None = os.dup(0)
+    except OSError:
+        stdin_fd = None
+    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd), daemon=True)
+    try:
+        proc.start()
+    finally:
+        if stdin_fd is not None:
+            os.close(stdin_fd)
+    send.close()
+    if meanwhile is not None:
+        meanwhile()
+    left = remaining(time_limit, started)
+    try:
+        ready = recv.poll(None if left is None else left + GRACE_S)
+        data = None
+        if ready:
+            try:
+                data = recv.recv_bytes()
+            except EOFError:
+                data = None
+    finally:
+        # the result is in (or the deadline passed): the worker has nothing left worth
+        # waiting for (its interpreter shutdown can take seconds on a large heap)
+        if ready and data is None:  # end of file: the worker died without a result
+            proc.join(5)
+        exit_before = proc.exitcode
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        if proc.is_alive():  # pragma: no cover - a worker that ignores SIGKILL
+            os.kill(proc.pid, signal.SIGKILL)
+        recv.close()
+    took = time.monotonic() - started
+    if data is None:
+        if exit_before is not None and exit_before != -signal.SIGKILL:
+            # the worker died without a result: an allocation the budget refused (C++
+            # libraries abort on std::bad_alloc) or a crash; under a budget, say memory
+            if max_memory is not None and exit_before in (MEMORY_EXIT, -signal.SIGABRT,
+                                                           -signal.SIGSEGV, -signal.SIGBUS):
+                how = "" if exit_before == MEMORY_EXIT else \
+                    f"; the solver stopped with {signal.Signals(-exit_before).name}"
+                return LimitHit("memory limit", f"memory limit: the run needed more than "
+                                f"{_mib(max_memory)} (--max-memory){how}", took)
+            raise WorkerError(f"the worker process died (exit code {exit_before})")
+        return LimitHit("time limit", f"time limit: not finished within {time_limit:g} s "
+                        "(--time-limit bounds the whole verb: loading, grounding, solving)",
+                        took)
+    kind, value = pickle.loads(data)
+    if kind == "ok":
+        return value
+    if kind == "input":
+        raise CellspecError(value)
+    if kind == "memory":
+        return LimitHit("memory limit", f"memory limit: the run needed more than "
+                        f"{_mib(max_memory or 0)} (--max-memory)" if max_memory else
+                        "memory limit: out of memory", took)
+    what, tb = value
+    if os.environ.get("CELLSPEC_DEBUG"):
+        print(tb, file=sys.stderr)
+    raise WorkerError(what)

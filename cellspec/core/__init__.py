@@ -1,0 +1,1 @@
+"""The lowest layer beside ``cellspec.dsl.errors``: bounded reads and safe writes."""
