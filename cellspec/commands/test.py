@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
     t.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (results keep a fixed order)")
+    t.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on this Dask cluster (e.g. tcp://10.0.0.5:8786), one task per "
+                   "file; every worker needs the rule files at the same paths")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
     t.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="solver time limit per test")
@@ -45,7 +48,16 @@ def run(a: argparse.Namespace) -> int:
     if a.workers < 1:
         raise CellspecError("--workers must be at least 1")
     check_output(a.junit_xml, "--junit-xml")
-    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout)
+    scheduler = None
+    if a.scheduler is not None:
+        from cellspec.batch.cluster import scheduler_address
+
+        if a.workers != 1:
+            raise CellspecError("--workers is the local process pool; with --scheduler the "
+                                "cluster's workers run the tests")
+        scheduler = scheduler_address(a.scheduler)
+    report = run_tests(a.paths, pattern=a.pattern, workers=a.workers, timeout=a.timeout,
+                       scheduler=scheduler)
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
     if a.format == "json":
