@@ -5,10 +5,10 @@ At most ``ahead`` chunks are out (submitted, running or waiting to be written), 
 reorder buffer never holds more than ``ahead`` chunks of results whatever the batch size.
 Results come back as they complete (``distributed.as_completed``). A chunk whose task fails
 (its worker was killed more often than the scheduler retries, or the task itself raised)
-is run again one item at a time; an item that still fails gets ``on_error(item, reason)``
-as its result, so nothing is lost or duplicated. With ``chunk=None`` the chunk size adapts
-so that a chunk takes about ``target`` seconds of work (task overhead then stays far below
-10 %).
+is run again one item at a time (one such item in flight at a time); an item that still
+fails gets ``on_error(item, reason)`` as its result, so nothing is lost or duplicated.
+With ``chunk=None`` the chunk size adapts so that a chunk takes about ``target`` seconds of
+work (task overhead then stays far below 10 %).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,11 @@ def dask_map(client: Any, fn: Callable[..., list[Any]], prefix: tuple[Any, ...],
     chunks: dict[int, list[Any]] = {}  # chunk index -> its items (for single re-runs)
     futures: dict[Any, tuple[int, int | None]] = {}  # future -> (chunk, item or None)
     ac = as_completed(loop=client.loop)
+    # items of failed chunks, re-run alone and one at a time: a worker killed by one of them
+    # then takes no innocent item with it (Dask counts a death against every task the
+    # worker held, queued ones too)
+    quarantine: deque[tuple[int, int]] = deque()
+    quarantine_busy = False
     next_chunk = next_write = 0
 
     def submit(idx: int, part: list[Any], k: int | None) -> None:
@@ -134,18 +140,18 @@ def dask_map(client: Any, fn: Callable[..., list[Any]], prefix: tuple[Any, ...],
         for fut in ac:
             idx, k = futures.pop(fut)
             batch = chunks[idx]
+            if k is not None:
+                quarantine_busy = False
             try:
                 seconds, out = fut.result()
             except Exception as exc:  # the task failed: re-run its items one at a time
                 fut.release()
                 if k is None and len(batch) > 1:
-                    for j, one in enumerate(batch):
-                        stats.reruns += 1
-                        submit(idx, [one], j)
-                    continue
-                j = 0 if k is None else k
-                slots[idx][j] = on_error(batch[j], _reason(exc))
-                missing[idx] -= 1
+                    quarantine.extend((idx, j) for j in range(len(batch)))
+                else:
+                    j = 0 if k is None else k
+                    slots[idx][j] = on_error(batch[j], _reason(exc))
+                    missing[idx] -= 1
             else:
                 fut.release()
                 stats.work_seconds += seconds
@@ -156,6 +162,11 @@ def dask_map(client: Any, fn: Callable[..., list[Any]], prefix: tuple[Any, ...],
                 else:
                     slots[idx][k] = out[0]
                     missing[idx] -= 1
+            if quarantine and not quarantine_busy:
+                qi, qj = quarantine.popleft()
+                stats.reruns += 1
+                quarantine_busy = True
+                submit(qi, [chunks[qi][qj]], qj)
             while next_write in missing and missing[next_write] == 0:
                 results = slots.pop(next_write)
                 del missing[next_write], chunks[next_write]

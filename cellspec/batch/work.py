@@ -103,12 +103,7 @@ def run_chunk(key: str, verb: str, options: dict[str, Any], version: str | None,
                "the cell was not installed on this worker")
         return [error_record(it, why) for it in items]
     crash = os.environ.get(CRASH_ENV) if _in_dask_worker() else None
-    out = []
-    for it in items:
-        if crash is not None and it.id == crash:
-            os.kill(os.getpid(), signal.SIGKILL)
-        out.append(run_one(cell, verb, options, it))
-    return out
+    return [run_one(cell, verb, options, it, crash) for it in items]
 
 
 def _in_dask_worker() -> bool:
@@ -121,14 +116,18 @@ def _in_dask_worker() -> bool:
         return False
 
 
-def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item) -> dict[str, Any]:
-    """Parse one layout and run the verb on it: its output record (``seconds`` last)."""
+def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
+            crash: str | None = None) -> dict[str, Any]:
+    """Parse one layout and run the verb on it: its output record (``seconds`` last).
+    ``crash``: the test hook's layout id (this process kills itself on it)."""
     t0 = time.perf_counter()
     ident = it.id
     try:
         if it.error is not None:
             raise CellspecError(Diagnostic(it.where, it.line, 0, it.error))
         ident, layout = parse_item(it)
+        if crash is not None and ident == crash:
+            os.kill(os.getpid(), signal.SIGKILL)
         rec = {"id": ident, **_VERB_FUNCS[verb](cell, layout, options)}
     except CellspecError as exc:
         rec = {"id": ident, "verdict": "bad input", "violations": [],
@@ -141,8 +140,17 @@ def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item) -> dict[st
 
 
 def error_record(it: Item, why: str) -> dict[str, Any]:
-    """The record of a layout that could not be run at all (a crashed worker, a mismatch)."""
-    return {"id": it.id, "verdict": "error", "violations": [], "error": why, "seconds": 0.0}
+    """The record of a layout that could not be run at all (a crashed worker, a mismatch),
+    under the id the layout gives itself when it does."""
+    ident = it.id
+    if it.line and it.text is not None:
+        try:
+            obj = json.loads(it.text)
+            if isinstance(obj, dict) and isinstance(obj.get("id"), str) and obj["id"]:
+                ident = obj["id"]
+        except (ValueError, RecursionError):
+            pass
+    return {"id": ident, "verdict": "error", "violations": [], "error": why, "seconds": 0.0}
 
 
 def parse_item(it: Item) -> tuple[str, Layout]:
