@@ -251,14 +251,20 @@ def settle_available() -> str | None:
 
 
 def _settle(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
+    """The pybullet settle test (``cellspec.robots.settle``): ``stand`` is a pass, ``fall``
+    a fail naming the part that fell first."""
     from cellspec.robots import settle as _s
 
     r = _s.settle(cell, layout)
-    to_json = getattr(r, "to_json", None)
-    out = to_json() if callable(to_json) else dict(r)
-    verdict = out.get("verdict", "unknown")
-    return {"verdict": verdict if verdict in ("pass", "fail", "unknown") else "unknown",
-            "violations": out.get("violations", []), "settle": out}
+    out = r.to_json()
+    first = out.get("first_fall") or {}
+    violations = []
+    if r.verdict == "fall":
+        violations.append({"rule": "settle", "parts": [first.get("part")],
+                           "message": out.get("message", ""), "source": "pybullet settle"})
+    return {"verdict": "pass" if r.verdict == "stand" else "fail", "violations": violations,
+            "settle": {"verdict": r.verdict, "first_fall": out.get("first_fall"),
+                       "message": out.get("message")}}
 
 
 _VERB_FUNCS = {"check": _check, "repair": _repair, "plan": _plan, "settle": _settle}

@@ -129,6 +129,7 @@ def run(a: argparse.Namespace) -> int:
 
     _validate(a)
     address = None if a.serial else scheduler_address(a.scheduler)
+    t0 = time.perf_counter()
     cell = load_cell(a.cell)
     key, blob = pack_cell(cell)
     options: dict[str, Any] = {"timeout": a.timeout, "time_limit": a.time_limit}
@@ -136,11 +137,11 @@ def run(a: argparse.Namespace) -> int:
     items = iter_items(a.layouts)
     stats = stream.Stats()
     writer = _Writer(a)
-    t0 = time.perf_counter()
     extra: dict[str, Any] = {}
     try:
         if a.serial:
             warm(install_cell(key, blob))
+            extra["startup_s"] = round(time.perf_counter() - t0, 3)
             writer.write_all(stream.serial_map(run_chunk, prefix, items, a.chunk, stats))
             extra["workers"] = 0
         else:
@@ -150,6 +151,7 @@ def run(a: argparse.Namespace) -> int:
                           file=sys.stderr)
                 name = f"cellspec-cell-{key[:16]}"
                 client.register_plugin(CellPlugin(key, blob, __version__), name=name)
+                extra["startup_s"] = round(time.perf_counter() - t0, 3)
                 results = stream.dask_map(
                     client, run_chunk, prefix, items,
                     on_error=lambda it, why: error_record(it, f"not run: {why}"),
@@ -199,7 +201,8 @@ class _Writer:
             self.fh = self.tmp.open("w", encoding="utf-8", newline="\n")
         else:
             self.fh = sys.stdout
-        self.progress = sys.stderr.isatty()
+        # progress on a terminal, unless the records go to that same terminal
+        self.progress = sys.stderr.isatty() and (bool(a.output) or not sys.stdout.isatty())
         self.last = 0.0
 
     def write_all(self, records) -> None:
