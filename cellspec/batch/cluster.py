@@ -74,8 +74,15 @@ def dask_client(address: str | None, workers: int | None = None,
         return
     n = workers or machine_workers()
     # a task that keeps killing its worker fails after 2 tries (not the default 4); the
-    # batch then runs that chunk's layouts one by one and names the culprit
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    # batch then runs that chunk's layouts one by one and names the culprit.
+    # measured (bench/batch_scale.py): Dask's statistical profiler (a thread walking the
+    # worker's stack every 10 ms) and its aggressive malloc trimming made a layout cost
+    # nearly twice the CPU it costs in process; neither is needed for short solver tasks
+    cfg = {"distributed.scheduler.allowed-failures": 1,
+           "distributed.worker.profile.enabled": False,
+           "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
+                                                   "OPENBLAS_NUM_THREADS": 1}}
+    with dask.config.set(cfg):
         cluster = distributed.LocalCluster(
             n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None, silence_logs=logging.ERROR)

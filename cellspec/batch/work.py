@@ -102,7 +102,9 @@ def run_chunk(key: str, verb: str, options: dict[str, Any], version: str | None,
                if version and version != __version__ else
                "the cell was not installed on this worker")
         return [error_record(it, why) for it in items]
-    crash = os.environ.get(CRASH_ENV) if _in_dask_worker() else None
+    crash = os.environ.get(CRASH_ENV)
+    if crash is not None and not _in_dask_worker():
+        crash = None
     return [run_one(cell, verb, options, it, crash) for it in items]
 
 
@@ -124,7 +126,7 @@ def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
     ident = it.id
     try:
         if it.error is not None:
-            raise CellspecError(Diagnostic(it.where, it.line, 0, it.error))
+            raise CellspecError(Diagnostic(it.where, it.line, 1 if it.line else 0, it.error))
         ident, layout = parse_item(it)
         if crash is not None and ident == crash:
             os.kill(os.getpid(), signal.SIGKILL)
