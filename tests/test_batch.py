@@ -200,3 +200,45 @@ def test_unreachable_scheduler_is_exit_2_within_seconds(capsys, tmp_path):
     assert code == 2 and out == ""
     assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port} within 2 s" in err
     assert took < 10, took
+
+
+def test_rule_tests_on_an_unreachable_scheduler_exit_2(capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rules = Path(__file__).resolve().parent.parent / "rules" / "stdlib" / "physical_tests.cell"
+    code = main(["test", str(rules), "--scheduler", f"127.0.0.1:{port}"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port} within 5 s" in err
+    code = main(["test", str(rules), "--scheduler", f"127.0.0.1:{port}", "--workers", "2"])
+    assert code == 2 and "--workers is the local process pool" in capsys.readouterr().err
+
+
+def test_scheduler_address_from_flag_or_environment(monkeypatch):
+    from cellspec.batch.cluster import scheduler_address
+    from cellspec.dsl.errors import CellspecError
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    assert scheduler_address(None) is None
+    assert scheduler_address("10.0.0.5:8786") == "tcp://10.0.0.5:8786"
+    assert scheduler_address("tls://sched.example:8786") == "tls://sched.example:8786"
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:8786")
+    assert scheduler_address(None) == "tcp://127.0.0.1:8786"
+    for bad in ("tcp://host", "host:0", "host:99999", "ftp://h:1", "a b:1"):
+        with pytest.raises(CellspecError, match="expected a Dask scheduler address"):
+            scheduler_address(bad)
+
+
+def test_adaptive_chunks_aim_at_half_a_second_of_work():
+    from cellspec.batch.stream import FIRST_CHUNK, MAX_CHUNK, ChunkSizer, serial_map
+
+    s = ChunkSizer(None)
+    assert s.size() == FIRST_CHUNK
+    s.observe(0.04, 4)  # 10 ms a layout
+    assert s.size() == 50
+    s.observe(0.0, 1000)
+    assert 50 < s.size() <= MAX_CHUNK
+    assert ChunkSizer(7).size() == 7
+    got = list(serial_map(lambda k, xs: [k * x for x in xs], (3,), range(10), chunk=4))
+    assert got == [3 * x for x in range(10)]
