@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -248,13 +249,17 @@ def _run_file_args(args: tuple[str, str | None, float | None]):
 
 def run_tests(paths: list[str], pattern: str | None = None, workers: int = 1,
               timeout: float | None = None,
-              on_result: Callable[[TestResult], None] | None = None) -> RunReport:
+              on_result: Callable[[TestResult], None] | None = None,
+              scheduler: str | None = None, connect_timeout: float = 5.0) -> RunReport:
     """Run every selected test under ``paths``; results in a fixed order whatever the order
-    they complete in (``on_result`` sees each as it completes: progress)."""
+    they complete in (``on_result`` sees each as it completes: progress). ``scheduler``:
+    one task per file on that Dask cluster (same results, byte for byte)."""
     files = collect(paths)
     jobs = [(str(f), pattern, timeout) for f in files]
     report = RunReport()
-    if workers > 1 and len(jobs) > 1:
+    if scheduler is not None:
+        outs = _run_on_dask(scheduler, files, pattern, timeout, connect_timeout)
+    elif workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs), os.cpu_count() or 1)) as ex:
             futures = [ex.submit(_run_file_args, j) for j in jobs]
             if on_result is not None:
@@ -268,6 +273,50 @@ def run_tests(paths: list[str], pattern: str | None = None, workers: int = 1,
         report.results.extend(res)
         report.errors.extend(errs)
     return report
+
+
+def _run_on_dask(scheduler: str, files: list[Path], pattern: str | None,
+                 timeout: float | None, connect_timeout: float) -> list:
+    """Each file's tests as one task on a Dask cluster, results in file order. Workers read
+    the files at the same absolute paths and name them as seen from this directory."""
+    from cellspec.batch.cluster import dask_client
+    from cellspec.batch.stream import dask_map
+
+    cwd = os.getcwd()
+    jobs = [(str(f.resolve()), display_path(f), pattern, timeout) for f in files]
+
+    def lost(job: tuple, why: str) -> tuple[list[TestResult], list[Diagnostic]]:
+        return [], [Diagnostic(job[1], 0, 0, f"internal error: its tests did not run: {why}")]
+
+    with dask_client(scheduler, connect_timeout=connect_timeout) as client:
+        return list(dask_map(client, run_files_at, (cwd,), jobs, lost, chunk=1,
+                             tag="cellspec-test"))
+
+
+_CWD = threading.Lock()
+
+
+def run_files_at(cwd: str, jobs: list[tuple]) -> list[tuple[list[TestResult], list[Diagnostic]]]:
+    """On a Dask worker: :func:`run_file` for each job, paths shown relative to the client's
+    directory ``cwd`` (entered while the tests run, when this worker has it)."""
+    out = []
+    with _CWD:
+        here = os.getcwd()
+        moved = here != cwd and os.path.isdir(cwd)
+        if moved:
+            os.chdir(cwd)
+        try:
+            for path, shown, pattern, timeout in jobs:
+                if not os.path.isfile(path):
+                    out.append(([], [Diagnostic(shown, 0, 0, "not found on the Dask worker: "
+                                                "`cellspec test --scheduler` needs the rule "
+                                                "files at the same path on every worker")]))
+                else:
+                    out.append(run_file(path, pattern, timeout))
+        finally:
+            if moved:
+                os.chdir(here)
+    return out
 
 
 def junit_xml(report: RunReport, timings: bool = False) -> str:

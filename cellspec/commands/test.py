@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
     t.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (results keep a fixed order)")
+    t.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on this Dask cluster (e.g. tcp://10.0.0.5:8786), one task per "
+                   "file; every worker needs the rule files at the same paths")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
     add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
                    alias=True)
@@ -57,6 +60,14 @@ def run(a: argparse.Namespace) -> int:
     if a.fail_under is not None and not (0 <= a.fail_under <= 100):
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
+    scheduler = None
+    if a.scheduler is not None:
+        from cellspec.batch.cluster import scheduler_address
+
+        if a.workers != 1:
+            raise CellspecError("--workers is the local process pool; with --scheduler the "
+                                "cluster's workers run the tests")
+        scheduler = scheduler_address(a.scheduler)
     from cellspec import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
@@ -70,7 +81,7 @@ def run(a: argparse.Namespace) -> int:
                      f"{counts['passed']} passed, {counts['failed']} failed")
 
         report = run_tests(a.paths, pattern=a.pattern, workers=a.workers,
-                           timeout=a.time_limit, on_result=stream)
+                           timeout=a.time_limit, on_result=stream, scheduler=scheduler)
     if not report.results and not report.errors:  # a mistyped -k in CI must not be green
         where = " ".join(a.paths)
         raise CellspecError(f"no tests selected in {where}" + (
