@@ -187,7 +187,7 @@ def shape(spec: StructureSpec, s: tuple[int, int, int], has_vacuum: bool) -> lis
         # corbel step: a/4 keeps every stage and the finished arch standing with the
         # stability margin (3a/10, round 1's step, tips each half inward under the keystone
         # once forces must act a margin inside every contact edge)
-        step = _even(Fraction(a, 4)) if k == "arch" else _even(Fraction(3 * a, 10))
+        step = _even(Fraction(a, 4))
         d = a // 2 + step * span  # pier centre distance from the middle
         c = d + a // 2  # the middle, from the low corner
         y = s_al[1] // 2
