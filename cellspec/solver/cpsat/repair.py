@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -38,17 +39,25 @@ from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
 from cellspec.solver import geometry as g
-from cellspec.solver.cpsat.results import Move, RepairResult
+from cellspec.solver.cpsat.clusters import (
+    MOVE_BOUND,
+    Cluster,
+    movable_parts,
+    reach_of,
+    structures,
+)
+from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
+from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
-from cellspec.solver.instance import BoxU, build_instance
+from cellspec.solver.instance import BoxU, Instance, build_instance
 
 DEFAULT_TIME_LIMIT = 10.0
 SEED = 1
 GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
-FULL_MODEL_PARTS = 80  # above this, only the structures named by violations may move
-LOOP_RULES = ("stability",)  # repaired by re-solving: an unstable structure must change
+MONOLITHIC_FALLBACK = 80  # up to this, a cluster with no bounded repair retries whole
+# repaired by re-solving: an unstable structure (or construction stage) must change
+LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
-LOCAL_FIRST = 24  # above this, solve with those structures first, then prove on all parts
 
 
 def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
@@ -79,7 +88,11 @@ class _Geo:
     def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,
                  keep_shape: bool = False, grip_clear: bool = False,
                  rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
-                 must_move: tuple[tuple[int, ...], ...] = ()):
+                 must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
+                 anchored: np.ndarray | None = None):
+        """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
+        (None: anywhere in the workspace); pairs whose reaches cannot meet get no
+        constraint. ``anchored``: fixed parts whose support lies outside this model."""
         tighten: dict[int, int] = {}
         for group in must_move:  # each round a part was unstable tightens its support
             for i in group:
@@ -118,13 +131,18 @@ class _Geo:
                 for k in range(3)]
         comp = _components(b, eps)
         self.comp = comp
+        if reach is None:
+            reach = np.zeros((n, 3), dtype=np.int64)
+            reach[movable] = np.asarray(span, dtype=np.int64)[None, :] * 2
+        reach = np.where(movable[:, None], reach, 0)
         ncomp = int(comp.max()) + 1 if n else 0
         mov_comp = np.zeros(ncomp, dtype=bool)
         mov_comp[comp[movable]] = True
         self.shift = {}
         self.shifted = {}
         for k in np.nonzero(mov_comp)[0].tolist():
-            self.shift[k] = [m.NewIntVar(-2 * span[a], 2 * span[a], f"T{k}{a}") for a in range(3)]
+            rk = reach[comp == k].max(axis=0)
+            self.shift[k] = [m.NewIntVar(-int(rk[a]), int(rk[a]), f"T{k}{a}") for a in range(3)]
             sh = m.NewBoolVar(f"sh{k}")
             self.shifted[k] = sh
             for a in range(3):
@@ -144,11 +162,13 @@ class _Geo:
             self.moved[i] = mv
             ci = []
             for a in range(3):
-                f = m.NewIntVar(-2 * span[a], 2 * span[a], f"f{i}{a}")
+                r = int(reach[i, a])
+                c0 = int(self.c0[i, a])
+                f = m.NewIntVar(-2 * r, 2 * r, f"f{i}{a}")
                 m.Add(f == 0).OnlyEnforceIf(fr.Not())
-                v = m.NewIntVar(-span[a], span[a], f"c{i}{a}")
-                m.Add(v == int(self.c0[i, a]) + self.shift[k][a] + f)
-                d = m.NewIntVar(0, 4 * span[a], f"d{i}{a}")
+                v = m.NewIntVar(max(-span[a], c0 - r), min(span[a], c0 + r), f"c{i}{a}")
+                m.Add(v == c0 + self.shift[k][a] + f)
+                d = m.NewIntVar(0, r, f"d{i}{a}")
                 m.AddAbsEquality(d, v - int(self.c0[i, a]))
                 m.Add(d == 0).OnlyEnforceIf(mv.Not())
                 self.l1.append(d)
@@ -181,7 +201,19 @@ class _Geo:
                         m.AddBoolOr(opts).OnlyEnforceIf(gl)
                     else:
                         self._half(i, z, eps, gl)
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if movable[i] or movable[j]]
+        # pairs whose reaches come within the relation margin (beyond it no rule relates them)
+        margin = g.relation_margin(b, eps, flanks=grip_clear, opening=inst.opening,
+                                   depth=inst.depth) + 2
+        s_lo, s_hi = b[:, 0::2] - 2 * reach, b[:, 1::2] + 2 * reach
+        close = np.ones((n, n), dtype=bool)
+        for a in range(3):
+            close &= s_lo[:, None, a] - s_hi[None, :, a] <= margin
+            close &= s_lo[None, :, a] - s_hi[:, None, a] <= margin
+        np.fill_diagonal(close, False)
+        self.close = close
+        ii, jj = np.nonzero(np.triu(close, 1) & (movable[:, None] | movable[None, :]))
+        pairs = list(zip(ii.tolist(), jj.tolist(), strict=True))
+        anchored = np.zeros(n, dtype=bool) if anchored is None else anchored
         if "no_overlap" in self.rules:
             gl = guard("no_overlap")
             for i, j in pairs:
@@ -200,6 +232,8 @@ class _Geo:
                 need.add(i)
                 need.add(j)
             for i in sorted(need):
+                if anchored[i] and not tighten.get(i):
+                    continue  # fixed, and resting on a fixed part outside this model
                 opts = []
                 done = False
                 for z in surf:
@@ -207,7 +241,7 @@ class _Geo:
                     self.tight(z - self.lo(i, 2), [lit], (i,))
                     self.tight(self.lo(i, 2) - z, [lit], (i,))
                     opts.append(lit)
-                for j in range(n):
+                for j in np.nonzero(close[i])[0].tolist():
                     if j == i:
                         continue
                     if not movable[i] and not movable[j]:
@@ -281,7 +315,7 @@ class _Geo:
                 clear = m.NewBoolVar("")
                 axes.append(clear)
                 size_a = 2 * int(self.half[p, a])
-                for q in range(n):
+                for q in np.nonzero(self.close[p])[0].tolist():
                     if q == p or not (movable[p] or movable[q]):
                         if q != p and not movable[p] and q in op0.block[p][a]:
                             m.Add(clear == 0)
@@ -344,10 +378,18 @@ class _Geo:
         else:
             self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
 
-    def solve(self, time_limit: float, workers: int) -> tuple[int, Any]:
+    def solve(self, time_limit: float, workers: int,
+              det_limit: float | None = None) -> tuple[int, Any]:
+        """Solve with a wall-clock limit and, when given, a deterministic-time limit (the
+        one meant to bind, so answers at a limit repeat run to run); several workers
+        search interleaved, deterministically."""
         s = self.cp.CpSolver()
         s.parameters.max_time_in_seconds = time_limit
+        if det_limit is not None:
+            s.parameters.max_deterministic_time = det_limit
         s.parameters.num_workers = workers
+        if workers > 1:
+            s.parameters.interleave_search = True
         s.parameters.random_seed = SEED
         st = s.Solve(self.m)
         return st, s
@@ -398,53 +440,107 @@ def _key(geo: _Geo, s: Any) -> tuple[int, int, int]:
             sum(s.Value(v) for v in geo.free.values()), sum(s.Value(v) for v in geo.l1))
 
 
-def _solve_geo(cell: Cell, layout: Layout, movable: np.ndarray, local: np.ndarray | None,
-               keep_shape: bool, grip_clear: bool, left: Any, workers: int,
-               must_move: tuple[tuple[int, ...], ...] = ()) -> tuple[int, Any, _Geo]:
-    """Solve the placement. keep_shape: rigid shifts alone first (if they can repair, the
-    optimum has no free move, so that smaller model's optimum is the optimum). local: solve
-    with only those parts movable first, then with every part, hinted, in the time left;
-    the local answer alone is FEASIBLE (not proved minimal)."""
+@dataclasses.dataclass(frozen=True)
+class _Sol:
+    """One cluster's answer: found or not (infeasible: proved so), proved minimal, the new
+    centre (0.1 mm) and free flag of each moved part (layout indices), its cost key."""
 
-    def stage(mask: np.ndarray, hint: dict[int, list[int]] | None):
-        if keep_shape:
-            geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=True,
-                       grip_clear=grip_clear, rigid_only=True, hint=hint, must_move=must_move)
-            st, s = geo.solve(left(), workers)
-            if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
-                return st, s, geo
-        geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=keep_shape,
-                   grip_clear=grip_clear, hint=hint, must_move=must_move)
-        st, s = geo.solve(left(), workers)
-        return st, s, geo
-
-    if local is None:
-        return stage(movable, None)
-    st_a, s_a, geo_a = stage(local, None)
-    cp = geo_a.cp
-    if st_a not in (cp.OPTIMAL, cp.FEASIBLE):
-        return stage(movable, None)
-    hint = {i: [s_a.Value(v) for v in geo_a.c[i]] for i, mv in geo_a.moved.items()
-            if s_a.Value(mv)}
-    st_b, s_b, geo_b = stage(movable, hint)
-    if st_b == cp.OPTIMAL:
-        return st_b, s_b, geo_b
-    if st_b == cp.FEASIBLE and _key(geo_b, s_b) <= _key(geo_a, s_a):
-        return cp.FEASIBLE, s_b, geo_b
-    return cp.FEASIBLE, s_a, geo_a
+    ok: bool
+    infeasible: bool
+    proved: bool
+    moved: dict[int, tuple[tuple[int, ...], bool]]
+    key: tuple[int, int, int]
 
 
-def _pos_m(c01: list[int]) -> list[float]:
+def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
+    idx = np.asarray(parts, dtype=np.int64)
+    return Layout(ids=tuple(layout.ids[i] for i in parts),
+                  types=tuple(layout.types[i] for i in parts), pos=np.array(layout.pos[idx]),
+                  size=np.array(layout.size[idx]),
+                  grippers=tuple(layout.grippers[i] for i in parts), order=None,
+                  path=layout.path)
+
+
+def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
+                   grip_clear: bool, must_move: tuple[tuple[int, ...], ...], wall: float,
+                   det: float | None, workers: int,
+                   hint: dict[int, tuple[int, ...]] | None) -> _Sol:
+    """Solve one cluster on its own sub-layout (its parts and context, nothing else).
+    keep_shape: rigid shifts alone first (if they can repair, the optimum has no free
+    move, so that smaller model's optimum is the optimum)."""
+    sub = _sub_layout(layout, cl.parts)
+    where = {p: k for k, p in enumerate(cl.parts)}
+    mov = np.zeros(len(cl.parts), dtype=bool)
+    mov[[where[p] for p in cl.movable]] = True
+    anch = np.zeros(len(cl.parts), dtype=bool)
+    anch[[where[p] for p in cl.anchored]] = True
+    mm = tuple(t for t in (tuple(where[p] for p in grp if p in where) for grp in must_move) if t)
+    h = None if hint is None else {where[p]: list(c) for p, c in hint.items() if p in where}
+    t_end = time.perf_counter() + wall
+
+    def stage(rigid: bool) -> tuple[_Geo, int, Any]:
+        geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
+                   grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
+                   reach=cl.reach, anchored=anch)
+        st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
+        return geo, st, s
+
+    geo, st, s = stage(keep_shape)
+    if keep_shape and st not in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
+        geo, st, s = stage(False)
+    cp = geo.cp
+    if st not in (cp.OPTIMAL, cp.FEASIBLE):
+        return _Sol(False, st == cp.INFEASIBLE, st == cp.INFEASIBLE, {}, (0, 0, 0))
+    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
+    for k, mv in geo.moved.items():
+        if s.Value(mv):
+            c = tuple(int(s.Value(v)) for v in geo.c[k])
+            if c != tuple(int(x) for x in geo.c0[k]):
+                moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
+    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s))
+
+
+def _pos_m(c01: list[int] | tuple[int, ...]) -> list[float]:
     return [float(Fraction(int(v), 10000)) for v in c01]
+
+
+def _solve_all(cell: Cell, layout: Layout, clusters: list[Cluster], workers: int,
+               run: Any) -> list[_Sol]:
+    """Each cluster solved by ``run(cluster, workers)``; with several workers and several
+    clusters, clusters run in parallel threads (one CP-SAT worker each); results are in
+    cluster order either way, so the merge is fixed."""
+    del cell, layout
+    if workers > 1 and len(clusters) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(workers, len(clusters))) as ex:
+            return list(ex.map(lambda c: run(c, 1), clusters))
+    return [run(c, workers) for c in clusters]
+
+
+def _report(layout: Layout, clusters: list[Cluster], sols: list[_Sol]) -> tuple[ClusterInfo, ...]:
+    return tuple(ClusterInfo(parts=tuple(layout.ids[p] for p in c.movable),
+                             context=len(c.parts) - len(c.movable), moved=len(s.moved),
+                             proved=s.proved) for c, s in zip(clusters, sols, strict=True))
 
 
 def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
            blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
-           keep_shape: bool = False) -> RepairResult:
+           keep_shape: bool = False, decompose: bool = True,
+           progress: Callable[[str], None] | None = None) -> RepairResult:
     """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
     free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
     first, so structures move whole where geometry allows); then the order is kept or
     re-sequenced. ``blocked`` adds keep-out zones (blocked regions).
+
+    ``decompose`` (default): only the structures named by a violation move, each by at
+    most the move bound (:mod:`.clusters`), in independent clusters solved and proved one
+    by one; ``optimal`` then means minimal within that scope, every cluster proved
+    (``clusters`` says which were). Anytime: the first verified repair (each cluster's
+    best within a short deterministic budget) is kept, then unproved clusters are
+    improved while ``time_limit`` (the whole call) allows; at the limit the best verified
+    repair is returned as ``feasible``. ``decompose=False`` is the monolithic model: every
+    part may move anywhere. Parallel clusters keep a fixed merge order: deterministic.
 
     If the minimal placement admits no assembly order, the placement is solved again with
     a sufficient grip condition (each moved part keeps one lateral axis clear of
@@ -453,14 +549,24 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
 
     t0 = time.perf_counter()
     cell = with_blocked(cell, blocked)
-
     reserve = min(0.2, 0.15 * time_limit)  # for building the answer and re-verifying
 
     def left() -> float:
         return max(0.05, time_limit - reserve - (time.perf_counter() - t0))
 
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"repair {time.perf_counter() - t0:6.2f} s: {msg}")
+
+    best: dict[str, Any] = {}
+
     def done(**kw: Any) -> RepairResult:
         return RepairResult(before=before, seconds=time.perf_counter() - t0, **kw)
+
+    def finish(status: str) -> RepairResult:
+        return done(status=status, layout=best["layout"].to_json(), moves=best["moves"],
+                    reordered=best["reordered"], verdict=best["verdict"],
+                    first_seconds=best["first"], clusters=best["clusters"])
 
     before = check(cell, layout, timeout=time_limit)
     if before.verdict == "pass":
@@ -474,75 +580,51 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                             and v.rule not in LOOP_RULES})
     if unknown_rules:
         return done(status="unknown", reason="repair does not encode the rule(s) "
-                    f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, stability "
-                    "and the order rules): not repaired")
+                    f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, "
+                    f"{', '.join(LOOP_RULES)} and the order rules): not repaired")
     n = len(layout)
     index = {pid: i for i, pid in enumerate(layout.ids)}
     why: dict[str, list[str]] = {}
     for v in before.violations:
         for p in v.parts:
             why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
-    movable = np.ones(n, dtype=bool)
-    local = None
-    status = "optimal"
-    if n > LOCAL_FIRST:
-        inst0 = build_instance(cell, layout)
-        comp = _components(inst0.boxes, inst0.eps)
-        bad = {comp[index[p]] for v in geo_bad for p in v.parts}
-        local = np.isin(comp, list(bad))
-        if n > FULL_MODEL_PARTS:
-            movable, local = local, None
-            status = "feasible"  # minimal among the violating structures only
+    inst0 = build_instance(cell, layout.with_order(None))
+    c0 = ((inst0.boxes[:, 0::2] + inst0.boxes[:, 1::2]) // 2) // 2  # centres, 0.1 mm
+    comp = structures(inst0)
+    margin = g.relation_margin(inst0.boxes, inst0.eps, flanks=True, opening=inst0.opening,
+                               depth=inst0.depth) + 2
+    keepout_bad = np.zeros(n, dtype=bool)
+    for v in geo_bad:
+        if v.rule == "keepout":
+            keepout_bad[[index[p] for p in v.parts]] = True
 
-    must_move = _unstable_groups(cell, layout, before)
-    grip_clear = False
-    rounds = 0
-    while True:
+    def clusters_for(must_move: tuple[tuple[int, ...], ...]) -> list[Cluster]:
+        if not decompose:
+            return [Cluster(parts=tuple(range(n)), movable=tuple(range(n)), reach=(
+                _full_reach(inst0, n)), anchored=())]
+        involved = np.zeros(n, dtype=bool)
+        involved[[index[p] for v in geo_bad for p in v.parts]] = True
+        for grp in must_move:
+            involved[list(grp)] = True
+        mov = movable_parts(inst0, comp, involved)
+        return decompose_clusters(inst0, comp, mov, reach_of(inst0, mov,
+                                                             unbounded=keepout_bad), margin)
+
+    def assemble(sols: list[_Sol], grip_clear: bool) -> tuple[str, Any]:
+        """Merge the clusters' moves (fixed order), re-sequence, re-verify."""
         new_pos = np.asarray(layout.pos, dtype=np.float64).copy()
         moves: list[Move] = []
-        if must_move:
-            status = "feasible"  # stability is repaired by re-solving, not proved minimal
-        if geo_bad or grip_clear:
-            st, s, geo = _solve_geo(cell, layout, movable, local, keep_shape, grip_clear,
-                                    left, workers, must_move)
-            cp = geo.cp
-            if st not in (cp.OPTIMAL, cp.FEASIBLE):
-                if st == cp.INFEASIBLE and must_move:
-                    return done(status="unknown", reason="no placement found that also "
-                                "makes every structure stable (stability is not encoded in "
-                                "CP-SAT: unstable structures are made to change, round by round)")
-                if st == cp.INFEASIBLE and grip_clear:
-                    return done(status="unknown", reason="the minimal placement admits no "
-                                "assembly order, and no placement keeps a grip axis clear for "
-                                "every moved part")
-                if st == cp.INFEASIBLE and movable.all():
-                    core = _core(cell, layout, movable, left)
-                    rules_txt = ", ".join(core) if core else ", ".join(geo.rules)
-                    return done(status="infeasible", conflict=core, reason="no placement of "
-                                f"these parts satisfies the rules together: {rules_txt}")
-                return done(status="unknown", reason=(
-                    "no repair among the violating structures (other parts fixed)"
-                    if st == cp.INFEASIBLE else
-                    f"time limit ({time_limit:g} s) hit before a repair was found"))
-            if st == cp.FEASIBLE or grip_clear:
-                status = "feasible"
-            for i in range(n):
-                if i not in geo.moved or not s.Value(geo.moved[i]):
-                    continue
-                c_new = [s.Value(v) for v in geo.c[i]]
-                c_old = [int(v) for v in geo.c0[i]]
-                if c_new == c_old:
-                    continue
-                dst = _pos_m(c_new)
-                new_pos[i] = dst
-                pid = layout.ids[i]
-                free = bool(s.Value(geo.free[i]))
-                reason = "; ".join(why.get(pid, [])) or (
-                    "moved with its structure" if not free else
-                    "moved so the rules hold together")
-                moves.append(Move(part=pid, src=tuple(_pos_m(c_old)),  # type: ignore[arg-type]
-                                  dst=tuple(dst), how="free" if free else "shift",  # type: ignore
-                                  why=reason))
+        merged = {i: mv for s_ in sols for i, mv in s_.moved.items()}
+        for i in sorted(merged):
+            c_new, free = merged[i]
+            dst = _pos_m(c_new)
+            new_pos[i] = dst
+            pid = layout.ids[i]
+            reason = "; ".join(why.get(pid, [])) or (
+                "moved with its structure" if not free else "moved so the rules hold together")
+            moves.append(Move(part=pid, src=tuple(_pos_m(c0[i])),  # type: ignore[arg-type]
+                              dst=tuple(dst), how="free" if free else "shift",  # type: ignore
+                              why=reason))
         repaired = dataclasses.replace(layout, pos=new_pos, order=None)
         reordered = False
         if layout.order is not None:
@@ -551,28 +633,131 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             prefer = [rank[pid] for pid in layout.ids]
             ost, steps, _, oreason, _ = solve_order(cell, inst, left(), prefer)
             if ost == "infeasible" and not grip_clear:
-                grip_clear = True
-                continue  # try again, keeping a grip axis clear for every moved part
+                return "no_order", oreason
             if ost != "optimal":
-                return done(status="infeasible" if ost == "infeasible" else "unknown",
-                            conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
-                            reason=f"positions repaired but no placement order: {oreason}")
+                return ("order_infeasible" if ost == "infeasible" else "order_unknown"), oreason
             new_order = tuple(st_.part for st_ in steps)
             reordered = new_order != tuple(layout.order)
             repaired = repaired.with_order(new_order)
         after = check(cell, repaired, timeout=left())
+        return "checked", (repaired, tuple(moves), reordered, after)
+
+    must_move = _unstable_groups(cell, layout, before)
+    grip_clear = False
+    rounds = 0
+    cache: dict[tuple, _Sol] = {}
+    det1 = max(0.05, min(0.5, 0.05 * time_limit))  # first pass, per cluster (deterministic)
+
+    def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
+            tag: str = "first") -> _Sol:
+        key = (cl.key, tuple(t for t in must_move if set(t) & set(cl.movable)), grip_clear,
+               tag)
+        if key in cache:
+            return cache[key]
+        sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
+                             must_move=must_move, wall=left(), det=det, workers=w, hint=hint)
+        cache[key] = sol
+        return sol
+
+    while True:
+        clusters = clusters_for(must_move)
+        say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
+            f"part(s) of {n}")
+        sols = _solve_all(cell, layout, clusters, workers,
+                          lambda c, w: run(c, w, det1 if decompose else None))
+        bad = [k for k, s_ in enumerate(sols) if not s_.ok]
+        if bad:
+            s_bad = sols[bad[0]]
+            if s_bad.infeasible and must_move:
+                return done(status="unknown", reason="no placement found that also makes "
+                            "every structure stable (stability is not encoded in CP-SAT: "
+                            "unstable structures are made to change, round by round)")
+            if s_bad.infeasible and grip_clear:
+                return done(status="unknown", reason="the minimal placement admits no "
+                            "assembly order, and no placement keeps a grip axis clear for "
+                            "every moved part")
+            if s_bad.infeasible and not decompose:
+                core = _core(cell, layout, np.ones(n, dtype=bool), left)
+                rules_txt = ", ".join(core) if core else ", ".join(
+                    r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
+                return done(status="infeasible", conflict=core, reason="no placement of "
+                            f"these parts satisfies the rules together: {rules_txt}")
+            if s_bad.infeasible and n <= MONOLITHIC_FALLBACK:
+                say("a cluster has no repair within the move bound: the whole layout")
+                r = repair(cell, layout, time_limit=max(0.1, time_limit - (
+                    time.perf_counter() - t0)), workers=workers, keep_shape=keep_shape,
+                    decompose=False)
+                return r.model_copy(update={"seconds": time.perf_counter() - t0})
+            cl = clusters[bad[0]]
+            names = ", ".join(layout.ids[p] for p in cl.movable[:8])
+            return done(status="unknown", reason=(
+                f"no repair of the cluster of {names} within the move bound "
+                f"({MOVE_BOUND / 10000:g} m) with the other parts fixed"
+                if s_bad.infeasible else
+                f"time limit ({time_limit:g} s) hit before a repair was found"))
+        what, res = assemble(sols, grip_clear)
+        if what == "no_order":
+            grip_clear = True
+            say("the placement admits no order: keeping a grip axis clear")
+            continue
+        if what != "checked":
+            return done(status="infeasible" if what == "order_infeasible" else "unknown",
+                        conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
+                        reason=f"positions repaired but no placement order: {res}")
+        repaired, moves, reordered, after = res
         if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):
             rounds += 1
             must_move = must_move + _unstable_groups(cell, repaired, after)
+            say(f"stability round {rounds}")
             continue
         if after.verdict != "pass":
             detail = (after.reason if after.verdict == "unknown" else
                       "; ".join(f"{v.rule}({', '.join(v.parts)})" for v in after.violations[:5]))
             return done(status="unknown", reason=f"the repaired layout does not re-verify: "
                         f"{detail}")
-        return done(status=status, layout=repaired.to_json(), moves=tuple(moves),
-                    reordered=reordered, verdict=after)
+        break
+    best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                first=time.perf_counter() - t0, clusters=_report(layout, clusters, sols),
+                key=tuple(map(sum, zip(*[s_.key for s_ in sols], strict=True))))
+    proved = all(s_.proved for s_ in sols)
+    exact = not must_move and not grip_clear
+    say(f"first verified repair: {len(moves)} part(s) moved; "
+        f"{sum(s_.proved for s_ in sols)}/{len(sols)} cluster(s) proved minimal")
+    if proved:
+        return finish("optimal" if exact else "feasible")
+    # anytime: improve the unproved clusters in the time left, hinted with their answer
+    todo = [k for k, s_ in enumerate(sols) if not s_.proved]
+    det2 = max(det1, 0.6 * time_limit / len(todo))
+    sols2 = list(sols)
+    for k in todo:
+        if left() <= 0.1:
+            break
+        hint = {i: c for i, (c, _) in sols[k].moved.items()}
+        s2 = run(clusters[k], workers, det2, hint, tag="improve")
+        if s2.ok and (s2.key < sols[k].key or s2.proved and s2.key <= sols[k].key):
+            sols2[k] = s2
+    if all(a is b for a, b in zip(sols, sols2, strict=True)):
+        return finish("feasible")
+    what, res = assemble(sols2, grip_clear)
+    if what == "checked" and res[3].verdict == "pass":
+        repaired, moves, reordered, after = res
+        best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                    clusters=_report(layout, clusters, sols2))
+        say(f"improved: {len(moves)} part(s) moved")
+        if all(s_.proved for s_ in sols2) and exact:
+            return finish("optimal")
+    return finish("feasible")
+
+
+def _full_reach(inst: Instance, n: int) -> np.ndarray:
+    """The monolithic model's reach: anywhere in the workspace (and from outside it)."""
+    ws = inst.zones["workspace"]
+    assert isinstance(ws, BoxU)
+    b = inst.boxes
+    span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
+            for k in range(3)] if n else [0, 0, 0]
+    return np.tile(np.asarray(span, dtype=np.int64) * 2, (n, 1))
 
 
 def parse_blocked(spec: str, name: str) -> Zone:
