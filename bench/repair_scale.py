@@ -166,7 +166,8 @@ def run_batch(pythonpath: Path, cell: Path, files: list[Path], limit: float) -> 
     """Repair every layout file in one child process with that PYTHONPATH."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     p = subprocess.run([sys.executable, "-c", CHILD, str(cell), str(limit),
-                        *[str(f) for f in files]], env=env, capture_output=True, text=True,
+                        *[str(f) for f in files]], env=env, cwd=str(pythonpath),
+                       capture_output=True, text=True,
                        check=False, timeout=len(files) * (limit + 120) + 60)
     if p.returncode != 0:
         raise SystemExit(f"child failed:\n{p.stderr[-3000:]}")

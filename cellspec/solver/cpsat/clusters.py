@@ -21,7 +21,8 @@ from cellspec.solver import geometry as g
 from cellspec.solver.graph import components
 from cellspec.solver.instance import BoxU, Instance
 
-MOVE_BOUND = 1500  # 0.15 m, in 0.1 mm centre steps: how far a part may move, per axis
+MOVE_BOUND = 500  # 0.05 m, in 0.1 mm centre steps: how far a part may move, per axis
+# (repair widens it, x3, for a cluster with no repair within it)
 BIG_STRUCTURE = 40  # in a larger structure only violating parts and their neighbours move
 
 

@@ -55,6 +55,7 @@ DEFAULT_TIME_LIMIT = 10.0
 SEED = 1
 GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
 MONOLITHIC_FALLBACK = 80  # up to this, a cluster with no bounded repair retries whole
+WIDEN_PARTS = 40  # up to this many movable parts, a proved repair is re-proved with wider moves
 # repaired by re-solving: an unstable structure (or construction stage) must change
 LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
@@ -89,10 +90,11 @@ class _Geo:
                  keep_shape: bool = False, grip_clear: bool = False,
                  rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
                  must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
-                 anchored: np.ndarray | None = None):
+                 anchored: np.ndarray | None = None, free_only: bool = False):
         """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
         (None: anywhere in the workspace); pairs whose reaches cannot meet get no
-        constraint. ``anchored``: fixed parts whose support lies outside this model."""
+        constraint. ``anchored``: fixed parts whose support lies outside this model.
+        ``free_only``: every move is a free one (no rigid shift, so no kept tolerance)."""
         tighten: dict[int, int] = {}
         for group in must_move:  # each round a part was unstable tightens its support
             for i in group:
@@ -176,6 +178,10 @@ class _Geo:
             m.AddImplication(fr, mv)
             if rigid_only:
                 m.Add(fr == 0)
+            if free_only:
+                m.Add(fr == mv)
+                for a in range(3):
+                    m.Add(self.shift[k][a] == 0)
             m.AddImplication(self.shifted[k], mv)
             self.c.append(ci)
         self.lo = lambda i, a: 2 * self.c[i][a] - int(self.half[i, a])  # noqa: E731
@@ -450,6 +456,7 @@ class _Sol:
     proved: bool
     moved: dict[int, tuple[tuple[int, ...], bool]]
     key: tuple[int, int, int]
+    local: bool = False  # from the local repair (not CP-SAT over the whole cluster)
 
 
 def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
@@ -498,6 +505,93 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
             if c != tuple(int(x) for x in geo.c0[k]):
                 moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
     return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s))
+
+
+def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
+                    c0_all: np.ndarray, wall: float) -> _Sol | None:
+    """A fast first repair of one cluster (local repair): the parts to fix one at a time,
+    lowest first, each moved (with what rests on it) by a tiny CP-SAT model of that part
+    alone, the others fixed where they are by then. Not minimal; None if a step fails."""
+    t_end = time.perf_counter() + wall
+    parts = cl.parts
+    where = {p: k for k, p in enumerate(parts)}
+    pos = np.asarray(layout.pos, dtype=np.float64)[list(parts)].copy()
+    anch = np.zeros(len(parts), dtype=bool)
+    anch[[where[p] for p in cl.anchored]] = True
+    movable = np.zeros(len(parts), dtype=bool)
+    movable[[where[p] for p in cl.movable]] = True
+    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
+    comp_all = None
+    for p in bad:
+        if time.perf_counter() > t_end:
+            return None
+        sub = dataclasses.replace(_sub_layout(layout, parts), pos=pos.copy())
+        inst = build_instance(cell, sub)
+        b, eps = inst.boxes, inst.eps
+        if comp_all is None:
+            comp_all = _components(b, eps)
+        load = {where[p]}  # p and what rests on it, transitively
+        grow = True
+        while grow:
+            grow = False
+            for k in range(len(parts)):
+                if k not in load and movable[k] and any(
+                        bool(g.supports(b[j], b[k], eps)) for j in load):
+                    load.add(k)
+                    grow = True
+        whole = {k for k in range(len(parts)) if movable[k] and comp_all[k] == comp_all[where[p]]}
+        for group in (load, whole | load):
+            # the model holds the group and the parts its reach comes near, nothing else
+            gl = sorted(group)
+            r2 = 2 * cl.reach[gl]
+            lo, hi = b[gl][:, 0::2] - r2, b[gl][:, 1::2] + r2
+            near = np.zeros(len(parts), dtype=bool)
+            for q in range(len(gl)):
+                ok = np.ones(len(parts), dtype=bool)
+                for ax in range(3):
+                    ok &= (b[:, 2 * ax] - hi[q, ax] <= 300) & (lo[q, ax] - b[:, 2 * ax + 1] <= 300)
+                near |= ok
+            keep = np.nonzero(near)[0].tolist()
+            kk = {k: t for t, k in enumerate(keep)}
+            mini = _sub_layout(sub, tuple(keep))
+            mov = np.zeros(len(keep), dtype=bool)
+            mov[[kk[k] for k in gl]] = True
+            # a fixed part is anchored when its support does not change in this step
+            an = np.array([k not in group and (anch[k] or not any(
+                bool(g.supports(b[j], b[k], eps)) for j in gl)) for k in keep])
+            geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
+                       free_only=True)
+            st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2)
+            if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
+                break
+        else:
+            continue  # left as it is: the re-verification will say
+        for t_, mv in geo.moved.items():
+            c = tuple(int(s.Value(v)) for v in geo.c[t_])
+            k = keep[t_]
+            if s.Value(mv) and c != tuple(int(x) for x in geo.c0[t_]):
+                pos[k] = _pos_m(c)
+                moved[parts[k]] = (c, bool(s.Value(geo.free[t_])))
+    l1 = sum(int(abs(np.asarray(c) - c0_all[i]).sum()) for i, (c, _) in moved.items())
+    back = [i for i, (c, _) in moved.items() if tuple(int(x) for x in c0_all[i]) == c]
+    for i in back:
+        del moved[i]
+    return _Sol(True, False, False, moved, (len(moved), sum(f for _, f in moved.values()), l1),
+                local=True)
+
+
+def _to_fix(cluster: Cluster, geo_bad: list[Any], index: dict[str, int],
+            c0_all: np.ndarray) -> list[int]:
+    """The parts the local repair moves, lowest first: each part of a violation, except
+    that of two overlapping parts only the upper one (then the later one) moves."""
+    inside = set(cluster.movable)
+    out: set[int] = set()
+    for v in geo_bad:
+        idx = [index[p] for p in v.parts]
+        if v.rule == "no_overlap" and len(idx) == 2:
+            idx = [max(idx, key=lambda i: (int(c0_all[i][2]), i))]
+        out.update(i for i in idx if i in inside)
+    return sorted(out, key=lambda i: (int(c0_all[i][2]), i))
 
 
 def _pos_m(c01: list[int] | tuple[int, ...]) -> list[float]:
@@ -607,8 +701,11 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         for grp in must_move:
             involved[list(grp)] = True
         mov = movable_parts(inst0, comp, involved)
-        return decompose_clusters(inst0, comp, mov, reach_of(inst0, mov,
-                                                             unbounded=keepout_bad), margin)
+        reach = reach_of(inst0, mov, bound, unbounded=keepout_bad)
+        for k in np.unique(comp[mov]).tolist():  # a structure moves whole: one reach for all
+            sel = mov & (comp == k)
+            reach[sel] = reach[sel].max(axis=0)
+        return decompose_clusters(inst0, comp, mov, reach, margin)
 
     def assemble(sols: list[_Sol], grip_clear: bool) -> tuple[str, Any]:
         """Merge the clusters' moves (fixed order), re-sequence, re-verify."""
@@ -646,7 +743,12 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     grip_clear = False
     rounds = 0
     cache: dict[tuple, _Sol] = {}
-    det1 = max(0.05, min(0.5, 0.05 * time_limit))  # first pass, per cluster (deterministic)
+    no_local = False
+    bound = MOVE_BOUND
+    ws0 = inst0.zones["workspace"]
+    assert isinstance(ws0, BoxU)
+    bound_max = max(h - lo_ for lo_, h in zip(ws0.lo, ws0.hi, strict=True)) // 2 + 1
+    det1 = max(0.05, min(0.1, 0.05 * time_limit))  # first pass, per cluster (deterministic)
 
     def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
             tag: str = "first") -> _Sol:
@@ -663,8 +765,24 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         clusters = clusters_for(must_move)
         say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
             f"part(s) of {n}")
-        sols = _solve_all(cell, layout, clusters, workers,
-                          lambda c, w: run(c, w, det1 if decompose else None))
+        local = (decompose and not must_move and not grip_clear and not no_local
+                 and not keep_shape)
+
+        def first(c: Cluster, w: int, local: bool = local) -> _Sol:
+            """The first pass: the local repair, or CP-SAT on a short budget."""
+            if local:
+                gs = _greedy_cluster(cell, layout, c, _to_fix(c, geo_bad, index, c0), c0,
+                                     left())
+                if gs is not None:
+                    return gs
+            return run(c, w, (det1 if local else 10 * det1) if decompose else None)
+
+        sols = _solve_all(cell, layout, clusters, workers, first)
+        for k, s_ in enumerate(sols):  # nothing in the first pass: give it the time
+            if not s_.ok and not s_.infeasible and left() > 0.2:
+                s2 = run(clusters[k], workers, 0.6 * time_limit, tag="improve")
+                if s2.ok or s2.infeasible:
+                    sols[k] = s2
         bad = [k for k, s_ in enumerate(sols) if not s_.ok]
         if bad:
             s_bad = sols[bad[0]]
@@ -682,6 +800,10 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status="infeasible", conflict=core, reason="no placement of "
                             f"these parts satisfies the rules together: {rules_txt}")
+            if s_bad.infeasible and decompose and bound < bound_max:
+                bound = min(bound_max, 3 * bound)  # no repair within the bound: widen it
+                say(f"a cluster has no repair within the move bound: {bound / 10000:g} m")
+                continue
             if s_bad.infeasible and n <= MONOLITHIC_FALLBACK:
                 say("a cluster has no repair within the move bound: the whole layout")
                 r = repair(cell, layout, time_limit=max(0.1, time_limit - (
@@ -691,8 +813,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             cl = clusters[bad[0]]
             names = ", ".join(layout.ids[p] for p in cl.movable[:8])
             return done(status="unknown", reason=(
-                f"no repair of the cluster of {names} within the move bound "
-                f"({MOVE_BOUND / 10000:g} m) with the other parts fixed"
+                f"no repair of the cluster of {names} with the parts around it fixed"
                 if s_bad.infeasible else
                 f"time limit ({time_limit:g} s) hit before a repair was found"))
         what, res = assemble(sols, grip_clear)
@@ -705,6 +826,10 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                         conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
                         reason=f"positions repaired but no placement order: {res}")
         repaired, moves, reordered, after = res
+        if after.verdict == "fail" and any(s_.local for s_ in sols):
+            no_local = True  # the local repair did not verify: CP-SAT's answers only
+            say("the local repair does not re-verify: solving the clusters whole")
+            continue
         if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):
             rounds += 1
@@ -724,30 +849,60 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     exact = not must_move and not grip_clear
     say(f"first verified repair: {len(moves)} part(s) moved; "
         f"{sum(s_.proved for s_ in sols)}/{len(sols)} cluster(s) proved minimal")
-    if proved:
-        return finish("optimal" if exact else "feasible")
-    # anytime: improve the unproved clusters in the time left, hinted with their answer
-    todo = [k for k, s_ in enumerate(sols) if not s_.proved]
-    det2 = max(det1, 0.6 * time_limit / len(todo))
-    sols2 = list(sols)
-    for k in todo:
-        if left() <= 0.1:
+    def cost(ss: list[_Sol]) -> tuple[int, int]:
+        return (sum(x.key[0] for x in ss), sum(x.key[2] for x in ss))
+
+    best["cost"] = cost(sols)
+    if not proved:
+        # anytime: improve the unproved clusters in the time left, hinted with their answer
+        todo = [k for k, s_ in enumerate(sols) if not s_.proved]
+        det2 = max(det1, 0.6 * time_limit / len(todo))
+        sols2 = list(sols)
+        for k in todo:
+            if left() <= 0.1:
+                break
+            hint = {i: c for i, (c, _) in sols[k].moved.items()}
+            s2 = run(clusters[k], workers, det2, hint, tag="improve")
+            # proved: the cluster's optimum (the local repair's free-move count is counted
+            # on its own small models, so only parts moved and L1 compare across the two)
+            old = (sols[k].key[0], sols[k].key[2])
+            if s2.ok and s2.proved and (s2.key[0], s2.key[2]) == old:
+                sols2[k] = dataclasses.replace(sols[k], proved=True)  # it was minimal already
+            elif s2.ok and (s2.proved or (s2.key[0], s2.key[2]) < old):
+                sols2[k] = s2
+        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)):
+            what, res = assemble(sols2, grip_clear)
+            if what == "checked" and res[3].verdict == "pass":
+                repaired, moves, reordered, after = res
+                best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                            clusters=_report(layout, clusters, sols2), cost=cost(sols2))
+                say(f"improved: {len(moves)} part(s) moved")
+            else:
+                sols2 = [x if x.moved is y.moved else y for x, y in zip(sols2, sols, strict=True)]
+        sols = sols2
+        best["clusters"] = _report(layout, clusters, sols)
+        proved = all(s_.proved for s_ in sols)
+    # widen the move bound while the problem is small: the proof then covers more
+    while (decompose and exact and proved and bound < bound_max and left() > 0.3
+           and sum(len(c.movable) for c in clusters) <= WIDEN_PARTS):
+        bound = min(bound_max, 3 * bound)
+        wide = clusters_for(must_move)
+        hint = {i: c for s_ in sols for i, (c, _) in s_.moved.items()}
+        sw = [run(c, workers, 0.3 * time_limit / len(wide), hint, tag="widen") for c in wide]
+        if not all(x.ok for x in sw):
             break
-        hint = {i: c for i, (c, _) in sols[k].moved.items()}
-        s2 = run(clusters[k], workers, det2, hint, tag="improve")
-        if s2.ok and (s2.key < sols[k].key or s2.proved and s2.key <= sols[k].key):
-            sols2[k] = s2
-    if all(a is b for a, b in zip(sols, sols2, strict=True)):
-        return finish("feasible")
-    what, res = assemble(sols2, grip_clear)
-    if what == "checked" and res[3].verdict == "pass":
-        repaired, moves, reordered, after = res
-        best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
-                    clusters=_report(layout, clusters, sols2))
-        say(f"improved: {len(moves)} part(s) moved")
-        if all(s_.proved for s_ in sols2) and exact:
-            return finish("optimal")
-    return finish("feasible")
+        if cost(sw) < best["cost"]:
+            what, res = assemble(sw, grip_clear)
+            if what != "checked" or res[3].verdict != "pass":
+                break
+            repaired, moves, reordered, after = res
+            best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                        cost=cost(sw))
+            say(f"move bound {bound / 10000:g} m: {len(moves)} part(s) moved")
+        best["clusters"] = _report(layout, wide, sw)
+        clusters, sols = wide, sw
+        proved = all(x.proved for x in sw)
+    return finish("optimal" if proved and exact else "feasible")
 
 
 def _full_reach(inst: Instance, n: int) -> np.ndarray:
