@@ -55,7 +55,9 @@ DEFAULT_TIME_LIMIT = 10.0
 SEED = 1
 GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
 MONOLITHIC_FALLBACK = 80  # up to this, a cluster with no bounded repair retries whole
-WIDEN_PARTS = 40  # up to this many movable parts, a proved repair is re-proved with wider moves
+WIDEN_PARTS = 40  # layouts up to this size: a proved repair is re-proved with wider moves
+WIDEN_STEPS = 2  # at most this many widenings (x3 each), each within WIDEN_DET
+WIDEN_DET = 1.0  # deterministic seconds per widening, over all its clusters
 # repaired by re-solving: an unstable structure (or construction stage) must change
 LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
@@ -565,7 +567,7 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
             if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
                 break
         else:
-            continue  # left as it is: the re-verification will say
+            return None  # this cluster needs the whole CP-SAT model
         for t_, mv in geo.moved.items():
             c = tuple(int(s.Value(v)) for v in geo.c[t_])
             k = keep[t_]
@@ -660,7 +662,9 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     def finish(status: str) -> RepairResult:
         return done(status=status, layout=best["layout"].to_json(), moves=best["moves"],
                     reordered=best["reordered"], verdict=best["verdict"],
-                    first_seconds=best["first"], clusters=best["clusters"])
+                    first_seconds=best["first"], clusters=best["clusters"],
+                    proved_seconds=best.get("proved") if status == "optimal" else None,
+                    move_bound_m=best.get("bound"))
 
     before = check(cell, layout, timeout=time_limit)
     if before.verdict == "pass":
@@ -743,7 +747,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     grip_clear = False
     rounds = 0
     cache: dict[tuple, _Sol] = {}
-    no_local = False
+    no_local: set[tuple[int, ...]] = set()
     bound = MOVE_BOUND
     ws0 = inst0.zones["workspace"]
     assert isinstance(ws0, BoxU)
@@ -765,12 +769,12 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         clusters = clusters_for(must_move)
         say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
             f"part(s) of {n}")
-        local = (decompose and not must_move and not grip_clear and not no_local
-                 and not keep_shape)
+        local = decompose and not must_move and not grip_clear and not keep_shape
 
-        def first(c: Cluster, w: int, local: bool = local) -> _Sol:
+        def first(c: Cluster, w: int, local: bool = local,
+                  skip: set[tuple[int, ...]] = no_local) -> _Sol:
             """The first pass: the local repair, or CP-SAT on a short budget."""
-            if local:
+            if local and c.movable not in skip:
                 gs = _greedy_cluster(cell, layout, c, _to_fix(c, geo_bad, index, c0), c0,
                                      left())
                 if gs is not None:
@@ -827,8 +831,15 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                         reason=f"positions repaired but no placement order: {res}")
         repaired, moves, reordered, after = res
         if after.verdict == "fail" and any(s_.local for s_ in sols):
-            no_local = True  # the local repair did not verify: CP-SAT's answers only
-            say("the local repair does not re-verify: solving the clusters whole")
+            # the local repair did not verify there: those clusters get CP-SAT whole (the
+            # clusters of the parts named, or every local one if none is named)
+            named = {index[p] for v in after.violations for p in v.parts}
+            hit = {c.movable for c, s_ in zip(clusters, sols, strict=True)
+                   if s_.local and named & set(c.parts)}
+            no_local |= hit or {c.movable for c, s_ in zip(clusters, sols, strict=True)
+                                if s_.local}
+            say(f"the local repair does not re-verify in {len(hit) or 'every'} cluster(s): "
+                "solving those whole")
             continue
         if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):
@@ -882,15 +893,21 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         sols = sols2
         best["clusters"] = _report(layout, clusters, sols)
         proved = all(s_.proved for s_ in sols)
+    if decompose:
+        best["bound"] = bound / 10000
+    if proved:
+        best["proved"] = time.perf_counter() - t0
     # widen the move bound while the problem is small: the proof then covers more
+    widened = 0
     while (decompose and exact and proved and bound < bound_max and left() > 0.3
-           and sum(len(c.movable) for c in clusters) <= WIDEN_PARTS):
+           and widened < WIDEN_STEPS and n <= WIDEN_PARTS):
+        widened += 1
         bound = min(bound_max, 3 * bound)
         wide = clusters_for(must_move)
         hint = {i: c for s_ in sols for i, (c, _) in s_.moved.items()}
-        sw = [run(c, workers, 0.3 * time_limit / len(wide), hint, tag="widen") for c in wide]
-        if not all(x.ok for x in sw):
-            break
+        sw = [run(c, workers, WIDEN_DET / len(wide), hint, tag="widen") for c in wide]
+        if not all(x.ok and x.proved for x in sw):
+            break  # the proof stays the one within the narrower bound
         if cost(sw) < best["cost"]:
             what, res = assemble(sw, grip_clear)
             if what != "checked" or res[3].verdict != "pass":
@@ -900,8 +917,8 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                         cost=cost(sw))
             say(f"move bound {bound / 10000:g} m: {len(moves)} part(s) moved")
         best["clusters"] = _report(layout, wide, sw)
+        best["bound"] = bound / 10000
         clusters, sols = wide, sw
-        proved = all(x.proved for x in sw)
     return finish("optimal" if proved and exact else "feasible")
 
 
