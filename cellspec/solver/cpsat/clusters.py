@@ -75,11 +75,11 @@ def movable_parts(inst: Instance, comp: np.ndarray, involved: np.ndarray) -> np.
     return out
 
 
-def reach_of(inst: Instance, movable: np.ndarray, bound: int = MOVE_BOUND,
+def reach_of(inst: Instance, movable: np.ndarray, bound: int | np.ndarray = MOVE_BOUND,
              unbounded: np.ndarray | None = None) -> np.ndarray:
-    """Per-part move bound per axis (0.1 mm): ``bound`` plus the distance the part sticks
-    out of the workspace; ``unbounded`` parts (e.g. inside a keep-out) may cross the whole
-    workspace. Fixed parts: 0."""
+    """Per-part move bound per axis (0.1 mm): ``bound`` (one for all, or one per part)
+    plus the distance the part sticks out of the workspace; ``unbounded`` parts (e.g.
+    inside a keep-out) may cross the whole workspace. Fixed parts: 0."""
     ws = inst.zones["workspace"]
     assert isinstance(ws, BoxU)
     b = inst.boxes
@@ -87,7 +87,8 @@ def reach_of(inst: Instance, movable: np.ndarray, bound: int = MOVE_BOUND,
     hi = np.asarray(ws.hi, dtype=np.int64)
     out_lo = np.maximum(0, lo[None, :] - b[:, 0::2])
     out_hi = np.maximum(0, b[:, 1::2] - hi[None, :])
-    r = bound + (np.maximum(out_lo, out_hi) + 1) // 2
+    bnd = np.asarray(bound, dtype=np.int64)
+    r = (bnd[:, None] if bnd.ndim else bnd) + (np.maximum(out_lo, out_hi) + 1) // 2
     if unbounded is not None and unbounded.any():
         span = (hi - lo + 1) // 2 + 1
         r[unbounded] = np.maximum(r[unbounded], span[None, :] + r[unbounded])

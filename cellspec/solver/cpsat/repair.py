@@ -387,7 +387,7 @@ class _Geo:
             self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
 
     def solve(self, time_limit: float, workers: int,
-              det_limit: float | None = None) -> tuple[int, Any]:
+              det_limit: float | None = None, fast: bool = False) -> tuple[int, Any]:
         """Solve with a wall-clock limit and, when given, a deterministic-time limit (the
         one meant to bind, so answers at a limit repeat run to run); several workers
         search interleaved, deterministically."""
@@ -395,6 +395,8 @@ class _Geo:
         s.parameters.max_time_in_seconds = time_limit
         if det_limit is not None:
             s.parameters.max_deterministic_time = det_limit
+        if fast:  # a tiny model (one part of the local repair): presolve costs more than it saves
+            s.parameters.cp_model_presolve = False
         s.parameters.num_workers = workers
         if workers > 1:
             s.parameters.interleave_search = True
@@ -563,7 +565,7 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
                 bool(g.supports(b[j], b[k], eps)) for j in gl)) for k in keep])
             geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
                        free_only=True)
-            st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2)
+            st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2, fast=True)
             if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
                 break
         else:
@@ -672,6 +674,11 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                     verdict=before)
     if before.verdict == "unknown":
         return done(status="unknown", reason=f"verification hit a limit: {before.reason}")
+    spent = time.perf_counter() - t0
+    if spent >= time_limit - reserve:
+        return done(status="unknown", reason=f"checking the layout ({len(layout)} parts) took "
+                    f"{spent:.1f} s of the {time_limit:g} s limit: no time left to repair it "
+                    "(raise --time-limit)")
     orules = set(order_rule_names(cell))
     geo_bad = [v for v in before.violations if v.rule not in orules]
     unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
@@ -705,7 +712,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         for grp in must_move:
             involved[list(grp)] = True
         mov = movable_parts(inst0, comp, involved)
-        reach = reach_of(inst0, mov, bound, unbounded=keepout_bad)
+        reach = reach_of(inst0, mov, bounds, unbounded=keepout_bad)
         for k in np.unique(comp[mov]).tolist():  # a structure moves whole: one reach for all
             sel = mov & (comp == k)
             reach[sel] = reach[sel].max(axis=0)
@@ -748,10 +755,10 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     rounds = 0
     cache: dict[tuple, _Sol] = {}
     no_local: set[tuple[int, ...]] = set()
-    bound = MOVE_BOUND
     ws0 = inst0.zones["workspace"]
     assert isinstance(ws0, BoxU)
     bound_max = max(h - lo_ for lo_, h in zip(ws0.lo, ws0.hi, strict=True)) // 2 + 1
+    bounds = np.full(n, MOVE_BOUND, dtype=np.int64)  # per part, widened where needed
     det1 = max(0.05, min(0.1, 0.05 * time_limit))  # first pass, per cluster (deterministic)
 
     def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
@@ -804,9 +811,14 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status="infeasible", conflict=core, reason="no placement of "
                             f"these parts satisfies the rules together: {rules_txt}")
-            if s_bad.infeasible and decompose and bound < bound_max:
-                bound = min(bound_max, 3 * bound)  # no repair within the bound: widen it
-                say(f"a cluster has no repair within the move bound: {bound / 10000:g} m")
+            wid = [clusters[k] for k in bad if sols[k].infeasible]
+            if (s_bad.infeasible and decompose
+                    and any(bounds[list(c.movable)].max() < bound_max for c in wid)):
+                for c in wid:  # no repair within the bound: widen it for those parts
+                    sel = list(c.movable)
+                    bounds[sel] = np.minimum(bound_max, 3 * bounds[sel])
+                say(f"{len(wid)} cluster(s) with no repair within the move bound: up to "
+                    f"{int(bounds.max()) / 10000:g} m there")
                 continue
             if s_bad.infeasible and n <= MONOLITHIC_FALLBACK:
                 say("a cluster has no repair within the move bound: the whole layout")
@@ -894,15 +906,15 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         best["clusters"] = _report(layout, clusters, sols)
         proved = all(s_.proved for s_ in sols)
     if decompose:
-        best["bound"] = bound / 10000
+        best["bound"] = int(bounds.min()) / 10000  # every movable part could move this far
     if proved:
         best["proved"] = time.perf_counter() - t0
     # widen the move bound while the problem is small: the proof then covers more
     widened = 0
-    while (decompose and exact and proved and bound < bound_max and left() > 0.3
+    while (decompose and exact and proved and int(bounds.min()) < bound_max and left() > 0.3
            and widened < WIDEN_STEPS and n <= WIDEN_PARTS):
         widened += 1
-        bound = min(bound_max, 3 * bound)
+        bounds = np.minimum(bound_max, 3 * bounds)
         wide = clusters_for(must_move)
         hint = {i: c for s_ in sols for i, (c, _) in s_.moved.items()}
         sw = [run(c, workers, WIDEN_DET / len(wide), hint, tag="widen") for c in wide]
@@ -915,9 +927,9 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             repaired, moves, reordered, after = res
             best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
                         cost=cost(sw))
-            say(f"move bound {bound / 10000:g} m: {len(moves)} part(s) moved")
+            say(f"move bound {int(bounds.min()) / 10000:g} m: {len(moves)} part(s) moved")
         best["clusters"] = _report(layout, wide, sw)
-        best["bound"] = bound / 10000
+        best["bound"] = int(bounds.min()) / 10000
         clusters, sols = wide, sw
     return finish("optimal" if proved and exact else "feasible")
 
