@@ -53,6 +53,63 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
     return np.argsort(inst.order_pos, kind="stable")
 
 
+# pair relations decided by the numpy kernel (cellspec/solver/geometry.py, the reference
+# meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
+# facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
+# but are not grounded.
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks")
+
+
+def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
+                ) -> np.ndarray:
+    """Rows (a, b) where the relation holds for (i, j) (``fwd``) or (j, i) (``back``)."""
+    return np.concatenate([np.stack([i[fwd], j[fwd]], axis=1),
+                           np.stack([j[back], i[back]], axis=1)])
+
+
+def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
+                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+    """The atoms of every pair relation the program uses, decided in numpy on the
+    candidate pairs (i < j) (``above``: on the column pairs)."""
+    out: list[str] = []
+    eps = inst.eps
+    a, b = boxes[i], boxes[j]
+    for part in sorted(prog.parts, key=str):
+        name = part[0]
+        if name == "contact":
+            m = g.contact(a, b, eps)
+            out.append("#defined contact/2.")
+            out.append(_rows("contact", _pairs_both(i, j, m, m)))
+        elif name == "overlaps":
+            m = g.overlaps(a, b, eps)
+            out.append("#defined overlaps/2.")
+            out.append(_rows("overlaps", _pairs_both(i, j, m, m)))
+        elif name == "supports":
+            out.append("#defined supports/2.")
+            out.append(_rows("supports", _pairs_both(i, j, g.supports(a, b, eps),
+                                                      g.supports(b, a, eps))))
+        elif name == "above" and cols is not None:
+            ci, cj = cols
+            ca, cb = boxes[ci], boxes[cj]
+            out.append("#defined above/2.")
+            out.append(_rows("above", _pairs_both(ci, cj, g.above(ca, cb, eps),
+                                                   g.above(cb, ca, eps))))
+        elif name == "near":
+            d = int(part[1])
+            m = g.near(a, b, d)
+            rows = _pairs_both(i, j, m, m)
+            out.append("#defined near/3.")
+            out.append(_rows("near", np.hstack([rows, np.full((len(rows), 1), d)])))
+        elif name == "flanks":
+            out.append("#defined flanks/3.")
+            for ax in ("x", "y"):
+                rows = _pairs_both(i, j, g.flanks(a, b, ax, inst.opening, inst.depth, eps),
+                                   g.flanks(b, a, ax, inst.opening, inst.depth, eps))
+                if len(rows):
+                    out.append("\n".join(f"flanks({q},{p},{ax})." for q, p in rows.tolist()))
+    return out
+
+
 def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
           ) -> tuple[str, dict]:
     """The instance as ASP facts (parts numbered by ``perm``), plus broad-phase statistics."""
@@ -68,12 +125,12 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     out.append(_rows("box", np.hstack([idx, boxes])))
     margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
     i, j = g.broad_phase(boxes, margin)
-    out.append(_rows("cand", np.stack([i, j], axis=1)))
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
+    cols = None
     if prog.columns:
-        ci, cj = g.broad_phase(boxes, margin, columns=True)
-        out.append(_rows("col", np.stack([ci, cj], axis=1)))
-        stats["columns"] = float(len(ci))
+        cols = g.broad_phase(boxes, margin, columns=True)
+        stats["columns"] = float(len(cols[0]))
+    out.extend(decided_facts(inst, prog, boxes, i, j, cols))
     if prog.needs_grippers:
         out.extend(f"grip({k},{gk})." for k, gk in enumerate(grippers)
                    if gk != prog.default_gripper)
@@ -133,6 +190,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     parts = [("base", [])]
     for p in sorted(prog.parts, key=str):
         name, *args = p
+        if name in DECIDED:
+            continue  # its atoms are facts already (decided_facts)
         if name == "flanks":
             o = inst.opening if inst.opening is not None else -1
             d = inst.depth if inst.depth is not None else -1
