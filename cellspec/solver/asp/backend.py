@@ -4,6 +4,7 @@ back ``violation/2``. The only module that imports clingo (lazily)."""
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -57,7 +58,7 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks")
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces")
 
 
 def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
@@ -76,14 +77,10 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
     a, b = boxes[i], boxes[j]
     for part in sorted(prog.parts, key=str):
         name = part[0]
-        if name == "contact":
-            m = g.contact(a, b, eps)
-            out.append("#defined contact/2.")
-            out.append(_rows("contact", _pairs_both(i, j, m, m)))
-        elif name == "overlaps":
-            m = g.overlaps(a, b, eps)
-            out.append("#defined overlaps/2.")
-            out.append(_rows("overlaps", _pairs_both(i, j, m, m)))
+        if name in ("contact", "overlaps"):  # symmetric: one orientation, and a rule
+            m = (g.contact if name == "contact" else g.overlaps)(a, b, eps)
+            out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
+            out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
         elif name == "supports":
             out.append("#defined supports/2.")
             out.append(_rows("supports", _pairs_both(i, j, g.supports(a, b, eps),
@@ -97,8 +94,8 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
         elif name == "near":
             d = int(part[1])
             m = g.near(a, b, d)
-            rows = _pairs_both(i, j, m, m)
-            out.append("#defined near/3.")
+            rows = np.stack([i[m], j[m]], axis=1)
+            out.append(f"#defined near/3. near(J,I,{d}) :- near(I,J,{d}).")
             out.append(_rows("near", np.hstack([rows, np.full((len(rows), 1), d)])))
         elif name == "flanks":
             out.append("#defined flanks/3.")
@@ -107,7 +104,51 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
                                    g.flanks(b, a, ax, inst.opening, inst.depth, eps))
                 if len(rows):
                     out.append("\n".join(f"flanks({q},{p},{ax})." for q, p in rows.tolist()))
+        elif name == "zones":
+            out.append("#defined inside/2. #defined intersects/2.")
+            for rel, zname in _zone_uses(prog, inst):
+                z = inst.zones[zname]
+                if isinstance(z, BoxU):
+                    fn = g.inside_box if rel == "inside" else g.intersects_box
+                    m = fn(boxes, z.lo, z.hi, eps)
+                else:
+                    m = (g.inside_half if rel == "inside" else g.intersects_half)(boxes, z, eps)
+                out.append(_unary(f'{rel}({{}},"{zname}")', m))
+        elif name == "surfaces":
+            out.append("#defined on_surface/2. #defined grounded/1.")
+            any_s = np.zeros(len(boxes), dtype=bool)
+            for sname, z in sorted(inst.surfaces.items()):
+                m = g.on_surface(boxes, z, eps)
+                any_s |= m
+                out.append(_unary(f'on_surface({{}},"{sname}")', m))
+            out.append(_unary("grounded({})", any_s))
     return out
+
+
+def _unary(atom: str, mask: np.ndarray) -> str:
+    """Facts ``atom`` (a format with one slot for the part) for the parts in ``mask``, or,
+    when fewer parts are outside it, a rule over part/1 and the exceptions: less text."""
+    yes = np.nonzero(mask)[0]
+    no = np.nonzero(~mask)[0]
+    if len(yes) <= len(no) + 1:
+        return "\n".join((atom + ".").format(k) for k in yes.tolist())
+    name = "not_" + atom[:atom.index("(")] + f"_{zlib.crc32(atom.encode())}"  # one per atom
+    head = atom.format("P")
+    return "\n".join([f"#defined {name}/1.", f"{head} :- part(P), not {name}(P)."]
+                      + [f"{name}({k})." for k in no.tolist()])
+
+
+def _zone_uses(prog: CompiledProgram, inst: Instance) -> list[tuple[str, str]]:
+    """(relation, zone) pairs the rules ask about, read from the compiled zuse/2 rules:
+    ``zuse(R,K) :- keepout(K).`` (every keep-out) or ``zuse(R,"name").``."""
+    out: set[tuple[str, str]] = set()
+    for line in prog.zone_uses:
+        rel = line[len("zuse("):line.index(",")]
+        if ":- keepout(K)" in line:
+            out.update((rel, k) for k in inst.keepouts)
+        else:
+            out.add((rel, line[line.index('"') + 1:line.rindex('"')]))
+    return sorted(out)
 
 
 def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
