@@ -97,7 +97,10 @@ def run(a: argparse.Namespace) -> int:
             print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}  [{m.why}]")
         if r.status in ("optimal", "feasible") and not r.already_valid:
             if r.reordered and r.layout is not None:
-                print("order re-sequenced: " + " ".join(r.layout["order"]))
+                order = r.layout["order"]
+                print("order re-sequenced: " + " ".join(order[:40])
+                      + (f" ... ({len(order)} parts; the full order is in -o / --format json)"
+                         if len(order) > 40 else ""))
             proof = ("minimal" if r.status == "optimal" else
                      "not proved minimal within the limits")
             if r.clusters:
