@@ -10,6 +10,10 @@ from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.dsl.errors import CellspecError
 
+MAX_WORKERS = 64
+MAX_SECONDS = 3600.0
+PROGRESS_AFTER = 0.5  # seconds: progress lines on a terminal only past this
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``repair`` verb."""
@@ -17,8 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Find the nearest layout that satisfies every error rule: "
                        "fewest parts moved, then fewest free (non-rigid) moves, then least L1 "
                        "displacement, on the 0.1 mm grid with CP-SAT; the placement order is "
-                       "kept or re-sequenced. The result is re-verified with clingo. Exit 0 "
-                       "repaired or already valid, 1 proved impossible, 2 bad input or unknown.")
+                       "kept or re-sequenced. Only the structures named by a violation move, "
+                       "each within a move bound (widened when needed), in independent "
+                       "clusters; a first verified repair comes fast and is improved while "
+                       "--time-limit allows (then 'feasible': not proved minimal). The result "
+                       "is re-verified with clingo. Exit 0 repaired or already valid, 1 proved "
+                       "impossible, 2 bad input or unknown.")
     c.add_argument("cell", help="the .cell file")
     c.add_argument("layout", help="the layout JSON file")
     c.add_argument("-o", "--output", metavar="OUT", help="write the repaired layout JSON here")
@@ -29,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="prefer moving whole structures rigidly over moving fewer parts "
                    "(blocked-region recovery: shift and flatten only where needed)")
     c.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="CP-SAT workers (default 1: deterministic; more often prove "
-                   "minimality sooner, but equally good repairs may then differ run to run)")
+                   help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
+                   f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
+                   "a given N: two runs give the same repair")
     common.add_format(c)
     common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.set_defaults(func=run)
@@ -40,24 +49,38 @@ def _p(v: tuple[float, ...]) -> str:
     return "(" + ", ".join(f"{x:.4f}" for x in v) + ")"
 
 
+def _progress():
+    """A progress printer for stderr when it is a terminal, silent for the first
+    PROGRESS_AFTER seconds (a fast repair prints nothing); None otherwise."""
+    import sys
+    import time
+
+    if not sys.stderr.isatty():
+        return None
+    t0 = time.perf_counter()
+
+    def show(msg: str) -> None:
+        if time.perf_counter() - t0 >= PROGRESS_AFTER:
+            print(msg, file=sys.stderr, flush=True)
+
+    return show
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
-    common.check_seconds(a.time_limit)
+    common.check_seconds(a.time_limit, most=MAX_SECONDS)
     common.check_output(a.output, "-o")
-    if a.workers < 1:
-        raise CellspecError("--workers must be at least 1")
+    if not 1 <= a.workers <= MAX_WORKERS:
+        raise CellspecError(f"--workers must be between 1 and {MAX_WORKERS} (got {a.workers})")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
-    from cellspec import progress
-
-    with progress.elapsed("repair", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
-        r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
-                   keep_shape=a.keep_shape, workers=a.workers)
+    r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
+               keep_shape=a.keep_shape, workers=a.workers, progress=_progress())
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
@@ -74,9 +97,15 @@ def run(a: argparse.Namespace) -> int:
             print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}  [{m.why}]")
         if r.status in ("optimal", "feasible") and not r.already_valid:
             if r.reordered and r.layout is not None:
-                print("order re-sequenced: " + " ".join(r.layout["order"]))
+                order = r.layout["order"]
+                print("order re-sequenced: " + " ".join(order[:40])
+                      + (f" ... ({len(order)} parts; the full order is in -o / --format json)"
+                         if len(order) > 40 else ""))
             proof = ("minimal" if r.status == "optimal" else
                      "not proved minimal within the limits")
+            if r.clusters:
+                proof += (f"; {sum(c.proved for c in r.clusters)}/{len(r.clusters)} "
+                          "cluster(s) proved")
             print(f"repaired: {r.parts_moved} part(s) moved, L1 {r.displacement:.4f} m, "
                   f"re-verified pass, {proof} ({r.seconds:.3f} s)"
                   + (f"; written to {a.output}" if a.output else ""))

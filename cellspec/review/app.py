@@ -272,7 +272,13 @@ class ReviewApp:
 
     def _repair(self) -> EditResult:
         self.md_repair.content = "_repairing…_"
-        r = self.session.repair()
+        t0 = time.perf_counter()
+
+        def show(msg: str) -> None:  # progress in the panel once it takes more than 0.5 s
+            if time.perf_counter() - t0 >= 0.5:
+                self.md_repair.content = f"_{msg}_"
+
+        r = self.session.repair(progress=show)
         return EditResult(r.status in ("optimal", "feasible"), r.message, r.verdict, r.seconds)
 
     def _accept(self) -> EditResult:

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -361,14 +362,16 @@ class ReviewSession:
         return self.set_order(order)
 
     # ---------------------------------------------------------------- repair
-    def repair(self, time_limit: float | None = None) -> RepairOutcome:
-        """Run the minimal-change CP-SAT repair; apply it (undoable) when one was found."""
+    def repair(self, time_limit: float | None = None,
+               progress: Callable[[str], None] | None = None) -> RepairOutcome:
+        """Run the minimal-change CP-SAT repair (the same call as ``cellspec repair``; its
+        progress lines go to ``progress``); apply it (undoable) when one was found."""
         from cellspec.solver.cpsat.repair import repair
 
         tl = self.repair_time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
         try:
-            r = repair(self.cell, self.layout(), time_limit=tl)
+            r = repair(self.cell, self.layout(), time_limit=tl, progress=progress)
         except CellspecError as exc:
             out = RepairOutcome("error", f"repair refused: {exc.diagnostics[0].message}",
                                 verdict=self.verdict, seconds=time.perf_counter() - t0)

@@ -4,6 +4,7 @@ back ``violation/2``. The only module that imports clingo (lazily)."""
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -53,6 +54,103 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
     return np.argsort(inst.order_pos, kind="stable")
 
 
+# pair relations decided by the numpy kernel (cellspec/solver/geometry.py, the reference
+# meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
+# facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
+# but are not grounded.
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces")
+
+
+def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
+                ) -> np.ndarray:
+    """Rows (a, b) where the relation holds for (i, j) (``fwd``) or (j, i) (``back``)."""
+    return np.concatenate([np.stack([i[fwd], j[fwd]], axis=1),
+                           np.stack([j[back], i[back]], axis=1)])
+
+
+def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
+                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+    """The atoms of every pair relation the program uses, decided in numpy on the
+    candidate pairs (i < j) (``above``: on the column pairs)."""
+    out: list[str] = []
+    eps = inst.eps
+    a, b = boxes[i], boxes[j]
+    for part in sorted(prog.parts, key=str):
+        name = part[0]
+        if name in ("contact", "overlaps"):  # symmetric: one orientation, and a rule
+            m = (g.contact if name == "contact" else g.overlaps)(a, b, eps)
+            out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
+            out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
+        elif name == "supports":
+            out.append("#defined supports/2.")
+            out.append(_rows("supports", _pairs_both(i, j, g.supports(a, b, eps),
+                                                      g.supports(b, a, eps))))
+        elif name == "above" and cols is not None:
+            ci, cj = cols
+            ca, cb = boxes[ci], boxes[cj]
+            out.append("#defined above/2.")
+            out.append(_rows("above", _pairs_both(ci, cj, g.above(ca, cb, eps),
+                                                   g.above(cb, ca, eps))))
+        elif name == "near":
+            d = int(part[1])
+            m = g.near(a, b, d)
+            rows = np.stack([i[m], j[m]], axis=1)
+            out.append(f"#defined near/3. near(J,I,{d}) :- near(I,J,{d}).")
+            out.append(_rows("near", np.hstack([rows, np.full((len(rows), 1), d)])))
+        elif name == "flanks":
+            out.append("#defined flanks/3.")
+            for ax in ("x", "y"):
+                rows = _pairs_both(i, j, g.flanks(a, b, ax, inst.opening, inst.depth, eps),
+                                   g.flanks(b, a, ax, inst.opening, inst.depth, eps))
+                if len(rows):
+                    out.append("\n".join(f"flanks({q},{p},{ax})." for q, p in rows.tolist()))
+        elif name == "zones":
+            out.append("#defined inside/2. #defined intersects/2.")
+            for rel, zname in _zone_uses(prog, inst):
+                z = inst.zones[zname]
+                if isinstance(z, BoxU):
+                    fn = g.inside_box if rel == "inside" else g.intersects_box
+                    m = fn(boxes, z.lo, z.hi, eps)
+                else:
+                    m = (g.inside_half if rel == "inside" else g.intersects_half)(boxes, z, eps)
+                out.append(_unary(f'{rel}({{}},"{zname}")', m))
+        elif name == "surfaces":
+            out.append("#defined on_surface/2. #defined grounded/1.")
+            any_s = np.zeros(len(boxes), dtype=bool)
+            for sname, z in sorted(inst.surfaces.items()):
+                m = g.on_surface(boxes, z, eps)
+                any_s |= m
+                out.append(_unary(f'on_surface({{}},"{sname}")', m))
+            out.append(_unary("grounded({})", any_s))
+    return out
+
+
+def _unary(atom: str, mask: np.ndarray) -> str:
+    """Facts ``atom`` (a format with one slot for the part) for the parts in ``mask``, or,
+    when fewer parts are outside it, a rule over part/1 and the exceptions: less text."""
+    yes = np.nonzero(mask)[0]
+    no = np.nonzero(~mask)[0]
+    if len(yes) <= len(no) + 1:
+        return "\n".join((atom + ".").format(k) for k in yes.tolist())
+    name = "not_" + atom[:atom.index("(")] + f"_{zlib.crc32(atom.encode())}"  # one per atom
+    head = atom.format("P")
+    return "\n".join([f"#defined {name}/1.", f"{head} :- part(P), not {name}(P)."]
+                      + [f"{name}({k})." for k in no.tolist()])
+
+
+def _zone_uses(prog: CompiledProgram, inst: Instance) -> list[tuple[str, str]]:
+    """(relation, zone) pairs the rules ask about, read from the compiled zuse/2 rules:
+    ``zuse(R,K) :- keepout(K).`` (every keep-out) or ``zuse(R,"name").``."""
+    out: set[tuple[str, str]] = set()
+    for line in prog.zone_uses:
+        rel = line[len("zuse("):line.index(",")]
+        if ":- keepout(K)" in line:
+            out.update((rel, k) for k in inst.keepouts)
+        else:
+            out.add((rel, line[line.index('"') + 1:line.rindex('"')]))
+    return sorted(out)
+
+
 def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
           ) -> tuple[str, dict]:
     """The instance as ASP facts (parts numbered by ``perm``), plus broad-phase statistics."""
@@ -68,12 +166,12 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     out.append(_rows("box", np.hstack([idx, boxes])))
     margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
     i, j = g.broad_phase(boxes, margin)
-    out.append(_rows("cand", np.stack([i, j], axis=1)))
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
+    cols = None
     if prog.columns:
-        ci, cj = g.broad_phase(boxes, margin, columns=True)
-        out.append(_rows("col", np.stack([ci, cj], axis=1)))
-        stats["columns"] = float(len(ci))
+        cols = g.broad_phase(boxes, margin, columns=True)
+        stats["columns"] = float(len(cols[0]))
+    out.extend(decided_facts(inst, prog, boxes, i, j, cols))
     if prog.needs_grippers:
         out.extend(f"grip({k},{gk})." for k, gk in enumerate(grippers)
                    if gk != prog.default_gripper)
@@ -141,6 +239,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     parts = [("base", [])]
     for p in sorted(prog.parts, key=str):
         name, *args = p
+        if name in DECIDED:
+            continue  # its atoms are facts already (decided_facts)
         if name == "flanks":
             o = inst.opening if inst.opening is not None else -1
             d = inst.depth if inst.depth is not None else -1

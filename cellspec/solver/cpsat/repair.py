@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -38,17 +39,27 @@ from cellspec.dsl.errors import CellspecError
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
 from cellspec.solver import geometry as g
-from cellspec.solver.cpsat.results import Move, RepairResult
+from cellspec.solver.cpsat.clusters import (
+    MOVE_BOUND,
+    Cluster,
+    movable_parts,
+    reach_of,
+    structures,
+)
+from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
+from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
+from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
-from cellspec.solver.instance import BoxU, build_instance
+from cellspec.solver.instance import BoxU, Instance, build_instance
 
 DEFAULT_TIME_LIMIT = 10.0
-SEED = 1
-GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
-FULL_MODEL_PARTS = 80  # above this, only the structures named by violations may move
-LOOP_RULES = ("stability",)  # repaired by re-solving: an unstable structure must change
+MONOLITHIC_FALLBACK = 80  # up to this, a cluster with no bounded repair retries whole
+WIDEN_PARTS = 40  # layouts up to this size: a proved repair is re-proved with wider moves
+WIDEN_STEPS = 2  # at most this many widenings (x3 each), each within WIDEN_DET
+WIDEN_DET = 1.0  # deterministic seconds per widening, over all its clusters
+# repaired by re-solving: an unstable structure (or construction stage) must change
+LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
-LOCAL_FIRST = 24  # above this, solve with those structures first, then prove on all parts
 
 
 def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
@@ -63,294 +74,6 @@ def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
                                 "that name")
         have.add(z.name)
     return cell.model_copy(update={"keepouts": tuple(cell.keepouts) + tuple(blocked)})
-
-
-def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
-    from cellspec.solver.graph import components
-
-    i, j = g.broad_phase(boxes, eps)
-    keep = g.contact(boxes[i], boxes[j], eps)
-    return components(len(boxes), i[keep], j[keep])
-
-
-class _Geo:
-    """The CP-SAT model of the geometric rules."""
-
-    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,
-                 keep_shape: bool = False, grip_clear: bool = False,
-                 rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
-                 must_move: tuple[tuple[int, ...], ...] = ()):
-        tighten: dict[int, int] = {}
-        for group in must_move:  # each round a part was unstable tightens its support
-            for i in group:
-                tighten[i] = min(4, tighten.get(i, 0) + 1)
-        from ortools.sat.python import cp_model
-
-        self.cp = cp_model
-        inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
-        self.inst = inst
-        n = inst.n
-        b = inst.boxes
-        eps = inst.eps
-        names = {r.name for r in cell.rules if r.severity == "error"}
-        self.rules = [r for r in GEOMETRY_RULES if r in names]
-        m = cp_model.CpModel()
-        self.m = m
-        self.guard: dict[str, Any] = {}
-        self.lit_rule: dict[int, str] = {}
-
-        def guard(name: str) -> list:
-            if not assumptions:
-                return []
-            if name not in self.guard:
-                lit = m.NewBoolVar(f"rule_{name}")
-                self.guard[name] = lit
-                self.lit_rule[lit.Index()] = name
-            return [self.guard[name]]
-
-        s2 = (b[:, 1::2] - b[:, 0::2])  # full size per axis, U (even)
-        self.half = s2 // 2  # half size in U = size in 0.1 mm
-        c0 = (b[:, 0::2] + b[:, 1::2]) // 2  # centre, U (even)
-        self.c0 = c0 // 2  # centre in 0.1 mm
-        ws = inst.zones["workspace"]
-        assert isinstance(ws, BoxU)
-        span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
-                for k in range(3)]
-        comp = _components(b, eps)
-        self.comp = comp
-        ncomp = int(comp.max()) + 1 if n else 0
-        mov_comp = np.zeros(ncomp, dtype=bool)
-        mov_comp[comp[movable]] = True
-        self.shift = {}
-        self.shifted = {}
-        for k in np.nonzero(mov_comp)[0].tolist():
-            self.shift[k] = [m.NewIntVar(-2 * span[a], 2 * span[a], f"T{k}{a}") for a in range(3)]
-            sh = m.NewBoolVar(f"sh{k}")
-            self.shifted[k] = sh
-            for a in range(3):
-                m.Add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
-        self.c: list[list[Any]] = []  # centre in 0.1 mm: int or var
-        self.free: dict[int, Any] = {}
-        self.moved: dict[int, Any] = {}
-        self.l1: list[Any] = []
-        for i in range(n):
-            if not movable[i]:
-                self.c.append([int(self.c0[i, a]) for a in range(3)])
-                continue
-            k = int(comp[i])
-            fr = m.NewBoolVar(f"free{i}")
-            mv = m.NewBoolVar(f"mv{i}")
-            self.free[i] = fr
-            self.moved[i] = mv
-            ci = []
-            for a in range(3):
-                f = m.NewIntVar(-2 * span[a], 2 * span[a], f"f{i}{a}")
-                m.Add(f == 0).OnlyEnforceIf(fr.Not())
-                v = m.NewIntVar(-span[a], span[a], f"c{i}{a}")
-                m.Add(v == int(self.c0[i, a]) + self.shift[k][a] + f)
-                d = m.NewIntVar(0, 4 * span[a], f"d{i}{a}")
-                m.AddAbsEquality(d, v - int(self.c0[i, a]))
-                m.Add(d == 0).OnlyEnforceIf(mv.Not())
-                self.l1.append(d)
-                ci.append(v)
-            m.AddImplication(fr, mv)
-            if rigid_only:
-                m.Add(fr == 0)
-            m.AddImplication(self.shifted[k], mv)
-            self.c.append(ci)
-        self.lo = lambda i, a: 2 * self.c[i][a] - int(self.half[i, a])  # noqa: E731
-        self.hi = lambda i, a: 2 * self.c[i][a] + int(self.half[i, a])  # noqa: E731
-        mov_idx = np.nonzero(movable)[0].tolist()
-        if "workspace" in self.rules:
-            for i in mov_idx:
-                for a in range(3):
-                    self.tight(ws.lo[a] - self.lo(i, a), guard("workspace"), (i,))
-                    self.tight(self.hi(i, a) - ws.hi[a], guard("workspace"), (i,))
-        if "keepout" in self.rules:
-            for zname in inst.keepouts:
-                z = inst.zones[zname]
-                gl = guard(f"keepout {zname}")
-                for i in mov_idx:
-                    if isinstance(z, BoxU):
-                        opts = []
-                        for a in range(3):
-                            for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
-                                lit = m.NewBoolVar("")
-                                self.tight(expr, [lit], (i,))
-                                opts.append(lit)
-                        m.AddBoolOr(opts).OnlyEnforceIf(gl)
-                    else:
-                        self._half(i, z, eps, gl)
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if movable[i] or movable[j]]
-        if "no_overlap" in self.rules:
-            gl = guard("no_overlap")
-            for i, j in pairs:
-                opts = []
-                for a in range(3):
-                    for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
-                        lit = m.NewBoolVar("")
-                        self.tight(expr, [lit], (i, j))
-                        opts.append(lit)
-                m.AddBoolOr(opts).OnlyEnforceIf(gl)
-        if "gravity" in self.rules:
-            gl = guard("gravity")
-            surf = sorted(set(inst.surfaces.values()))
-            need = set(mov_idx)
-            for i, j in pairs:
-                need.add(i)
-                need.add(j)
-            for i in sorted(need):
-                opts = []
-                done = False
-                for z in surf:
-                    lit = m.NewBoolVar("")
-                    self.tight(z - self.lo(i, 2), [lit], (i,))
-                    self.tight(self.lo(i, 2) - z, [lit], (i,))
-                    opts.append(lit)
-                for j in range(n):
-                    if j == i:
-                        continue
-                    if not movable[i] and not movable[j]:
-                        done = done or (bool(g.supports(b[j], b[i], eps))
-                                        and self._centred(i, j, tighten.get(i, 0)))
-                        continue
-                    lit = m.NewBoolVar("")
-                    self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
-                    self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
-                    for a in range(2):
-                        m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
-                        m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
-                        ctr = 2 * self.c[i][a]
-                        for t in self.changed((i, j)):  # a new support: centre over it
-                            m.Add(ctr >= self.lo(j, a)).OnlyEnforceIf([lit, t])
-                            m.Add(ctr <= self.hi(j, a)).OnlyEnforceIf([lit, t])
-                        if tighten.get(i):  # unstable before: centre well inside the support
-                            mu = tighten[i] * int(self.half[i, a]) // 4
-                            m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
-                            m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
-                    opts.append(lit)
-                if done:
-                    continue
-                m.AddBoolOr(opts).OnlyEnforceIf(gl)
-        if grip_clear:
-            self._grip_clear(movable)
-        for group in must_move[-1:]:  # the structure unstable last: something must move
-            lits = [self.moved[i] for i in group if i in self.moved]
-            if lits:
-                m.AddBoolOr(lits)
-            else:
-                m.AddBoolOr([m.NewConstant(0)])
-        # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
-        # keep_shape: free moves first (structures stay whole where geometry allows)
-        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free))
-        nf = len(self.free) + 1
-        lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
-        w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
-        m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
-                   + sum(self.l1))
-        for i in mov_idx:
-            if hint and i in hint:
-                m.AddHint(self.moved[i], 1)
-                for a in range(3):
-                    m.AddHint(self.c[i][a], hint[i][a])
-            else:
-                m.AddHint(self.moved[i], 0)
-        if assumptions:
-            m.AddAssumptions(list(self.guard.values()))
-
-    def _grip_clear(self, movable: np.ndarray) -> None:
-        """A sufficient, order-free condition for grip access: every moved part placed by
-        the parallel gripper (and every fixed one that had such an axis) keeps one lateral
-        axis with no flanking part at all, so any support order can grip it. Used when the
-        moved layout admits no order."""
-        inst, m, eps = self.inst, self.m, self.inst.eps
-        n = inst.n
-        op0 = None
-        from cellspec.solver.cpsat.sequence import order_problem
-
-        op0 = order_problem(inst)
-        par = [gk == "parallel" for gk in inst.grippers]
-        for p in range(n):
-            if not par[p]:
-                continue
-            if not movable[p] and op0.block[p][0] and op0.block[p][1]:
-                continue  # fixed and already flanked on both axes: leave it to the order
-            axes = []
-            for a, ax in enumerate("xy"):
-                o = 1 - a
-                clear = m.NewBoolVar("")
-                axes.append(clear)
-                size_a = 2 * int(self.half[p, a])
-                for q in range(n):
-                    if q == p or not (movable[p] or movable[q]):
-                        if q != p and not movable[p] and q in op0.block[p][a]:
-                            m.Add(clear == 0)
-                        continue
-                    lits = []
-                    exprs = [self.hi(q, o) - self.lo(p, o), self.hi(p, o) - self.lo(q, o),
-                             self.hi(p, 2) - self.lo(q, 2)]
-                    if inst.depth is None:
-                        exprs.append(self.hi(q, 2) - self.lo(p, 2))
-                    else:
-                        exprs.append(self.hi(q, 2) - self.hi(p, 2) + inst.depth)
-                    for e in exprs:
-                        lit = m.NewBoolVar("")
-                        m.Add(e <= eps).OnlyEnforceIf(lit)
-                        lits.append(lit)
-                    for e in (self.lo(q, a) - self.hi(p, a), self.lo(p, a) - self.hi(q, a)):
-                        lit = m.NewBoolVar("")
-                        if inst.opening is None:
-                            m.Add(e > eps).OnlyEnforceIf(lit)
-                        else:
-                            m.Add(2 * e >= inst.opening - size_a).OnlyEnforceIf(lit)
-                        lits.append(lit)
-                    m.AddBoolOr(lits).OnlyEnforceIf(clear)
-                del ax
-            m.AddBoolOr(axes)
-
-    def _centred(self, i: int, j: int, level: int) -> bool:
-        """For fixed i on fixed j: i's centre lies over j's footprint shrunk by
-        ``level`` quarters of i's half size (level 0: always true)."""
-        if not level:
-            return True
-        for a in range(2):
-            mu = level * int(self.half[i, a]) // 4
-            ctr = 2 * int(self.c[i][a])
-            if not (self.lo(j, a) + mu <= ctr <= self.hi(j, a) - mu):
-                return False
-        return True
-
-    def tight(self, expr: Any, lits: list, parts: tuple[int, ...]) -> None:
-        """``expr <= eps`` holds under ``lits``; a moved part gets no tolerance: ``expr <= 0``
-        (repairs put faces exactly together, inside, apart)."""
-        self.m.Add(expr <= self.inst.eps).OnlyEnforceIf(lits)
-        for t in self.changed(parts):
-            self.m.Add(expr <= 0).OnlyEnforceIf([*lits, t])
-
-    def changed(self, parts: tuple[int, ...]) -> list:
-        """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
-        for two parts of one structure, one of them left it (a rigid shift keeps their
-        relation, tolerance included)."""
-        if len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]:
-            return [self.free[k] for k in parts if k in self.free]
-        return [self.moved[k] for k in parts if k in self.moved]
-
-    def _half(self, i: int, z: g.HalfSpaceU, eps: int, gl: list) -> None:
-        lo, hi = g.lin_extremes(z.coef, [self.lo(i, a) for a in range(3)],
-                                [self.hi(i, a) for a in range(3)])
-        slack = eps * sum(abs(c) for c in z.coef)
-        if z.op in (">", ">="):
-            self.m.Add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
-        else:
-            self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
-
-    def solve(self, time_limit: float, workers: int) -> tuple[int, Any]:
-        s = self.cp.CpSolver()
-        s.parameters.max_time_in_seconds = time_limit
-        s.parameters.num_workers = workers
-        s.parameters.random_seed = SEED
-        st = s.Solve(self.m)
-        return st, s
 
 
 def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any) -> tuple[str, ...]:
@@ -398,53 +121,195 @@ def _key(geo: _Geo, s: Any) -> tuple[int, int, int]:
             sum(s.Value(v) for v in geo.free.values()), sum(s.Value(v) for v in geo.l1))
 
 
-def _solve_geo(cell: Cell, layout: Layout, movable: np.ndarray, local: np.ndarray | None,
-               keep_shape: bool, grip_clear: bool, left: Any, workers: int,
-               must_move: tuple[tuple[int, ...], ...] = ()) -> tuple[int, Any, _Geo]:
-    """Solve the placement. keep_shape: rigid shifts alone first (if they can repair, the
-    optimum has no free move, so that smaller model's optimum is the optimum). local: solve
-    with only those parts movable first, then with every part, hinted, in the time left;
-    the local answer alone is FEASIBLE (not proved minimal)."""
+@dataclasses.dataclass(frozen=True)
+class _Sol:
+    """One cluster's answer: found or not (infeasible: proved so), proved minimal, the new
+    centre (0.1 mm) and free flag of each moved part (layout indices), its cost key."""
 
-    def stage(mask: np.ndarray, hint: dict[int, list[int]] | None):
-        if keep_shape:
-            geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=True,
-                       grip_clear=grip_clear, rigid_only=True, hint=hint, must_move=must_move)
-            st, s = geo.solve(left(), workers)
+    ok: bool
+    infeasible: bool
+    proved: bool
+    moved: dict[int, tuple[tuple[int, ...], bool]]
+    key: tuple[int, int, int]
+    local: bool = False  # from the local repair (not CP-SAT over the whole cluster)
+
+
+def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
+    idx = np.asarray(parts, dtype=np.int64)
+    return Layout(ids=tuple(layout.ids[i] for i in parts),
+                  types=tuple(layout.types[i] for i in parts), pos=np.array(layout.pos[idx]),
+                  size=np.array(layout.size[idx]),
+                  grippers=tuple(layout.grippers[i] for i in parts), order=None,
+                  path=layout.path)
+
+
+def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
+                   grip_clear: bool, must_move: tuple[tuple[int, ...], ...], wall: float,
+                   det: float | None, workers: int,
+                   hint: dict[int, tuple[int, ...]] | None) -> _Sol:
+    """Solve one cluster on its own sub-layout (its parts and context, nothing else).
+    keep_shape: rigid shifts alone first (if they can repair, the optimum has no free
+    move, so that smaller model's optimum is the optimum)."""
+    sub = _sub_layout(layout, cl.parts)
+    where = {p: k for k, p in enumerate(cl.parts)}
+    mov = np.zeros(len(cl.parts), dtype=bool)
+    mov[[where[p] for p in cl.movable]] = True
+    anch = np.zeros(len(cl.parts), dtype=bool)
+    anch[[where[p] for p in cl.anchored]] = True
+    mm = tuple(t for t in (tuple(where[p] for p in grp if p in where) for grp in must_move) if t)
+    h = None if hint is None else {where[p]: list(c) for p, c in hint.items() if p in where}
+    t_end = time.perf_counter() + wall
+
+    def stage(rigid: bool) -> tuple[_Geo, int, Any]:
+        geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
+                   grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
+                   reach=cl.reach, anchored=anch)
+        st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
+        return geo, st, s
+
+    geo, st, s = stage(keep_shape)
+    if keep_shape and st not in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
+        geo, st, s = stage(False)
+    cp = geo.cp
+    if st not in (cp.OPTIMAL, cp.FEASIBLE):
+        return _Sol(False, st == cp.INFEASIBLE, st == cp.INFEASIBLE, {}, (0, 0, 0))
+    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
+    for k, mv in geo.moved.items():
+        if s.Value(mv):
+            c = tuple(int(s.Value(v)) for v in geo.c[k])
+            if c != tuple(int(x) for x in geo.c0[k]):
+                moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
+    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s))
+
+
+def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
+                    c0_all: np.ndarray, wall: float) -> _Sol | None:
+    """A fast first repair of one cluster (local repair): the parts to fix one at a time,
+    lowest first, each moved (with what rests on it) by a tiny CP-SAT model of that part
+    alone, the others fixed where they are by then. Not minimal; None if a step fails."""
+    t_end = time.perf_counter() + wall
+    parts = cl.parts
+    where = {p: k for k, p in enumerate(parts)}
+    pos = np.asarray(layout.pos, dtype=np.float64)[list(parts)].copy()
+    anch = np.zeros(len(parts), dtype=bool)
+    anch[[where[p] for p in cl.anchored]] = True
+    movable = np.zeros(len(parts), dtype=bool)
+    movable[[where[p] for p in cl.movable]] = True
+    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
+    comp_all = None
+    for p in bad:
+        if time.perf_counter() > t_end:
+            return None
+        sub = dataclasses.replace(_sub_layout(layout, parts), pos=pos.copy())
+        inst = build_instance(cell, sub)
+        b, eps = inst.boxes, inst.eps
+        if comp_all is None:
+            comp_all = _components(b, eps)
+        load = {where[p]}  # p and what rests on it, transitively
+        grow = True
+        while grow:
+            grow = False
+            for k in range(len(parts)):
+                if k not in load and movable[k] and any(
+                        bool(g.supports(b[j], b[k], eps)) for j in load):
+                    load.add(k)
+                    grow = True
+        whole = {k for k in range(len(parts)) if movable[k] and comp_all[k] == comp_all[where[p]]}
+        for group in (load, whole | load):
+            # the model holds the group and the parts its reach comes near, nothing else
+            gl = sorted(group)
+            r2 = 2 * cl.reach[gl]
+            lo, hi = b[gl][:, 0::2] - r2, b[gl][:, 1::2] + r2
+            near = np.zeros(len(parts), dtype=bool)
+            for q in range(len(gl)):
+                ok = np.ones(len(parts), dtype=bool)
+                for ax in range(3):
+                    ok &= (b[:, 2 * ax] - hi[q, ax] <= 300) & (lo[q, ax] - b[:, 2 * ax + 1] <= 300)
+                near |= ok
+            keep = np.nonzero(near)[0].tolist()
+            kk = {k: t for t, k in enumerate(keep)}
+            mini = _sub_layout(sub, tuple(keep))
+            mov = np.zeros(len(keep), dtype=bool)
+            mov[[kk[k] for k in gl]] = True
+            # a fixed part is anchored when its support does not change in this step
+            an = np.array([k not in group and (anch[k] or not any(
+                bool(g.supports(b[j], b[k], eps)) for j in gl)) for k in keep])
+            geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
+                       free_only=True)
+            st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2, fast=True)
             if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
-                return st, s, geo
-        geo = _Geo(cell, layout, mask, assumptions=False, keep_shape=keep_shape,
-                   grip_clear=grip_clear, hint=hint, must_move=must_move)
-        st, s = geo.solve(left(), workers)
-        return st, s, geo
-
-    if local is None:
-        return stage(movable, None)
-    st_a, s_a, geo_a = stage(local, None)
-    cp = geo_a.cp
-    if st_a not in (cp.OPTIMAL, cp.FEASIBLE):
-        return stage(movable, None)
-    hint = {i: [s_a.Value(v) for v in geo_a.c[i]] for i, mv in geo_a.moved.items()
-            if s_a.Value(mv)}
-    st_b, s_b, geo_b = stage(movable, hint)
-    if st_b == cp.OPTIMAL:
-        return st_b, s_b, geo_b
-    if st_b == cp.FEASIBLE and _key(geo_b, s_b) <= _key(geo_a, s_a):
-        return cp.FEASIBLE, s_b, geo_b
-    return cp.FEASIBLE, s_a, geo_a
+                break
+        else:
+            return None  # this cluster needs the whole CP-SAT model
+        for t_, mv in geo.moved.items():
+            c = tuple(int(s.Value(v)) for v in geo.c[t_])
+            k = keep[t_]
+            if s.Value(mv) and c != tuple(int(x) for x in geo.c0[t_]):
+                pos[k] = _pos_m(c)
+                moved[parts[k]] = (c, bool(s.Value(geo.free[t_])))
+    l1 = sum(int(abs(np.asarray(c) - c0_all[i]).sum()) for i, (c, _) in moved.items())
+    back = [i for i, (c, _) in moved.items() if tuple(int(x) for x in c0_all[i]) == c]
+    for i in back:
+        del moved[i]
+    return _Sol(True, False, False, moved, (len(moved), sum(f for _, f in moved.values()), l1),
+                local=True)
 
 
-def _pos_m(c01: list[int]) -> list[float]:
+def _to_fix(cluster: Cluster, geo_bad: list[Any], index: dict[str, int],
+            c0_all: np.ndarray) -> list[int]:
+    """The parts the local repair moves, lowest first: each part of a violation, except
+    that of two overlapping parts only the upper one (then the later one) moves."""
+    inside = set(cluster.movable)
+    out: set[int] = set()
+    for v in geo_bad:
+        idx = [index[p] for p in v.parts]
+        if v.rule == "no_overlap" and len(idx) == 2:
+            idx = [max(idx, key=lambda i: (int(c0_all[i][2]), i))]
+        out.update(i for i in idx if i in inside)
+    return sorted(out, key=lambda i: (int(c0_all[i][2]), i))
+
+
+def _pos_m(c01: list[int] | tuple[int, ...]) -> list[float]:
     return [float(Fraction(int(v), 10000)) for v in c01]
+
+
+def _solve_all(cell: Cell, layout: Layout, clusters: list[Cluster], workers: int,
+               run: Any) -> list[_Sol]:
+    """Each cluster solved by ``run(cluster, workers)``; with several workers and several
+    clusters, clusters run in parallel threads (one CP-SAT worker each); results are in
+    cluster order either way, so the merge is fixed."""
+    del cell, layout
+    if workers > 1 and len(clusters) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(workers, len(clusters))) as ex:
+            return list(ex.map(lambda c: run(c, 1), clusters))
+    return [run(c, workers) for c in clusters]
+
+
+def _report(layout: Layout, clusters: list[Cluster], sols: list[_Sol]) -> tuple[ClusterInfo, ...]:
+    return tuple(ClusterInfo(parts=tuple(layout.ids[p] for p in c.movable),
+                             context=len(c.parts) - len(c.movable), moved=len(s.moved),
+                             proved=s.proved) for c, s in zip(clusters, sols, strict=True))
 
 
 def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
            blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
-           keep_shape: bool = False) -> RepairResult:
+           keep_shape: bool = False, decompose: bool = True,
+           progress: Callable[[str], None] | None = None) -> RepairResult:
     """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
     free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
     first, so structures move whole where geometry allows); then the order is kept or
     re-sequenced. ``blocked`` adds keep-out zones (blocked regions).
+
+    ``decompose`` (default): only the structures named by a violation move, each by at
+    most the move bound (:mod:`.clusters`), in independent clusters solved and proved one
+    by one; ``optimal`` then means minimal within that scope, every cluster proved
+    (``clusters`` says which were). Anytime: the first verified repair (each cluster's
+    best within a short deterministic budget) is kept, then unproved clusters are
+    improved while ``time_limit`` (the whole call) allows; at the limit the best verified
+    repair is returned as ``feasible``. ``decompose=False`` is the monolithic model: every
+    part may move anywhere. Parallel clusters keep a fixed merge order: deterministic.
 
     If the minimal placement admits no assembly order, the placement is solved again with
     a sufficient grip condition (each moved part keeps one lateral axis clear of
@@ -453,14 +318,26 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
 
     t0 = time.perf_counter()
     cell = with_blocked(cell, blocked)
-
     reserve = min(0.2, 0.15 * time_limit)  # for building the answer and re-verifying
 
     def left() -> float:
         return max(0.05, time_limit - reserve - (time.perf_counter() - t0))
 
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"repair {time.perf_counter() - t0:6.2f} s: {msg}")
+
+    best: dict[str, Any] = {}
+
     def done(**kw: Any) -> RepairResult:
         return RepairResult(before=before, seconds=time.perf_counter() - t0, **kw)
+
+    def finish(status: str) -> RepairResult:
+        return done(status=status, layout=best["layout"].to_json(), moves=best["moves"],
+                    reordered=best["reordered"], verdict=best["verdict"],
+                    first_seconds=best["first"], clusters=best["clusters"],
+                    proved_seconds=best.get("proved") if status == "optimal" else None,
+                    move_bound_m=best.get("bound"))
 
     before = check(cell, layout, timeout=time_limit)
     if before.verdict == "pass":
@@ -468,81 +345,65 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                     verdict=before)
     if before.verdict == "unknown":
         return done(status="unknown", reason=f"verification hit a limit: {before.reason}")
+    spent = time.perf_counter() - t0
+    if spent >= time_limit - reserve:
+        return done(status="unknown", reason=f"checking the layout ({len(layout)} parts) took "
+                    f"{spent:.1f} s of the {time_limit:g} s limit: no time left to repair it "
+                    "(raise --time-limit)")
     orules = set(order_rule_names(cell))
     geo_bad = [v for v in before.violations if v.rule not in orules]
     unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
                             and v.rule not in LOOP_RULES})
     if unknown_rules:
         return done(status="unknown", reason="repair does not encode the rule(s) "
-                    f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, stability "
-                    "and the order rules): not repaired")
+                    f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, "
+                    f"{', '.join(LOOP_RULES)} and the order rules): not repaired")
     n = len(layout)
     index = {pid: i for i, pid in enumerate(layout.ids)}
     why: dict[str, list[str]] = {}
     for v in before.violations:
         for p in v.parts:
             why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
-    movable = np.ones(n, dtype=bool)
-    local = None
-    status = "optimal"
-    if n > LOCAL_FIRST:
-        inst0 = build_instance(cell, layout)
-        comp = _components(inst0.boxes, inst0.eps)
-        bad = {comp[index[p]] for v in geo_bad for p in v.parts}
-        local = np.isin(comp, list(bad))
-        if n > FULL_MODEL_PARTS:
-            movable, local = local, None
-            status = "feasible"  # minimal among the violating structures only
+    inst0 = build_instance(cell, layout.with_order(None))
+    c0 = ((inst0.boxes[:, 0::2] + inst0.boxes[:, 1::2]) // 2) // 2  # centres, 0.1 mm
+    comp = structures(inst0)
+    margin = g.relation_margin(inst0.boxes, inst0.eps, flanks=True, opening=inst0.opening,
+                               depth=inst0.depth) + 2
+    keepout_bad = np.zeros(n, dtype=bool)
+    for v in geo_bad:
+        if v.rule == "keepout":
+            keepout_bad[[index[p] for p in v.parts]] = True
 
-    must_move = _unstable_groups(cell, layout, before)
-    grip_clear = False
-    rounds = 0
-    while True:
+    def clusters_for(must_move: tuple[tuple[int, ...], ...]) -> list[Cluster]:
+        if not decompose:
+            return [Cluster(parts=tuple(range(n)), movable=tuple(range(n)), reach=(
+                _full_reach(inst0, n)), anchored=())]
+        involved = np.zeros(n, dtype=bool)
+        involved[[index[p] for v in geo_bad for p in v.parts]] = True
+        for grp in must_move:
+            involved[list(grp)] = True
+        mov = movable_parts(inst0, comp, involved)
+        reach = reach_of(inst0, mov, bounds, unbounded=keepout_bad)
+        for k in np.unique(comp[mov]).tolist():  # a structure moves whole: one reach for all
+            sel = mov & (comp == k)
+            reach[sel] = reach[sel].max(axis=0)
+        return decompose_clusters(inst0, comp, mov, reach, margin)
+
+    def assemble(sols: list[_Sol], grip_clear: bool) -> tuple[str, Any]:
+        """Merge the clusters' moves (fixed order), re-sequence, re-verify."""
         new_pos = np.asarray(layout.pos, dtype=np.float64).copy()
         moves: list[Move] = []
-        if must_move:
-            status = "feasible"  # stability is repaired by re-solving, not proved minimal
-        if geo_bad or grip_clear:
-            st, s, geo = _solve_geo(cell, layout, movable, local, keep_shape, grip_clear,
-                                    left, workers, must_move)
-            cp = geo.cp
-            if st not in (cp.OPTIMAL, cp.FEASIBLE):
-                if st == cp.INFEASIBLE and must_move:
-                    return done(status="unknown", reason="no placement found that also "
-                                "makes every structure stable (stability is not encoded in "
-                                "CP-SAT: unstable structures are made to change, round by round)")
-                if st == cp.INFEASIBLE and grip_clear:
-                    return done(status="unknown", reason="the minimal placement admits no "
-                                "assembly order, and no placement keeps a grip axis clear for "
-                                "every moved part")
-                if st == cp.INFEASIBLE and movable.all():
-                    core = _core(cell, layout, movable, left)
-                    rules_txt = ", ".join(core) if core else ", ".join(geo.rules)
-                    return done(status="infeasible", conflict=core, reason="no placement of "
-                                f"these parts satisfies the rules together: {rules_txt}")
-                return done(status="unknown", reason=(
-                    "no repair among the violating structures (other parts fixed)"
-                    if st == cp.INFEASIBLE else
-                    f"time limit ({time_limit:g} s) hit before a repair was found"))
-            if st == cp.FEASIBLE or grip_clear:
-                status = "feasible"
-            for i in range(n):
-                if i not in geo.moved or not s.Value(geo.moved[i]):
-                    continue
-                c_new = [s.Value(v) for v in geo.c[i]]
-                c_old = [int(v) for v in geo.c0[i]]
-                if c_new == c_old:
-                    continue
-                dst = _pos_m(c_new)
-                new_pos[i] = dst
-                pid = layout.ids[i]
-                free = bool(s.Value(geo.free[i]))
-                reason = "; ".join(why.get(pid, [])) or (
-                    "moved with its structure" if not free else
-                    "moved so the rules hold together")
-                moves.append(Move(part=pid, src=tuple(_pos_m(c_old)),  # type: ignore[arg-type]
-                                  dst=tuple(dst), how="free" if free else "shift",  # type: ignore
-                                  why=reason))
+        merged = {i: mv for s_ in sols for i, mv in s_.moved.items()}
+        for i in sorted(merged):
+            c_new, free = merged[i]
+            dst = _pos_m(c_new)
+            new_pos[i] = dst
+            pid = layout.ids[i]
+            reason = "; ".join(why.get(pid, [])) or (
+                "moved with its structure" if not free else "moved so the rules hold together")
+            moves.append(Move(part=pid, src=tuple(_pos_m(c0[i])),  # type: ignore[arg-type]
+                              dst=tuple(dst), how="free" if free else "shift",  # type: ignore
+                              why=reason))
         repaired = dataclasses.replace(layout, pos=new_pos, order=None)
         reordered = False
         if layout.order is not None:
@@ -551,28 +412,207 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             prefer = [rank[pid] for pid in layout.ids]
             ost, steps, _, oreason, _ = solve_order(cell, inst, left(), prefer)
             if ost == "infeasible" and not grip_clear:
-                grip_clear = True
-                continue  # try again, keeping a grip axis clear for every moved part
+                return "no_order", oreason
             if ost != "optimal":
-                return done(status="infeasible" if ost == "infeasible" else "unknown",
-                            conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
-                            reason=f"positions repaired but no placement order: {oreason}")
+                return ("order_infeasible" if ost == "infeasible" else "order_unknown"), oreason
             new_order = tuple(st_.part for st_ in steps)
             reordered = new_order != tuple(layout.order)
             repaired = repaired.with_order(new_order)
         after = check(cell, repaired, timeout=left())
+        return "checked", (repaired, tuple(moves), reordered, after)
+
+    must_move = _unstable_groups(cell, layout, before)
+    grip_clear = False
+    rounds = 0
+    cache: dict[tuple, _Sol] = {}
+    no_local: set[tuple[int, ...]] = set()
+    ws0 = inst0.zones["workspace"]
+    assert isinstance(ws0, BoxU)
+    bound_max = max(h - lo_ for lo_, h in zip(ws0.lo, ws0.hi, strict=True)) // 2 + 1
+    bounds = np.full(n, MOVE_BOUND, dtype=np.int64)  # per part, widened where needed
+    det1 = max(0.05, min(0.1, 0.05 * time_limit))  # first pass, per cluster (deterministic)
+
+    def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
+            tag: str = "first") -> _Sol:
+        key = (cl.key, tuple(t for t in must_move if set(t) & set(cl.movable)), grip_clear,
+               tag)
+        if key in cache:
+            return cache[key]
+        sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
+                             must_move=must_move, wall=left(), det=det, workers=w, hint=hint)
+        cache[key] = sol
+        return sol
+
+    while True:
+        clusters = clusters_for(must_move)
+        say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
+            f"part(s) of {n}")
+        local = decompose and not must_move and not grip_clear and not keep_shape
+
+        def first(c: Cluster, w: int, local: bool = local,
+                  skip: set[tuple[int, ...]] = no_local) -> _Sol:
+            """The first pass: the local repair, or CP-SAT on a short budget."""
+            if local and c.movable not in skip:
+                gs = _greedy_cluster(cell, layout, c, _to_fix(c, geo_bad, index, c0), c0,
+                                     left())
+                if gs is not None:
+                    return gs
+            return run(c, w, (det1 if local else 10 * det1) if decompose else None)
+
+        sols = _solve_all(cell, layout, clusters, workers, first)
+        for k, s_ in enumerate(sols):  # nothing in the first pass: give it the time
+            if not s_.ok and not s_.infeasible and left() > 0.2:
+                s2 = run(clusters[k], workers, 0.6 * time_limit, tag="improve")
+                if s2.ok or s2.infeasible:
+                    sols[k] = s2
+        bad = [k for k, s_ in enumerate(sols) if not s_.ok]
+        if bad:
+            s_bad = sols[bad[0]]
+            if s_bad.infeasible and must_move:
+                return done(status="unknown", reason="no placement found that also makes "
+                            "every structure stable (stability is not encoded in CP-SAT: "
+                            "unstable structures are made to change, round by round)")
+            if s_bad.infeasible and grip_clear:
+                return done(status="unknown", reason="the minimal placement admits no "
+                            "assembly order, and no placement keeps a grip axis clear for "
+                            "every moved part")
+            if s_bad.infeasible and not decompose:
+                core = _core(cell, layout, np.ones(n, dtype=bool), left)
+                rules_txt = ", ".join(core) if core else ", ".join(
+                    r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
+                return done(status="infeasible", conflict=core, reason="no placement of "
+                            f"these parts satisfies the rules together: {rules_txt}")
+            wid = [clusters[k] for k in bad if sols[k].infeasible]
+            if (s_bad.infeasible and decompose
+                    and any(bounds[list(c.movable)].max() < bound_max for c in wid)):
+                for c in wid:  # no repair within the bound: widen it for those parts
+                    sel = list(c.movable)
+                    bounds[sel] = np.minimum(bound_max, 3 * bounds[sel])
+                say(f"{len(wid)} cluster(s) with no repair within the move bound: up to "
+                    f"{int(bounds.max()) / 10000:g} m there")
+                continue
+            if s_bad.infeasible and n <= MONOLITHIC_FALLBACK:
+                say("a cluster has no repair within the move bound: the whole layout")
+                r = repair(cell, layout, time_limit=max(0.1, time_limit - (
+                    time.perf_counter() - t0)), workers=workers, keep_shape=keep_shape,
+                    decompose=False)
+                return r.model_copy(update={"seconds": time.perf_counter() - t0})
+            cl = clusters[bad[0]]
+            names = ", ".join(layout.ids[p] for p in cl.movable[:8])
+            return done(status="unknown", reason=(
+                f"no repair of the cluster of {names} with the parts around it fixed"
+                if s_bad.infeasible else
+                f"time limit ({time_limit:g} s) hit before a repair was found"))
+        what, res = assemble(sols, grip_clear)
+        if what == "no_order":
+            grip_clear = True
+            say("the placement admits no order: keeping a grip axis clear")
+            continue
+        if what != "checked":
+            return done(status="infeasible" if what == "order_infeasible" else "unknown",
+                        conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
+                        reason=f"positions repaired but no placement order: {res}")
+        repaired, moves, reordered, after = res
+        if after.verdict == "fail" and any(s_.local for s_ in sols):
+            # the local repair did not verify there: those clusters get CP-SAT whole (the
+            # clusters of the parts named, or every local one if none is named)
+            named = {index[p] for v in after.violations for p in v.parts}
+            hit = {c.movable for c, s_ in zip(clusters, sols, strict=True)
+                   if s_.local and named & set(c.parts)}
+            no_local |= hit or {c.movable for c, s_ in zip(clusters, sols, strict=True)
+                                if s_.local}
+            say(f"the local repair does not re-verify in {len(hit) or 'every'} cluster(s): "
+                "solving those whole")
+            continue
         if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):
             rounds += 1
             must_move = must_move + _unstable_groups(cell, repaired, after)
+            say(f"stability round {rounds}")
             continue
         if after.verdict != "pass":
             detail = (after.reason if after.verdict == "unknown" else
                       "; ".join(f"{v.rule}({', '.join(v.parts)})" for v in after.violations[:5]))
             return done(status="unknown", reason=f"the repaired layout does not re-verify: "
                         f"{detail}")
-        return done(status=status, layout=repaired.to_json(), moves=tuple(moves),
-                    reordered=reordered, verdict=after)
+        break
+    best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                first=time.perf_counter() - t0, clusters=_report(layout, clusters, sols),
+                key=tuple(map(sum, zip(*[s_.key for s_ in sols], strict=True))))
+    proved = all(s_.proved for s_ in sols)
+    exact = not must_move and not grip_clear
+    say(f"first verified repair: {len(moves)} part(s) moved; "
+        f"{sum(s_.proved for s_ in sols)}/{len(sols)} cluster(s) proved minimal")
+    def cost(ss: list[_Sol]) -> tuple[int, int]:
+        return (sum(x.key[0] for x in ss), sum(x.key[2] for x in ss))
+
+    best["cost"] = cost(sols)
+    if not proved:
+        # anytime: improve the unproved clusters in the time left, hinted with their answer
+        todo = [k for k, s_ in enumerate(sols) if not s_.proved]
+        det2 = max(det1, 0.6 * time_limit / len(todo))
+        sols2 = list(sols)
+        for k in todo:
+            if left() <= 0.1:
+                break
+            hint = {i: c for i, (c, _) in sols[k].moved.items()}
+            s2 = run(clusters[k], workers, det2, hint, tag="improve")
+            # proved: the cluster's optimum (the local repair's free-move count is counted
+            # on its own small models, so only parts moved and L1 compare across the two)
+            old = (sols[k].key[0], sols[k].key[2])
+            if s2.ok and s2.proved and (s2.key[0], s2.key[2]) == old:
+                sols2[k] = dataclasses.replace(sols[k], proved=True)  # it was minimal already
+            elif s2.ok and (s2.proved or (s2.key[0], s2.key[2]) < old):
+                sols2[k] = s2
+        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)):
+            what, res = assemble(sols2, grip_clear)
+            if what == "checked" and res[3].verdict == "pass":
+                repaired, moves, reordered, after = res
+                best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                            clusters=_report(layout, clusters, sols2), cost=cost(sols2))
+                say(f"improved: {len(moves)} part(s) moved")
+            else:
+                sols2 = [x if x.moved is y.moved else y for x, y in zip(sols2, sols, strict=True)]
+        sols = sols2
+        best["clusters"] = _report(layout, clusters, sols)
+        proved = all(s_.proved for s_ in sols)
+    if decompose:
+        best["bound"] = int(bounds.min()) / 10000  # every movable part could move this far
+    if proved:
+        best["proved"] = time.perf_counter() - t0
+    # widen the move bound while the problem is small: the proof then covers more
+    widened = 0
+    while (decompose and exact and proved and int(bounds.min()) < bound_max and left() > 0.3
+           and widened < WIDEN_STEPS and n <= WIDEN_PARTS):
+        widened += 1
+        bounds = np.minimum(bound_max, 3 * bounds)
+        wide = clusters_for(must_move)
+        hint = {i: c for s_ in sols for i, (c, _) in s_.moved.items()}
+        sw = [run(c, workers, WIDEN_DET / len(wide), hint, tag="widen") for c in wide]
+        if not all(x.ok and x.proved for x in sw):
+            break  # the proof stays the one within the narrower bound
+        if cost(sw) < best["cost"]:
+            what, res = assemble(sw, grip_clear)
+            if what != "checked" or res[3].verdict != "pass":
+                break
+            repaired, moves, reordered, after = res
+            best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
+                        cost=cost(sw))
+            say(f"move bound {int(bounds.min()) / 10000:g} m: {len(moves)} part(s) moved")
+        best["clusters"] = _report(layout, wide, sw)
+        best["bound"] = int(bounds.min()) / 10000
+        clusters, sols = wide, sw
+    return finish("optimal" if proved and exact else "feasible")
+
+
+def _full_reach(inst: Instance, n: int) -> np.ndarray:
+    """The monolithic model's reach: anywhere in the workspace (and from outside it)."""
+    ws = inst.zones["workspace"]
+    assert isinstance(ws, BoxU)
+    b = inst.boxes
+    span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
+            for k in range(3)] if n else [0, 0, 0]
+    return np.tile(np.asarray(span, dtype=np.int64) * 2, (n, 1))
 
 
 def parse_blocked(spec: str, name: str) -> Zone:

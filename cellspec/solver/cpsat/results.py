@@ -100,10 +100,28 @@ class Move(BaseModel):
                 "how": self.how, "why": self.why}
 
 
+class ClusterInfo(BaseModel):
+    """One independent repair cluster: the parts that could move, how many fixed parts
+    around them were in its model, how many moved, and whether CP-SAT proved its answer
+    minimal (within the move bound)."""
+
+    model_config = ConfigDict(frozen=True)
+    parts: tuple[str, ...]
+    context: int
+    moved: int
+    proved: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"parts": list(self.parts), "context": self.context, "moved": self.moved,
+                "proved": self.proved}
+
+
 class RepairResult(BaseModel):
     """A repaired layout (re-verified: ``verdict`` is a pass), a proof that none exists,
-    or unknown. ``optimal``: fewest parts moved, then least L1 displacement, proved;
-    ``feasible``: a verified repair, optimality not proved within the limits."""
+    or unknown. ``optimal``: fewest parts moved, then least L1 displacement, proved (with
+    decomposition: among moves of the violating structures by at most ``move_bound_m``,
+    every cluster proved); ``feasible``: a verified repair, optimality not proved within
+    the limits."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     status: Status
@@ -116,6 +134,10 @@ class RepairResult(BaseModel):
     verdict: Verdict | None = None
     before: Verdict | None = None
     seconds: float = 0.0
+    first_seconds: float | None = None  # when the first verified repair was in hand
+    proved_seconds: float | None = None  # when every cluster was first proved minimal
+    move_bound_m: float | None = None  # the scope of the proof: how far a part may move
+    clusters: tuple[ClusterInfo, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> RepairResult:
@@ -149,8 +171,16 @@ class RepairResult(BaseModel):
             out["reason"] = self.reason
         if self.conflict:
             out["conflict"] = list(self.conflict)
+        if self.clusters:
+            out["clusters"] = [c.to_json() for c in self.clusters]
+        if self.move_bound_m is not None:
+            out["move_bound_m"] = self.move_bound_m
         if self.layout is not None:
             out["layout"] = self.layout
         if timing:
             out["seconds"] = round(self.seconds, 4)
+            if self.first_seconds is not None:
+                out["first_seconds"] = round(self.first_seconds, 4)
+            if self.proved_seconds is not None:
+                out["proved_seconds"] = round(self.proved_seconds, 4)
         return out

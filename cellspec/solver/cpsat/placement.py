@@ -1,0 +1,345 @@
+"""The CP-SAT placement model of repair: the parts' centres on the 0.1 mm grid, the
+standard geometric rules encoded exactly, the lexicographic objective (see
+:mod:`cellspec.solver.cpsat.repair` for the model's meaning and how it is used)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cellspec.dsl.model import Cell
+from cellspec.layout import Layout
+from cellspec.solver import geometry as g
+from cellspec.solver.instance import BoxU, build_instance
+
+SEED = 1
+GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
+
+
+def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
+    from cellspec.solver.graph import components
+
+    i, j = g.broad_phase(boxes, eps)
+    keep = g.contact(boxes[i], boxes[j], eps)
+    return components(len(boxes), i[keep], j[keep])
+
+
+class _Geo:
+    """The CP-SAT model of the geometric rules."""
+
+    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,
+                 keep_shape: bool = False, grip_clear: bool = False,
+                 rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
+                 must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
+                 anchored: np.ndarray | None = None, free_only: bool = False):
+        """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
+        (None: anywhere in the workspace); pairs whose reaches cannot meet get no
+        constraint. ``anchored``: fixed parts whose support lies outside this model.
+        ``free_only``: every move is a free one (no rigid shift, so no kept tolerance)."""
+        tighten: dict[int, int] = {}
+        for group in must_move:  # each round a part was unstable tightens its support
+            for i in group:
+                tighten[i] = min(4, tighten.get(i, 0) + 1)
+        from ortools.sat.python import cp_model
+
+        self.cp = cp_model
+        inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
+        self.inst = inst
+        n = inst.n
+        b = inst.boxes
+        eps = inst.eps
+        names = {r.name for r in cell.rules if r.severity == "error"}
+        self.rules = [r for r in GEOMETRY_RULES if r in names]
+        m = cp_model.CpModel()
+        self.m = m
+        self.guard: dict[str, Any] = {}
+        self.lit_rule: dict[int, str] = {}
+
+        def guard(name: str) -> list:
+            if not assumptions:
+                return []
+            if name not in self.guard:
+                lit = m.NewBoolVar(f"rule_{name}")
+                self.guard[name] = lit
+                self.lit_rule[lit.Index()] = name
+            return [self.guard[name]]
+
+        s2 = (b[:, 1::2] - b[:, 0::2])  # full size per axis, U (even)
+        self.half = s2 // 2  # half size in U = size in 0.1 mm
+        c0 = (b[:, 0::2] + b[:, 1::2]) // 2  # centre, U (even)
+        self.c0 = c0 // 2  # centre in 0.1 mm
+        ws = inst.zones["workspace"]
+        assert isinstance(ws, BoxU)
+        span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
+                for k in range(3)]
+        comp = _components(b, eps)
+        self.comp = comp
+        if reach is None:
+            reach = np.zeros((n, 3), dtype=np.int64)
+            reach[movable] = np.asarray(span, dtype=np.int64)[None, :] * 2
+        reach = np.where(movable[:, None], reach, 0)
+        ncomp = int(comp.max()) + 1 if n else 0
+        mov_comp = np.zeros(ncomp, dtype=bool)
+        mov_comp[comp[movable]] = True
+        self.shift = {}
+        self.shifted = {}
+        for k in np.nonzero(mov_comp)[0].tolist():
+            rk = reach[comp == k].max(axis=0)
+            self.shift[k] = [m.NewIntVar(-int(rk[a]), int(rk[a]), f"T{k}{a}") for a in range(3)]
+            sh = m.NewBoolVar(f"sh{k}")
+            self.shifted[k] = sh
+            for a in range(3):
+                m.Add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
+        self.c: list[list[Any]] = []  # centre in 0.1 mm: int or var
+        self.free: dict[int, Any] = {}
+        self.moved: dict[int, Any] = {}
+        self.l1: list[Any] = []
+        for i in range(n):
+            if not movable[i]:
+                self.c.append([int(self.c0[i, a]) for a in range(3)])
+                continue
+            k = int(comp[i])
+            fr = m.NewBoolVar(f"free{i}")
+            mv = m.NewBoolVar(f"mv{i}")
+            self.free[i] = fr
+            self.moved[i] = mv
+            ci = []
+            for a in range(3):
+                r = int(reach[i, a])
+                c0 = int(self.c0[i, a])
+                f = m.NewIntVar(-2 * r, 2 * r, f"f{i}{a}")
+                m.Add(f == 0).OnlyEnforceIf(fr.Not())
+                v = m.NewIntVar(max(-span[a], c0 - r), min(span[a], c0 + r), f"c{i}{a}")
+                m.Add(v == c0 + self.shift[k][a] + f)
+                d = m.NewIntVar(0, r, f"d{i}{a}")
+                m.AddAbsEquality(d, v - int(self.c0[i, a]))
+                m.Add(d == 0).OnlyEnforceIf(mv.Not())
+                self.l1.append(d)
+                ci.append(v)
+            m.AddImplication(fr, mv)
+            if rigid_only:
+                m.Add(fr == 0)
+            if free_only:
+                m.Add(fr == mv)
+                for a in range(3):
+                    m.Add(self.shift[k][a] == 0)
+            m.AddImplication(self.shifted[k], mv)
+            self.c.append(ci)
+        self.lo = lambda i, a: 2 * self.c[i][a] - int(self.half[i, a])  # noqa: E731
+        self.hi = lambda i, a: 2 * self.c[i][a] + int(self.half[i, a])  # noqa: E731
+        mov_idx = np.nonzero(movable)[0].tolist()
+        if "workspace" in self.rules:
+            for i in mov_idx:
+                for a in range(3):
+                    self.tight(ws.lo[a] - self.lo(i, a), guard("workspace"), (i,))
+                    self.tight(self.hi(i, a) - ws.hi[a], guard("workspace"), (i,))
+        if "keepout" in self.rules:
+            for zname in inst.keepouts:
+                z = inst.zones[zname]
+                gl = guard(f"keepout {zname}")
+                for i in mov_idx:
+                    if isinstance(z, BoxU):
+                        opts = []
+                        for a in range(3):
+                            for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
+                                lit = m.NewBoolVar("")
+                                self.tight(expr, [lit], (i,))
+                                opts.append(lit)
+                        m.AddBoolOr(opts).OnlyEnforceIf(gl)
+                    else:
+                        self._half(i, z, eps, gl)
+        # pairs whose reaches come within the relation margin (beyond it no rule relates them)
+        margin = g.relation_margin(b, eps, flanks=grip_clear, opening=inst.opening,
+                                   depth=inst.depth) + 2
+        s_lo, s_hi = b[:, 0::2] - 2 * reach, b[:, 1::2] + 2 * reach
+        close = np.ones((n, n), dtype=bool)
+        for a in range(3):
+            close &= s_lo[:, None, a] - s_hi[None, :, a] <= margin
+            close &= s_lo[None, :, a] - s_hi[:, None, a] <= margin
+        np.fill_diagonal(close, False)
+        self.close = close
+        ii, jj = np.nonzero(np.triu(close, 1) & (movable[:, None] | movable[None, :]))
+        pairs = list(zip(ii.tolist(), jj.tolist(), strict=True))
+        anchored = np.zeros(n, dtype=bool) if anchored is None else anchored
+        if "no_overlap" in self.rules:
+            gl = guard("no_overlap")
+            for i, j in pairs:
+                opts = []
+                for a in range(3):
+                    for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
+                        lit = m.NewBoolVar("")
+                        self.tight(expr, [lit], (i, j))
+                        opts.append(lit)
+                m.AddBoolOr(opts).OnlyEnforceIf(gl)
+        if "gravity" in self.rules:
+            gl = guard("gravity")
+            surf = sorted(set(inst.surfaces.values()))
+            need = set(mov_idx)
+            for i, j in pairs:
+                need.add(i)
+                need.add(j)
+            for i in sorted(need):
+                if anchored[i] and not tighten.get(i):
+                    continue  # fixed, and resting on a fixed part outside this model
+                opts = []
+                done = False
+                for z in surf:
+                    lit = m.NewBoolVar("")
+                    self.tight(z - self.lo(i, 2), [lit], (i,))
+                    self.tight(self.lo(i, 2) - z, [lit], (i,))
+                    opts.append(lit)
+                for j in np.nonzero(close[i])[0].tolist():
+                    if j == i:
+                        continue
+                    if not movable[i] and not movable[j]:
+                        done = done or (bool(g.supports(b[j], b[i], eps))
+                                        and self._centred(i, j, tighten.get(i, 0)))
+                        continue
+                    lit = m.NewBoolVar("")
+                    self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
+                    self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
+                    for a in range(2):
+                        m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
+                        m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
+                        ctr = 2 * self.c[i][a]
+                        for t in self.changed((i, j)):  # a new support: centre over it
+                            m.Add(ctr >= self.lo(j, a)).OnlyEnforceIf([lit, t])
+                            m.Add(ctr <= self.hi(j, a)).OnlyEnforceIf([lit, t])
+                        if tighten.get(i):  # unstable before: centre well inside the support
+                            mu = tighten[i] * int(self.half[i, a]) // 4
+                            m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
+                            m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
+                    opts.append(lit)
+                if done:
+                    continue
+                m.AddBoolOr(opts).OnlyEnforceIf(gl)
+        if grip_clear:
+            self._grip_clear(movable)
+        for group in must_move[-1:]:  # the structure unstable last: something must move
+            lits = [self.moved[i] for i in group if i in self.moved]
+            if lits:
+                m.AddBoolOr(lits)
+            else:
+                m.AddBoolOr([m.NewConstant(0)])
+        # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
+        # keep_shape: free moves first (structures stay whole where geometry allows)
+        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free))
+        nf = len(self.free) + 1
+        lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
+        w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
+        m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
+                   + sum(self.l1))
+        for i in mov_idx:
+            if hint and i in hint:
+                m.AddHint(self.moved[i], 1)
+                for a in range(3):
+                    m.AddHint(self.c[i][a], hint[i][a])
+            else:
+                m.AddHint(self.moved[i], 0)
+        if assumptions:
+            m.AddAssumptions(list(self.guard.values()))
+
+    def _grip_clear(self, movable: np.ndarray) -> None:
+        """A sufficient, order-free condition for grip access: every moved part placed by
+        the parallel gripper (and every fixed one that had such an axis) keeps one lateral
+        axis with no flanking part at all, so any support order can grip it. Used when the
+        moved layout admits no order."""
+        inst, m, eps = self.inst, self.m, self.inst.eps
+        n = inst.n
+        op0 = None
+        from cellspec.solver.cpsat.sequence import order_problem
+
+        op0 = order_problem(inst)
+        par = [gk == "parallel" for gk in inst.grippers]
+        for p in range(n):
+            if not par[p]:
+                continue
+            if not movable[p] and op0.block[p][0] and op0.block[p][1]:
+                continue  # fixed and already flanked on both axes: leave it to the order
+            axes = []
+            for a, ax in enumerate("xy"):
+                o = 1 - a
+                clear = m.NewBoolVar("")
+                axes.append(clear)
+                size_a = 2 * int(self.half[p, a])
+                for q in np.nonzero(self.close[p])[0].tolist():
+                    if q == p or not (movable[p] or movable[q]):
+                        if q != p and not movable[p] and q in op0.block[p][a]:
+                            m.Add(clear == 0)
+                        continue
+                    lits = []
+                    exprs = [self.hi(q, o) - self.lo(p, o), self.hi(p, o) - self.lo(q, o),
+                             self.hi(p, 2) - self.lo(q, 2)]
+                    if inst.depth is None:
+                        exprs.append(self.hi(q, 2) - self.lo(p, 2))
+                    else:
+                        exprs.append(self.hi(q, 2) - self.hi(p, 2) + inst.depth)
+                    for e in exprs:
+                        lit = m.NewBoolVar("")
+                        m.Add(e <= eps).OnlyEnforceIf(lit)
+                        lits.append(lit)
+                    for e in (self.lo(q, a) - self.hi(p, a), self.lo(p, a) - self.hi(q, a)):
+                        lit = m.NewBoolVar("")
+                        if inst.opening is None:
+                            m.Add(e > eps).OnlyEnforceIf(lit)
+                        else:
+                            m.Add(2 * e >= inst.opening - size_a).OnlyEnforceIf(lit)
+                        lits.append(lit)
+                    m.AddBoolOr(lits).OnlyEnforceIf(clear)
+                del ax
+            m.AddBoolOr(axes)
+
+    def _centred(self, i: int, j: int, level: int) -> bool:
+        """For fixed i on fixed j: i's centre lies over j's footprint shrunk by
+        ``level`` quarters of i's half size (level 0: always true)."""
+        if not level:
+            return True
+        for a in range(2):
+            mu = level * int(self.half[i, a]) // 4
+            ctr = 2 * int(self.c[i][a])
+            if not (self.lo(j, a) + mu <= ctr <= self.hi(j, a) - mu):
+                return False
+        return True
+
+    def tight(self, expr: Any, lits: list, parts: tuple[int, ...]) -> None:
+        """``expr <= eps`` holds under ``lits``; a moved part gets no tolerance: ``expr <= 0``
+        (repairs put faces exactly together, inside, apart)."""
+        self.m.Add(expr <= self.inst.eps).OnlyEnforceIf(lits)
+        for t in self.changed(parts):
+            self.m.Add(expr <= 0).OnlyEnforceIf([*lits, t])
+
+    def changed(self, parts: tuple[int, ...]) -> list:
+        """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
+        for two parts of one structure, one of them left it (a rigid shift keeps their
+        relation, tolerance included)."""
+        if len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]:
+            return [self.free[k] for k in parts if k in self.free]
+        return [self.moved[k] for k in parts if k in self.moved]
+
+    def _half(self, i: int, z: g.HalfSpaceU, eps: int, gl: list) -> None:
+        lo, hi = g.lin_extremes(z.coef, [self.lo(i, a) for a in range(3)],
+                                [self.hi(i, a) for a in range(3)])
+        slack = eps * sum(abs(c) for c in z.coef)
+        if z.op in (">", ">="):
+            self.m.Add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
+        else:
+            self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
+
+    def solve(self, time_limit: float, workers: int,
+              det_limit: float | None = None, fast: bool = False) -> tuple[int, Any]:
+        """Solve with a wall-clock limit and, when given, a deterministic-time limit (the
+        one meant to bind, so answers at a limit repeat run to run); several workers
+        search interleaved, deterministically."""
+        s = self.cp.CpSolver()
+        s.parameters.max_time_in_seconds = time_limit
+        if det_limit is not None:
+            s.parameters.max_deterministic_time = det_limit
+        if fast:  # a tiny model (one part of the local repair): presolve costs more than it saves
+            s.parameters.cp_model_presolve = False
+        s.parameters.num_workers = workers
+        if workers > 1:
+            s.parameters.interleave_search = True
+        s.parameters.random_seed = SEED
+        st = s.Solve(self.m)
+        return st, s
