@@ -53,7 +53,7 @@ def test_station_model() -> None:
     assert cell.default_gripper.kind == "parallel"
     names = [r.name for r in cell.rules]
     assert names == ["workspace", "no_overlap", "gravity", "support_order", "grip_access",
-                     "keepout"]
+                     "keepout", "stability", "stability_stages"]  # stability on by default
     assert all(str(r.source).startswith("cellspec/rules/physical.cell:") for r in cell.rules)
 
 
