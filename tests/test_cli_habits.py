@@ -101,11 +101,17 @@ def test_layout_from_stdin_is_the_same_as_from_the_file(capsys, monkeypatch):
 def test_plan_from_stdin_for_check_plan(capsys, monkeypatch):
     plan = REPO / "rules" / "plans" / "sort_cubes_parse.txt"
     cell = REPO / "rules" / "cells" / "sort_cubes.cell"
-    code_a, _, err_a = main_io(capsys, monkeypatch, "check-plan", str(cell), str(plan))
-    code_b, _, err_b = main_io(capsys, monkeypatch, "check-plan", str(cell), "-",
+    code_a, out_a, _ = main_io(capsys, monkeypatch, "check-plan", str(cell), str(plan))
+    code_b, out_b, _ = main_io(capsys, monkeypatch, "check-plan", str(cell), "-",
+                               stdin=plan.read_text())
+    assert code_a == code_b == 1 and out_a == out_b  # RoCo's parse feedback (issue 21)
+    assert out_a.startswith("fail: parse")
+    code_a, _, err_a = main_io(capsys, monkeypatch, "check-plan", str(cell), str(plan),
+                               "--strict")
+    code_b, _, err_b = main_io(capsys, monkeypatch, "check-plan", str(cell), "-", "--strict",
                                stdin=plan.read_text())
     assert code_a == code_b == 2
-    msg = "3:1: error: missing action for robot(s) Chad"
+    msg = "7:1: error: expected `NAME ROBOT ACTION ...`"
     assert err_a.splitlines()[-1].startswith(f"rules/plans/sort_cubes_parse.txt:{msg}")
     assert err_b.splitlines()[-1].startswith(f"<stdin>:{msg}")
 

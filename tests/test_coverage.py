@@ -59,7 +59,7 @@ def test_one_rule_id_per_disjunct_of_the_standard_rules():
     for k, _ in mapping:
         counts[cell.rules[k].name] = counts.get(cell.rules[k].name, 0) + 1
     assert counts == {"workspace": 1, "no_overlap": 1, "gravity": 1, "support_order": 2,
-                      "grip_access": 2, "keepout": 1}
+                      "grip_access": 2, "keepout": 1, "stability": 1, "stability_stages": 1}
     assert [r.index for r in split.rules] == list(range(len(mapping)))
     assert mapping[3][1].body == "supports(p,q), p > q, p != q"
 

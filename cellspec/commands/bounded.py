@@ -85,8 +85,10 @@ def _mib(n: int) -> str:
 
 
 def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
-           stdin_fd: int | None) -> None:
-    if stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
+           stdin_fd: int | None, stdin_data: bytes | None = None) -> None:
+    if stdin_data is not None:  # an in-memory stdin (a caller's stream, not fd 0)
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin_data), encoding="utf-8")
+    elif stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
         sys.stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8")
     if max_memory is not None:
         try:
@@ -117,6 +119,24 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
     conn.close()
 
 
+def _memory_stdin() -> bytes | None:
+    """The contents of ``sys.stdin`` when it is an in-memory stream (no file descriptor,
+    e.g. a library caller's), which the forked worker could not otherwise read."""
+    s = sys.stdin
+    if s is None:
+        return None
+    try:
+        s.fileno()
+        return None
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        buf = getattr(s, "buffer", None)
+        return buf.read() if buf is not None else s.read().encode("utf-8")
+    except (OSError, ValueError):
+        return None
+
+
 def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
                 max_memory: int | None, started: float = STARTED,
                 meanwhile: Callable[[], Any] | None = None) -> Any:
@@ -131,7 +151,9 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
         stdin_fd: int | None = os.dup(0)
     except OSError:
         stdin_fd = None
-    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd), daemon=True)
+    stdin_data = _memory_stdin()
+    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd, stdin_data),
+                       daemon=True)
     try:
         proc.start()
     finally:

@@ -69,13 +69,16 @@ def run(a: argparse.Namespace) -> int:
                                        "robots to plan for"))
     check_models(cell)
     text = load_plan_text(a.plan)
+    from cellspec.stdio import STDIN_NAME, is_stdin
+
+    shown = STDIN_NAME if is_stdin(a.plan) else display_path(a.plan)
     mode = a.mode or plan_mode(text) or "action_only"
     if mode not in MODES:
-        raise CellspecError(f"{display_path(a.plan)}: unknown mode {mode!r} in the plan's "
+        raise CellspecError(f"{shown}: unknown mode {mode!r} in the plan's "
                             f"`# cellspec: mode` line (modes: {', '.join(MODES)})")
     std = a.spacing_std if a.spacing_std is not None else (plan_spacing_std(text) or 1.0)
     if a.strict:
-        parse_plan(text, display_path(a.plan), cell)  # format errors: exit 2, file:line:col
+        parse_plan(text, shown, cell)  # format errors: exit 2, file:line:col
     with RocoChecker(cell, mode=mode, max_failed_waypoints=a.max_failed_waypoints,
                      step_std=std, seed=a.seed) as ch:
         r = ch.check(ch.initial_state(), text)

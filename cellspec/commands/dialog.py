@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--max-tokens", type=int, metavar="N", help="LLM tokens allowed in all")
     c.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per LLM call")
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
-    c.add_argument("--temperature", type=float, default=0.0)
+    c.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature of the LLM adapter, 0 to 2 (default 0)")
     c.add_argument("-o", "--output", metavar="JSON", help="also write the transcript here")
     add_format(c)
     c.set_defaults(func=run)
