@@ -50,6 +50,11 @@ class _Geo:
         b = inst.boxes
         eps = inst.eps
         names = {r.name for r in cell.rules if r.severity == "error"}
+        from cellspec.solver.stability import DEFAULT_MARGIN
+
+        stab_m = cell.stability_margin if cell.stability_margin is not None else DEFAULT_MARGIN
+        # U units, one more than the margin: a moved part's own centre is never at the edge
+        stab_u = g.to_u_int(stab_m) + 1 if "stability" in names else 0
         self.rules = [r for r in GEOMETRY_RULES if r in names]
         m = cp_model.CpModel()
         self.m = m
@@ -203,9 +208,10 @@ class _Geo:
                         m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
                         m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
                         ctr = 2 * self.c[i][a]
-                        for t in self.changed((i, j)):  # a new support: centre over it
-                            m.Add(ctr >= self.lo(j, a)).OnlyEnforceIf([lit, t])
-                            m.Add(ctr <= self.hi(j, a)).OnlyEnforceIf([lit, t])
+                        for t in self.changed((i, j)):  # a new support: centre over it,
+                            # the stability margin inside its edges (every stage stands)
+                            m.Add(ctr >= self.lo(j, a) + stab_u).OnlyEnforceIf([lit, t])
+                            m.Add(ctr <= self.hi(j, a) - stab_u).OnlyEnforceIf([lit, t])
                         if tighten.get(i):  # unstable before: centre well inside the support
                             mu = tighten[i] * int(self.half[i, a]) // 4
                             m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
