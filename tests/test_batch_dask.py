@@ -115,7 +115,7 @@ def test_external_cluster_batch_and_test_identical_to_local(cluster, capsys, tmp
     assert main(["test", *rules, "--junit-xml", str(tmp_path / "local.xml")]) == 0
     local = capsys.readouterr().out
     assert remote.returncode == 0, remote.stderr
-    assert remote.stdout == local and "11 passed, 0 failed" in local
+    assert remote.stdout == local and "12 passed, 0 failed" in local
     assert (tmp_path / "remote.xml").read_bytes() == (tmp_path / "local.xml").read_bytes()
 
 

@@ -276,8 +276,9 @@ async def test_completion(client, files: Path):
     attrs = await labels(at(text, "p.to", 4))
     assert "top" in attrs and "bottom" in attrs and "forall" not in attrs
     after_fail = await labels(at(text, "gravity(c1)\n}\n\ntest wrong"))
-    assert sorted(after_fail[:7]) == ["gravity", "grip_access", "keepout", "low",
-                                      "no_overlap", "support_order", "workspace"]
+    assert sorted(after_fail[:9]) == ["gravity", "grip_access", "keepout", "low",
+                                      "no_overlap", "stability", "stability_stages",
+                                      "support_order", "workspace"]
     assert after_fail.index("gravity") < after_fail.index("forall")
     anywhere = await labels(T.Position(line=at(text, "rule low").line, character=0))
     for word in ("forall", "contact", "supports", "cube", "post", "arm", "low", "gravity"):
