@@ -131,9 +131,8 @@ def greedy_sink(op: OrderProblem) -> list[int] | None:
     return out if len(out) == op.n else None
 
 
-def _components(op: OrderProblem) -> np.ndarray:
-    from cellspec.solver.graph import components
-
+def order_edges(op: OrderProblem) -> tuple[list[int], list[int]]:
+    """The pairs tied by precedence or grip blocking: parts whose order matters together."""
     rows, cols = [], []
     for p in range(op.n):
         for c in op.succ[p]:
@@ -143,7 +142,13 @@ def _components(op: OrderProblem) -> np.ndarray:
             for q in lst:
                 rows.append(p)
                 cols.append(q)
-    return components(op.n, rows, cols)
+    return rows, cols
+
+
+def _components(op: OrderProblem) -> np.ndarray:
+    from cellspec.solver.graph import components
+
+    return components(op.n, *order_edges(op))
 
 
 def _cycle(op: OrderProblem, part: list[int]) -> list[int] | None:

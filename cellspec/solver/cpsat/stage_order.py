@@ -25,15 +25,9 @@ NODE_LIMIT = 200_000
 
 def _groups(op, con: stab.Contacts, parts: list[int]) -> dict[int, list[int]]:  # noqa: ANN001
     """Parts joined by precedence, grip blocking or contact: each a separate search."""
-    rows, cols = [], []
-    for p in range(op.n):
-        for c in op.succ[p]:
-            rows.append(p)
-            cols.append(c)
-        for lst in op.block[p]:
-            for q in lst:
-                rows.append(p)
-                cols.append(q)
+    from cellspec.solver.cpsat.sequence import order_edges
+
+    rows, cols = order_edges(op)
     keep = con.lower >= 0
     rows += con.lower[keep].tolist()
     cols += con.upper[keep].tolist()
