@@ -24,7 +24,6 @@ turns it into feedback and a re-plan, as ``design`` does.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -43,6 +42,7 @@ from cellspec.llm_adapters.openai_adapter import (
     MAX_TIMEOUT,
     ProposalError,
     ReplayAdapter,
+    record_exchange,
     request_hash,
 )
 from cellspec.robots.roco_task import SortState, SortTask
@@ -309,15 +309,8 @@ class OpenAIAgents(DialogAgents):
             self.record("dialog", t0, error=str(exc))
             raise
         if self.record_path is not None:
-            line = json.dumps({"hash": request_hash(self.model, messages, "dialog", None),
-                               "model": self.model, "messages": messages, "response": resp},
-                              sort_keys=True)
-            try:
-                with self.record_path.open("a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
-            except OSError as exc:
-                raise CellspecError(f"{self.record_path}: cannot record the exchange: "
-                                    f"{exc.strerror or exc}") from None
+            record_exchange(self.record_path, request_hash(self.model, messages, "dialog", None),
+                            self.model, messages, resp)
         return _text(self, resp, t0)
 
 

@@ -445,17 +445,22 @@ class OpenAIAdapter(ChatAdapter):
                                    "arguments": c.function.arguments} for c in calls
                                   if getattr(c, "function", None) is not None]
         if self.record_path is not None:
-            line = json.dumps({"hash": request_hash(self.model, messages, schema.__name__,
-                                                    tools),
-                               "model": self.model, "messages": messages, "response": resp},
-                              sort_keys=True)
-            try:
-                with self.record_path.open("a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
-            except OSError as exc:
-                raise CellspecError(f"{self.record_path}: cannot record the exchange: "
-                                    f"{exc.strerror or exc}") from None
+            record_exchange(self.record_path, request_hash(self.model, messages,
+                                                           schema.__name__, tools),
+                            self.model, messages, resp)
         return resp
+
+
+def record_exchange(path: Path, key: str, model: str, messages: list, resp: dict) -> None:
+    """Append one request/response pair to a cassette (JSON lines, sorted keys)."""
+    line = json.dumps({"hash": key, "model": model, "messages": messages, "response": resp},
+                      sort_keys=True)
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError as exc:
+        raise CellspecError(f"{path}: cannot record the exchange: "
+                            f"{exc.strerror or exc}") from None
 
 
 class ReplayAdapter(ChatAdapter):
