@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cellspec.plots import draw_table
-from cellspec.progress import reporting, tick  # noqa: F401  (re-exported for the benches)
+from cellspec.core.progress import reporting, tick  # noqa: F401  (re-exported for the benches)
+from cellspec.review.plots import draw_table
 
 
 def start_progress() -> contextlib.ExitStack:

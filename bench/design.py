@@ -54,9 +54,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     """Independent re-check: the layout parses, has the spec's count/height, passes clingo."""
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.agent.loop import _conformance, _reference
+    from cellspec.core.errors import CellspecError
     from cellspec.layout import layout_from_obj
-    from cellspec.llm_adapters.loop import _conformance, _reference
     from cellspec.solver.verify import check
 
     if layout is None:
@@ -78,7 +78,7 @@ def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
 
 
 def _expect_ok(r: Any, exp: dict[str, Any]) -> tuple[bool, str]:
-    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.agent.base import parse_spec
 
     if r.layout is None:
         return False, r.reason or "no layout"
@@ -103,8 +103,8 @@ def _expect_ok(r: Any, exp: dict[str, Any]) -> tuple[bool, str]:
 
 
 def run_offline(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
-    from cellspec.llm_adapters.offline import OfflineAdapter
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.offline import OfflineAdapter
+    from cellspec.agent.orchestrator import run_orchestrated
 
     rows = []
     for c in cmds:
@@ -121,7 +121,7 @@ def run_offline(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _spec(text: str) -> Any:
-    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.agent.base import parse_spec
 
     return parse_spec(text)
 
@@ -142,7 +142,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _faults(i: int) -> tuple[str, ...]:
     """Command i gets injected fault FAULTS[1 + i % 7] first, then the cycle goes on."""
-    from cellspec.llm_adapters.faulty import FAULTS
+    from cellspec.agent.faulty import FAULTS
 
     k = 1 + i % (len(FAULTS) - 1)
     return FAULTS[k:] + FAULTS[:k]
@@ -150,11 +150,11 @@ def _faults(i: int) -> tuple[str, ...]:
 
 def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
     """LLM-Direct, LLM-AdaptLoop and ours with the same faulty adapter per command."""
-    from cellspec.dsl.errors import CellspecError
-    from cellspec.llm_adapters.base import TranslateError
-    from cellspec.llm_adapters.faulty import FaultyAdapter
-    from cellspec.llm_adapters.loop import DesignResult, run_design
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.base import TranslateError
+    from cellspec.agent.faulty import FaultyAdapter
+    from cellspec.agent.loop import DesignResult, run_design
+    from cellspec.agent.orchestrator import run_orchestrated
+    from cellspec.core.errors import CellspecError
 
     out: dict[str, list[dict[str, Any]]] = {"llm_direct": [], "adapt_loop": [], "ours": []}
     for i, c in enumerate(cmds):
@@ -209,8 +209,8 @@ def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_replay(cell: Any, cmds: list[dict[str, Any]], folder: Path) -> dict[str, Any] | None:
     """The replay adapter on recorded cassettes, or None when there are none."""
-    from cellspec.llm_adapters.openai_adapter import ReplayAdapter
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.openai_adapter import ReplayAdapter
+    from cellspec.agent.orchestrator import run_orchestrated
 
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:

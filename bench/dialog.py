@@ -2,7 +2,7 @@
 
 ONE JSON line on stdout, a table on stderr. Each episode starts from RoCo's scene sampler
 (``task_sort.py sample_initial_scene``, seed = episode number) and runs the dialog loop
-(``cellspec.llm_adapters.dialog.run_episode``: dialog, RoCo's checks then cellspec's,
+(``cellspec.agent.dialog.run_episode``: dialog, RoCo's checks then cellspec's,
 re-plans, execution in the twin) with RoCo's defaults (10 rounds, 5 re-plans, 10 calls per
 dialog). Metrics as RoCo reports them: success rate, environment steps and re-plan attempts
 (means over the successful episodes, and over all), plus LLM calls.
@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cellspec.agent.dialog import run_episode  # noqa: E402
+from cellspec.agent.dialog_agents import FaultyAgents, OfflineAgents  # noqa: E402
 from cellspec.dsl.parser import load_cell  # noqa: E402
-from cellspec.llm_adapters.dialog import run_episode  # noqa: E402
-from cellspec.llm_adapters.dialog_agents import FaultyAgents, OfflineAgents  # noqa: E402
 from cellspec.robots import quiet_pybullet  # noqa: E402
 from cellspec.robots.roco_check import RocoChecker  # noqa: E402
 

@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import cellspec  # noqa: E402
-from cellspec.formal import explain, lint, prove_robust  # noqa: E402
 from cellspec.layout import layout_from_obj  # noqa: E402
+from cellspec.solver.formal import explain, lint, prove_robust  # noqa: E402
 from cellspec.solver.smt.fixtures import fault_layout  # noqa: E402
 
 CELL = """\

@@ -13,7 +13,7 @@ with a reason. ``bad`` counts layouts that fail a rule (must be 0).
     python bench/paraphrase.py --base-url http://127.0.0.1:8080/v1 --model M   # opt-in LLM
 
 The peer in the same run is the previous offline translator (``--peer legacy``, the
-phrase matcher kept in :mod:`cellspec.llm_adapters.legacy` when present). ONE JSON line
+phrase matcher kept in :mod:`cellspec.agent.legacy` when present). ONE JSON line
 on stdout, a table on stderr.
 """
 
@@ -211,7 +211,7 @@ def generate(templates: list[Template], per: int = 8, seed: int = 0) -> list[Cas
 
 def check_case(case: Case, r: Any) -> tuple[bool, str, bool]:
     """(ok, why, bad): whether result ``r`` meets the case; bad = a layout failing a rule."""
-    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.agent.base import parse_spec
 
     sys.path.insert(0, str(ROOT / "bench"))
     from design import _feasible  # the independent clingo re-check of bench/design.py
@@ -264,7 +264,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def run(cases: list[Case], make_adapter: Any) -> dict[str, Any]:
     """Every case through the orchestrator with a fresh adapter; per-split scores."""
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.orchestrator import run_orchestrated
 
     rows = []
     for c in cases:
@@ -325,16 +325,16 @@ def main() -> int:
 
     def factory(name: str) -> Any:
         if name == "openai":
-            from cellspec.llm_adapters.openai_adapter import OpenAIAdapter
+            from cellspec.agent.openai_adapter import OpenAIAdapter
 
             ad = OpenAIAdapter(a.model or "local", base_url=a.base_url)
             ad.offline_fallback = False  # score the model alone, not the offline parser
             return lambda: ad
         if name == "legacy":
-            from cellspec.llm_adapters.legacy import LegacyAdapter
+            from cellspec.agent.legacy import LegacyAdapter
 
             return LegacyAdapter
-        from cellspec.llm_adapters.offline import OfflineAdapter
+        from cellspec.agent.offline import OfflineAdapter
 
         return OfflineAdapter
 

@@ -1,6 +1,6 @@
 """Physics agreement: does `check` pass only structures that stand? (issue 14)
 
-Seeded random structures of eight families (``cellspec.testing_structures``), each with a
+Seeded random structures of eight families (``cellspec.testing.structures``), each with a
 buildable bottom-up order, are checked by ``cellspec.solver.verify.check`` and labelled by
 the physics oracle ``cellspec.robots.settle`` (pybullet, every stage of construction).
 Per family and per checked cell: the confusion matrix against settle:
@@ -51,12 +51,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from cellspec.dsl.errors import CellspecError  # noqa: E402
+from cellspec.core.errors import CellspecError  # noqa: E402
 from cellspec.robots import agreement as ag  # noqa: E402
 from cellspec.robots import quiet_pybullet  # noqa: E402
 from cellspec.robots import settle as st  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
-from cellspec.testing_structures import (  # noqa: E402
+from cellspec.testing.structures import (  # noqa: E402
     FAMILIES,
     Structure,
     load_cell_variant,

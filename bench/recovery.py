@@ -26,7 +26,7 @@ from cellspec.solver.cpsat.scenarios import (  # noqa: E402
     recover,
     table_vi_files,
 )
-from cellspec.testing import layout_of_test  # noqa: E402
+from cellspec.testing.runner import layout_of_test  # noqa: E402
 
 PAPER = {"table_v": "9/9 (Ours-LGOrch, Ours-Hybrid)",
          "table_vi": "10/10 (Ours-LGOrch), 9/10 (Ours-Hybrid, full system)"}

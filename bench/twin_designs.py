@@ -89,7 +89,7 @@ def run(only: tuple[str, ...] | None = None) -> dict[str, Any]:
     from cellspec.robots.sim import compare_single, simulate
 
     cells = {p: load_cell(p) for p in (PANDA, STATION)}
-    from cellspec import progress
+    from cellspec.core import progress
 
     rows = []
     todo = [d for d in designs() if only is None or d[0] in only]

@@ -341,7 +341,7 @@ def _breakdown(cell, layout) -> dict:
     import clingo
 
     import cellspec
-    from cellspec.solver import geometry as g
+    from cellspec.core import geometry as g
     from cellspec.solver import verify as sv
     from cellspec.solver.asp import backend as be
 

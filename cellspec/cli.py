@@ -15,7 +15,7 @@ import sys
 from cellspec import __version__
 from cellspec.commands import VERBS
 from cellspec.commands.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, print_diagnostics
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from cellspec.dsl.errors import CellspecError, Diagnostic, line_col
-from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
+from cellspec.core.errors import CellspecError, Diagnostic, line_col
+from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 
 MAX_LAYOUT_BYTES = 32 * 1024 * 1024
 MAX_PARTS = 1_000_000
@@ -185,7 +185,7 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES)
     """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
     (exit 2) on any problem."""
     from cellspec.core.io import TooLarge, read_bounded
-    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
+    from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
     if is_stdin(path):
         return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME)

@@ -217,7 +217,7 @@ def test_rule_tests_on_an_unreachable_scheduler_exit_2(capsys):
 
 def test_scheduler_address_from_flag_or_environment(monkeypatch):
     from cellspec.batch.cluster import scheduler_address
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     assert scheduler_address(None) is None

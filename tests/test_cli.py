@@ -361,7 +361,7 @@ def test_output_into_a_missing_folder_is_bad_input_before_any_work(tmp_path, arg
 
 def test_atomic_write_os_error_names_the_path(tmp_path):
     from cellspec.commands.common import atomic_write
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     target = tmp_path / "gone" / "out.json"
     with pytest.raises(CellspecError, match=r"cannot write .*out\.json"):

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cellspec import progress
 from cellspec.cli import build_parser
+from cellspec.core import progress
 
 REPO = Path(__file__).resolve().parent.parent
 STATION = REPO / "rules" / "cells" / "dual_arm_station.cell"
@@ -208,7 +208,7 @@ def _png(path: Path) -> tuple[int, int, float]:
 
 def test_gantt_from_a_schedule(tmp_path: Path):
     from cellspec.dsl.parser import load_cell
-    from cellspec.plots import draw_gantt, gantt_rows
+    from cellspec.review.plots import draw_gantt, gantt_rows
     from cellspec.solver.cpsat.schedule import ScheduleResult, Slot
 
     cell = load_cell(STATION)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cellspec.coverage import disjunct_hits, run_coverage, split_disjuncts
 from cellspec.dsl.parser import load_cell
 from cellspec.solver.asp.compile import compile_rules
 from cellspec.solver.instance import build_instance
 from cellspec.solver.verify import raw_violations
-from cellspec.testing import layout_of_test
+from cellspec.testing.coverage import disjunct_hits, run_coverage, split_disjuncts
+from cellspec.testing.runner import layout_of_test
 
 REPO = Path(__file__).resolve().parent.parent
 PHYSICAL_TESTS = REPO / "rules" / "stdlib" / "physical_tests.cell"

@@ -16,7 +16,7 @@ from cellspec.layout import layout_from_obj
 from cellspec.solver.cpsat.scenarios import SCENARIOS, find_test
 from cellspec.solver.instance import build_instance
 from cellspec.solver.stability import report
-from cellspec.testing import layout_of_test
+from cellspec.testing.runner import layout_of_test
 
 HEAD = """\
 import physical

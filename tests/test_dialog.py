@@ -8,17 +8,17 @@ import time
 
 import pytest
 
-from cellspec.cli import main
-from cellspec.dsl.parser import load_cell
-from cellspec.llm_adapters.base import Budget
-from cellspec.llm_adapters.dialog import compose_system_prompt, run_episode, sample_scene
-from cellspec.llm_adapters.dialog_agents import (
+from cellspec.agent.base import Budget
+from cellspec.agent.dialog import compose_system_prompt, run_episode, sample_scene
+from cellspec.agent.dialog_agents import (
     FAULTS,
     FaultyAgents,
     OfflineAgents,
     OpenAIAgents,
     ReplayAgents,
 )
+from cellspec.cli import main
+from cellspec.dsl.parser import load_cell
 from cellspec.robots.roco_check import RocoChecker
 from tests.conftest import REPO
 from tests.test_llm_openai import FakeServer, completion
@@ -74,7 +74,7 @@ def test_faulty_agents_make_rocos_mistakes_and_replan(cell, checker, fault, chec
 def test_feedback_goes_into_the_next_prompt(cell, checker):
     task = checker.task
     st = checker.initial_state()
-    from cellspec.llm_adapters.dialog import _Memory
+    from cellspec.agent.dialog import _Memory
 
     p = compose_system_prompt(task, st, "Bob", _Memory([], []), [], [],
                               ["[Environment Feedback]:\n- Previous Plan:\nX\n"])

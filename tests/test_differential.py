@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cellspec
+from cellspec.core import ir
 from cellspec.layout import layout_from_obj
-from cellspec.solver import ir
 from cellspec.solver.instance import build_instance
 from cellspec.solver.verify import check, raw_violations
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import cellspec
-from cellspec.dsl.errors import CellspecError
+from cellspec.core import ir
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import BoxZone, HalfSpaceZone
-from cellspec.solver import ir
 
 ROOT = Path(__file__).resolve().parent.parent
 STATION = ROOT / "rules" / "cells" / "dual_arm_station.cell"

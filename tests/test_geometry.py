@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 
 E = 20  # the contact tolerance 1 mm, in units U = 0.05 mm
 S = 1000  # a 5 cm cube, in U

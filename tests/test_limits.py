@@ -174,7 +174,7 @@ def test_size_limits_are_validated(flag, value, message, capsys):
 
 
 def test_python_api_check_seconds_refuses_infinity():
-    from cellspec.commands.common import check_seconds
+    from cellspec.core.limits import check_seconds
 
     for v in (float("inf"), float("nan"), 0.0, -1.0, 1e9):
         with pytest.raises(cellspec.CellspecError):
@@ -360,7 +360,7 @@ def test_a_1mb_rule_file_is_refused_at_once(cli, tmp_path):
 
 def test_an_unknown_test_verdict_is_not_reported_as_pass():
     from cellspec.solver.result import Verdict
-    from cellspec.testing import evaluate
+    from cellspec.testing.runner import evaluate
 
     cell = cellspec.load_cell(str(REPO / "rules" / "cells" / "dual_arm_station.cell"))
     status, det = evaluate(cell, cell.tests[0], Verdict(verdict="unknown", reason="time limit"))

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cellspec
+from cellspec.agent.faulty import FAULTS, FaultyAdapter
+from cellspec.agent.loop import run_design
+from cellspec.agent.openai_adapter import ChatAdapter
+from cellspec.agent.orchestrator import run_orchestrated
 from cellspec.layout import layout_from_obj
-from cellspec.llm_adapters.faulty import FAULTS, FaultyAdapter
-from cellspec.llm_adapters.loop import run_design
-from cellspec.llm_adapters.openai_adapter import ChatAdapter
-from cellspec.llm_adapters.orchestrator import run_orchestrated
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = cellspec.load_cell(str(ROOT / "rules" / "cells" / "dual_arm_station.cell"))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import cellspec
+from cellspec.agent.base import TranslateError, parse_spec
+from cellspec.agent.loop import run_design
+from cellspec.agent.offline import OfflineAdapter
 from cellspec.cli import main
-from cellspec.llm_adapters.base import TranslateError, parse_spec
-from cellspec.llm_adapters.loop import run_design
-from cellspec.llm_adapters.offline import OfflineAdapter
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")

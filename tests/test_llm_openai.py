@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 import cellspec
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Budget, BudgetExceeded, TranslateError, parse_spec
-from cellspec.llm_adapters.loop import run_design
-from cellspec.llm_adapters.openai_adapter import (
+from cellspec.agent.base import Budget, BudgetExceeded, TranslateError, parse_spec
+from cellspec.agent.loop import run_design
+from cellspec.agent.openai_adapter import (
     ChatAdapter,
     OpenAIAdapter,
     ProposalError,
     ReplayAdapter,
 )
+from cellspec.core.errors import CellspecError
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -321,7 +321,7 @@ def test_tool_loop_is_bounded_by_the_call_budget(server, cell):
 def test_llm_routing_through_the_real_client(server, cell):
     """Design fails (9-cube tower over the workspace top): the model is asked where to go;
     its answer is validated against the allowed transitions."""
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.orchestrator import run_orchestrated
 
     tall = "design command {\n    tower(n=9) at (0.4, 0.2)\n}\n"
     server.ok({"spec": tall, "cannot": None})
@@ -339,7 +339,7 @@ def test_llm_routing_through_the_real_client(server, cell):
 
 
 def test_llm_routing_invalid_answer_falls_back(server, cell):
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.orchestrator import run_orchestrated
 
     tall = "design command {\n    tower(n=9) at (0.4, 0.2)\n}\n"
     server.ok({"spec": tall, "cannot": None})

@@ -140,7 +140,7 @@ async def test_clean_file_has_no_diagnostics(client: LanguageClient, files: Path
 
 
 async def test_semantic_error_is_the_cli_message_with_its_range(client, files: Path):
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
     from cellspec.dsl.parser import load_cell
 
     bad = CELL.replace("expect fail gravity(c1)\n}\n\ntest wrong",
@@ -192,7 +192,7 @@ async def test_change_updates_diagnostics_syntax_then_fixed(client, files: Path)
 
 
 async def test_hover_relation_attribute_rule_part_robot_keyword(client, files: Path):
-    from cellspec.solver.ir import RELATION_DOCS
+    from cellspec.core.ir import RELATION_DOCS
 
     u = await open_doc(client, files / "demo.cell")
 

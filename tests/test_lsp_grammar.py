@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from cellspec.solver.ir import RELATIONS
+from cellspec.core.ir import RELATIONS
 
 EDITORS = Path(__file__).resolve().parent.parent / "editors"
 

@@ -12,10 +12,10 @@ import pytest
 from test_llm_openai import GOOD, TOWER, FakeServer, completion
 
 import cellspec
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import TranslateError
-from cellspec.llm_adapters.openai_adapter import OpenAIAdapter, translate_system
-from cellspec.llm_adapters.structured import json_text
+from cellspec.agent.base import TranslateError
+from cellspec.agent.openai_adapter import OpenAIAdapter, translate_system
+from cellspec.agent.structured import json_text
+from cellspec.core.errors import CellspecError
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -84,7 +84,7 @@ def test_a_500_that_does_not_name_response_format_is_an_error(server, cell, monk
     server.script.append((500, {"error": {"message": "out of memory"}}, 0))
     a = make(server, monkeypatch)
     with pytest.raises(CellspecError, match=r"HTTP 500 \(json_schema mode\)"):
-        a.propose(cellspec.llm_adapters.base.parse_spec(TOWER), cell, None)
+        a.propose(cellspec.agent.base.parse_spec(TOWER), cell, None)
     assert len(server.requests) == 1 and a.mode is None
 
 

@@ -1,4 +1,4 @@
-"""The controlled-English parser (cellspec/llm_adapters/nl): lexicon, normalisation,
+"""The controlled-English parser (cellspec/agent/nl): lexicon, normalisation,
 helpful refusals with suggestions, bad input at the CLI, determinism and latency."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import cellspec
+from cellspec.agent.base import TranslateError, parse_spec
+from cellspec.agent.nl.lexer import lexicon, tokenize
+from cellspec.agent.offline import translate_offline
 from cellspec.cli import main
-from cellspec.llm_adapters.base import TranslateError, parse_spec
-from cellspec.llm_adapters.nl.lexer import lexicon, tokenize
-from cellspec.llm_adapters.offline import translate_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import cellspec
+from cellspec.agent.offline import OfflineAdapter
+from cellspec.agent.orchestrator import PHASES, TRANSITIONS, Reviewer, run_orchestrated
 from cellspec.cli import main
 from cellspec.layout import layout_from_obj
-from cellspec.llm_adapters.offline import OfflineAdapter
-from cellspec.llm_adapters.orchestrator import PHASES, TRANSITIONS, Reviewer, run_orchestrated
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -338,8 +338,8 @@ def test_cli_review_from_a_pipe(tmp_path):
 
 
 def test_an_error_inside_a_phase_aborts_with_the_reason(cell, monkeypatch):
-    from cellspec.dsl.errors import CellspecError
-    from cellspec.llm_adapters import orchestrator
+    from cellspec.agent import orchestrator
+    from cellspec.core.errors import CellspecError
 
     def boom(*a, **kw):
         raise CellspecError("the sequencer met bad input")
@@ -363,7 +363,7 @@ def test_an_endless_line_is_not_an_answer(cell, tmp_path):
 
 
 def test_review_edit_larger_than_the_layout_limit_is_refused(tmp_path, monkeypatch):
-    from cellspec.llm_adapters import orchestrator
+    from cellspec.agent import orchestrator
 
     f = tmp_path / "edit.json"
     f.write_text('{"parts": []}' + " " * 64)

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cellspec
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import TranslateError, parse_spec
-from cellspec.llm_adapters.nl.lexer import lexicon
-from cellspec.llm_adapters.offline import OfflineAdapter, translate_offline
+from cellspec.agent.base import TranslateError, parse_spec
+from cellspec.agent.nl.lexer import lexicon
+from cellspec.agent.offline import OfflineAdapter, translate_offline
+from cellspec.core.errors import CellspecError
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -103,7 +103,7 @@ def test_mangled_commands_never_crash(cell, k, seed, edits):
 
 @pytest.mark.slow
 def test_generated_commands_through_the_orchestrator(cell):
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.orchestrator import run_orchestrated
 
     P._CELL[:] = [cell]
     cases = P.generate(DEV, per=1)
@@ -115,7 +115,7 @@ def test_generated_commands_through_the_orchestrator(cell):
 
 
 def test_a_few_generated_commands_build_and_verify(cell):
-    from cellspec.llm_adapters.orchestrator import run_orchestrated
+    from cellspec.agent.orchestrator import run_orchestrated
 
     P._CELL[:] = [cell]
     cases = [c for c in P.generate(DEV, per=1) if c.group == "build"][:40:8]

@@ -9,7 +9,7 @@ import pytest
 
 from cellspec.robots import agreement as ag
 from cellspec.solver.verify import check
-from cellspec.testing_structures import FAMILIES, load_cell_variant, structures
+from cellspec.testing.structures import FAMILIES, load_cell_variant, structures
 
 N = 104  # 13 per family
 SEED = 2026

@@ -13,8 +13,8 @@ import pytest
 from conftest import LAYOUTS, STATION
 
 import cellspec
+from cellspec.core import geometry as g
 from cellspec.layout import Layout, layout_from_obj
-from cellspec.solver import geometry as g
 from cellspec.solver.cpsat.sequence import (
     greedy_sink,
     order_problem,

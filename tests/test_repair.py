@@ -12,7 +12,7 @@ import pytest
 from conftest import STATION
 
 import cellspec
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.repair import parse_blocked, repair
@@ -22,7 +22,7 @@ from cellspec.solver.cpsat.scenarios import (
     find_test,
     table_vi_files,
 )
-from cellspec.testing import layout_of_test
+from cellspec.testing.runner import layout_of_test
 
 
 @pytest.fixture(scope="module")

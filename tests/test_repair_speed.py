@@ -49,7 +49,7 @@ def _random_small(rng: np.random.Generator) -> dict:
 
 
 def test_independent_sites_are_separate_clusters_each_proved(station):
-    from cellspec.solver import geometry as g
+    from cellspec.core import geometry as g
     from cellspec.solver.cpsat.clusters import decompose, movable_parts, reach_of, structures
     from cellspec.solver.instance import build_instance
 

@@ -11,7 +11,7 @@ import pybullet as p
 import pytest
 from conftest import STATION
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.robots.collision import CollisionChecker
 from cellspec.robots.ik import grasp_quat, rot_error, solve_ik

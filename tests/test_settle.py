@@ -10,7 +10,7 @@ import pytest
 from conftest import STATION, run_cellspec
 
 from cellspec.cli import main
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import layout_from_obj
 from cellspec.robots import settle as st

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cellspec
+from cellspec.agent.skills import SkillRegistry
 from cellspec.layout import layout_from_obj
-from cellspec.llm_adapters.skills import SkillRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
@@ -314,7 +314,7 @@ def test_long_violation_lists_are_cut_with_a_total(reg):
 def test_shift_search_stops_at_the_time_limit(reg, monkeypatch):
     """A floating cube fails at every offset: shift tries 12 offsets, or (the clock past the
     time limit after the first) only the nearest one."""
-    from cellspec.llm_adapters import skills
+    from cellspec.agent import skills
 
     floating = {"parts": [part("a", 0.4, 0.2, 0.2)]}
     r = reg.dispatch("shift", {"layout": floating})

@@ -9,8 +9,8 @@ import pytest
 from conftest import STATION
 
 import cellspec
-from cellspec.formal import explain
 from cellspec.layout import layout_from_obj
+from cellspec.solver.formal import explain
 from cellspec.solver.smt.fixtures import fault_layout, inject_faults, tower_grid
 from cellspec.solver.verify import check
 

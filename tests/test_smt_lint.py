@@ -9,8 +9,8 @@ import pytest
 from conftest import STATION
 
 import cellspec
-from cellspec.formal import lint
 from cellspec.layout import layout_from_obj
+from cellspec.solver.formal import lint
 from cellspec.solver.verify import check
 
 INCONSISTENT = STATION.parent.parent / "examples" / "inconsistent.cell"
@@ -132,7 +132,7 @@ cell c {
 }
 rule carry "{p} carries nothing" : forall p: grounded(p) implies exists q: supports(p, q)
 """)
-    from cellspec.formal import _grid_example
+    from cellspec.solver.formal import _grid_example
 
     assert _grid_example(cell, ("cube",) * 4) is None
     r = lint(cell, {"cube": 4})

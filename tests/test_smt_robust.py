@@ -16,8 +16,8 @@ import pytest
 from conftest import STATION
 
 import cellspec
-from cellspec.formal import displaced_layout, prove_robust
 from cellspec.layout import layout_from_obj
+from cellspec.solver.formal import displaced_layout, prove_robust
 from cellspec.solver.instance import build_instance
 from cellspec.solver.reference import Reference
 from cellspec.solver.verify import check
@@ -36,7 +36,7 @@ def _fails(cell, inst, rules) -> bool:
 
 
 def _error_rules(cell, layout):
-    from cellspec.formal import _error_rules
+    from cellspec.solver.formal import _error_rules
 
     return _error_rules(cell, layout)
 
@@ -240,7 +240,7 @@ test apart {
 
 
 def _run(tmp_path, item: str):
-    from cellspec.testing import run_file
+    from cellspec.testing.runner import run_file
 
     p = tmp_path / "t.cell"
     p.write_text(SYNTAX_CELL % item)

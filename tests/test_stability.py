@@ -167,7 +167,7 @@ def test_lp_structure_bridge_stands_and_tips(stages_cell):
 
 
 def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
-    from cellspec.formal import prove_robust
+    from cellspec.solver.formal import prove_robust
 
     tower = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.40, 0.2, 0.075))],
                  ["a", "b"])
@@ -184,7 +184,7 @@ def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
 
 
 def test_robust_refuses_lp_structures_honestly(stages_cell):
-    from cellspec.formal import prove_robust
+    from cellspec.solver.formal import prove_robust
 
     rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.45, 0.2, 0.025)),
             ("deck", "plank", (0.40, 0.2, 0.06))]

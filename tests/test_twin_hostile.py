@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cellspec.cli import main
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
 from tests.conftest import DATA, REPO
@@ -453,7 +453,7 @@ def test_robot_script_refuses_a_cell_without_its_robots(tmp_path: Path) -> None:
 
 def test_plan_nested_too_deeply_is_bad_input(tmp_path):
     from cellspec.commands.sim import _steps
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cellspec.cli import main
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.robots.roco import parse_plan
 from cellspec.robots.roco_check import RocoChecker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
 
 

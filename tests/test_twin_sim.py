@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cellspec.cli import main
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
 from cellspec.robots.execute import Record, Segment, delta, parse_faults, time_parameterise

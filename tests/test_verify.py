@@ -121,7 +121,7 @@ def test_mm_layout_same_verdict(station) -> None:
 
 
 def test_too_fine_constants_are_refused_not_overflowed(tmp_path: Path) -> None:
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     (tmp_path / "f.cell").write_text(
         "cell c { workspace x [0, 1] y [0, 1] z [0, 1] part cube size (0.05, 0.05, 0.05) }\n"
@@ -136,7 +136,7 @@ def test_too_fine_constants_are_refused_not_overflowed(tmp_path: Path) -> None:
 
 
 def test_reference_backend_refuses_large_layouts(station) -> None:
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     parts = [cube(f"c{i}", 0.25 + 0.001 * (i % 400), 0.1, 0.025) for i in range(2001)]
     with pytest.raises(CellspecError, match="small layouts"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.world import association as assoc
 from cellspec.world.db import Entity, Relation, Transition, open_world
 from tests.conftest import REPO

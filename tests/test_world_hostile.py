@@ -15,7 +15,7 @@ import pytest
 
 import cellspec.world.db as wdb
 from cellspec.cli import main
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
 from cellspec.world.db import open_world

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.formatter import format_source
 from cellspec.dsl.parser import load_cell
 from cellspec.world.db import Entity, Transition, open_world

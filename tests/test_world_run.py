@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
 from cellspec.world.db import Relation, open_world

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 ENV_SCHEDULER = "DASK_SCHEDULER_ADDRESS"
 DEFAULT_CONNECT_TIMEOUT = 5.0

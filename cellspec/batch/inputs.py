@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.layout import MAX_LAYOUT_BYTES
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")

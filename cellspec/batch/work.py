@@ -21,7 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from cellspec.batch.inputs import Item
-from cellspec.dsl.errors import CellspecError, Diagnostic, line_col
+from cellspec.core.errors import CellspecError, Diagnostic, line_col
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 

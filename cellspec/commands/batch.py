@@ -16,16 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cellspec.commands.common import (
-    EXIT_FAIL,
-    EXIT_INPUT,
-    EXIT_INTERNAL,
-    EXIT_OK,
-    atomic_write,
-    check_output,
-    check_seconds,
-)
-from cellspec.dsl.errors import CellspecError
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, atomic_write
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_output, check_seconds
 
 KINDS = ("pass", "fail", "unknown", "bad input", "error")
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 
 def _process_age() -> float:

@@ -7,7 +7,7 @@ import json
 import math
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +69,7 @@ def run(a: argparse.Namespace) -> int:
                                        "robots to plan for"))
     check_models(cell)
     text = load_plan_text(a.plan)
-    from cellspec.stdio import STDIN_NAME, is_stdin
+    from cellspec.core.stdio import STDIN_NAME, is_stdin
 
     shown = STDIN_NAME if is_stdin(a.plan) else display_path(a.plan)
     mode = a.mode or plan_mode(text) or "action_only"

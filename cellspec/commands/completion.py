@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cellspec.commands.common import EXIT_OK
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 SHELLS = ("bash", "zsh", "fish")
 INSTALL = {

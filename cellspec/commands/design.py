@@ -8,19 +8,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellspec.commands.common import (
-    EXIT_FAIL,
-    EXIT_OK,
-    add_format,
-    add_time_limit,
-    atomic_write,
-    check_output,
-    check_seconds,
-)
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, add_time_limit, atomic_write
+from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.limits import check_output, check_seconds
 
 if TYPE_CHECKING:
-    from cellspec.llm_adapters.base import Adapter
+    from cellspec.agent.base import Adapter
 
 
 MAX_T_MAX = 50  # proposals per command: more is a runaway loop, not persistence
@@ -77,9 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_adapter(a: argparse.Namespace) -> Adapter:
     """The adapter the options ask for."""
-    from cellspec.llm_adapters.base import Budget
-    from cellspec.llm_adapters.offline import OfflineAdapter
-    from cellspec.llm_adapters.openai_adapter import (
+    from cellspec.agent.base import Budget
+    from cellspec.agent.offline import OfflineAdapter
+    from cellspec.agent.openai_adapter import (
         DEFAULT_MODEL,
         MAX_RETRIES,
         MAX_TIMEOUT,
@@ -148,8 +141,8 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     import sys
 
+    from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
-    from cellspec.llm_adapters.orchestrator import Reviewer, run_orchestrated
 
     cell = load_cell(a.cell)
     adapter = make_adapter(a)

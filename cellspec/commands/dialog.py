@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, check_output, check_seconds
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.limits import check_output, check_seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,14 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The dialog agents the options ask for."""
-    from cellspec.llm_adapters.base import Budget
-    from cellspec.llm_adapters.dialog_agents import (
+    from cellspec.agent.base import Budget
+    from cellspec.agent.dialog_agents import (
         FaultyAgents,
         OfflineAgents,
         OpenAIAgents,
         ReplayAgents,
     )
-    from cellspec.llm_adapters.openai_adapter import DEFAULT_MODEL, MAX_RETRIES, MAX_TIMEOUT
+    from cellspec.agent.openai_adapter import DEFAULT_MODEL, MAX_RETRIES, MAX_TIMEOUT
 
     for name in ("max_calls", "max_tokens"):
         v = getattr(a, name)
@@ -93,8 +94,8 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.robots import quiet_pybullet
 
     quiet_pybullet()
+    from cellspec.agent.dialog import run_episode
     from cellspec.dsl.parser import load_cell
-    from cellspec.llm_adapters.dialog import run_episode
     from cellspec.robots.models import check_models
 
     check_output(a.output, "-o")

@@ -12,10 +12,9 @@ from cellspec.commands.common import (
     add_format,
     add_max_memory,
     add_time_limit,
-    check_seconds,
-    parse_memory,
 )
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_seconds, parse_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,8 +49,8 @@ def run(a: argparse.Namespace) -> int:
 
     def compute():  # in the worker: nothing slow is imported before the clock is split
         from cellspec.dsl.parser import load_cell
-        from cellspec.formal import explain
         from cellspec.layout import load_layout
+        from cellspec.solver.formal import explain
 
         left = remaining(a.time_limit)
         return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,

@@ -8,7 +8,7 @@ import sys
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, print_diagnostics
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.dsl.formatter import FormatError, format_source
     from cellspec.dsl.parser import display_path, parse_text, read_rule_file
-    from cellspec.testing import collect
+    from cellspec.testing.runner import collect
 
     changed = []
     results: list[dict] = []

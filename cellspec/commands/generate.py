@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.core import limits
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -40,12 +41,12 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.solver.cpsat.generate import generate
     from cellspec.solver.verify import check
 
-    common.check_seconds(a.time_limit)
-    common.check_output(a.output, "-o")
+    limits.check_seconds(a.time_limit)
+    limits.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
-    from cellspec import progress
+    from cellspec.core import progress
 
     with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr
         r = generate(cell, design, time_limit=a.time_limit)

@@ -13,10 +13,9 @@ from cellspec.commands.common import (
     add_format,
     add_max_memory,
     add_time_limit,
-    check_seconds,
-    parse_memory,
 )
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_seconds, parse_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +62,7 @@ def run(a: argparse.Namespace) -> int:
 
     def compute():  # in the worker
         from cellspec.dsl.parser import load_cell
-        from cellspec.formal import lint
+        from cellspec.solver.formal import lint
 
         cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
         return [(f, lint(c, parts, timeout=remaining(a.time_limit),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cellspec.commands.common import EXIT_OK
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

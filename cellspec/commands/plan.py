@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.core import limits
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +42,7 @@ def _compute(a: argparse.Namespace):
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    from cellspec import progress
+    from cellspec.core import progress
 
     with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
         r = plan(cell, layout, time_limit=remaining(a.time_limit))
@@ -58,9 +59,9 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     from cellspec.commands.bounded import LimitHit, print_stopped, run_bounded
 
-    common.check_seconds(a.time_limit)
-    common.check_output(a.output, "-o")
-    a.max_memory = common.parse_memory(a.max_memory)
+    limits.check_seconds(a.time_limit)
+    limits.check_output(a.output, "-o")
+    a.max_memory = limits.parse_memory(a.max_memory)
     res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):
         return print_stopped(res, a.format, {

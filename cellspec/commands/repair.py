@@ -8,7 +8,8 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.dsl.errors import CellspecError
+from cellspec.core import limits
+from cellspec.core.errors import CellspecError
 
 MAX_WORKERS = 64
 MAX_SECONDS = 3600.0
@@ -72,8 +73,8 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
-    common.check_seconds(a.time_limit, most=MAX_SECONDS)
-    common.check_output(a.output, "-o")
+    limits.check_seconds(a.time_limit, most=MAX_SECONDS)
+    limits.check_output(a.output, "-o")
     if not 1 <= a.workers <= MAX_WORKERS:
         raise CellspecError(f"--workers must be between 1 and {MAX_WORKERS} (got {a.workers})")
     cell = load_cell(a.cell)

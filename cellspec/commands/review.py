@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, check_output
-from cellspec.dsl.errors import CellspecError
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:

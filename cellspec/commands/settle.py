@@ -7,13 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import (
-    EXIT_FAIL,
-    EXIT_OK,
-    add_format,
-    atomic_write,
-    check_output,
-)
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, atomic_write
+from cellspec.core.limits import check_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,9 +15,9 @@ from cellspec.commands.common import (
     add_format,
     add_time_limit,
     atomic_write,
-    check_seconds,
 )
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.limits import check_seconds
 from cellspec.robots import quiet_pybullet
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
@@ -95,9 +95,9 @@ def writable_dir(path: str, flag: str) -> Path:
 
 def _steps(path: str):
     from cellspec.core.io import TooLarge, read_text_bounded
+    from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
-    from cellspec.stdio import STDIN_NAME, is_stdin, read_stdin_text
 
     try:
         if is_stdin(path):  # `--plan -`
@@ -162,7 +162,7 @@ def run(a: argparse.Namespace) -> int:
     dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
-    from cellspec import progress
+    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
         res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
@@ -184,7 +184,7 @@ def run(a: argparse.Namespace) -> int:
         atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
     gantt = None
     if a.gantt:
-        from cellspec.plots import draw_gantt, gantt_rows
+        from cellspec.review.plots import draw_gantt, gantt_rows
 
         gantt = gantt_rows(cell, res)
         if gantt:

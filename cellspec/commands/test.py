@@ -14,11 +14,9 @@ from cellspec.commands.common import (
     add_format,
     add_time_limit,
     atomic_write,
-    check_count,
-    check_output,
-    check_seconds,
 )
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_count, check_output, check_seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.testing import junit_xml, pretty, run_tests
+    from cellspec.testing.runner import junit_xml, pretty, run_tests
 
     check_count(a.workers, "--workers", 1, 1024)
     if a.time_limit is not None:
@@ -68,7 +66,7 @@ def run(a: argparse.Namespace) -> int:
             raise CellspecError("--workers is the local process pool; with --scheduler the "
                                 "cluster's workers run the tests")
         scheduler = scheduler_address(a.scheduler)
-    from cellspec import progress
+    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
         counts = {"passed": 0, "failed": 0}
@@ -88,7 +86,7 @@ def run(a: argparse.Namespace) -> int:
             f" by -k {a.pattern!r}" if a.pattern else " (no test blocks found)"))
     cov = None
     if a.coverage or a.fail_under is not None:
-        from cellspec.coverage import run_coverage
+        from cellspec.testing.coverage import run_coverage
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
                               timeout=a.time_limit)  # its input errors are the run's, above
@@ -104,7 +102,7 @@ def run(a: argparse.Namespace) -> int:
     else:
         sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
         if cov is not None:
-            from cellspec.coverage import pretty as pretty_coverage
+            from cellspec.testing.coverage import pretty as pretty_coverage
 
             sys.stdout.write("\n" + pretty_coverage(cov))
     for d in report.errors:

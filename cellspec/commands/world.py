@@ -6,7 +6,7 @@ import argparse
 import json
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,1 +1,1 @@
-"""The lowest layer beside ``cellspec.dsl.errors``: bounded reads and safe writes."""
+"""The lowest layer beside ``cellspec.core.errors``: bounded reads and safe writes."""

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 STDIN = "-"
 _CHUNK = 1 << 20

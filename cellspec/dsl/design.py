@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from textx import get_location
 
-from cellspec.dsl.errors import CellspecError, Diagnostic, DiagnosticSink
+from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
 from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone
 
 # kind -> parameter -> default (None: required). Every kind also takes ``type=NAME``.

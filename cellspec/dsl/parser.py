@@ -18,7 +18,9 @@ from typing import Any
 from textx import get_location
 from textx.exceptions import TextXError, TextXSyntaxError
 
-from cellspec.dsl.errors import CellspecError, Diagnostic, DiagnosticSink, line_col
+from cellspec.core import ir
+from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink, line_col
+from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.dsl.language import get_metamodel
 from cellspec.dsl.model import (
     Box,
@@ -37,8 +39,6 @@ from cellspec.dsl.model import (
     Zone,
 )
 from cellspec.dsl.twin import PLAN_CHECKS, TWIN_ITEMS, build_twin
-from cellspec.solver import ir
-from cellspec.solver.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.world.rules import build_world
 
 # textX parses a few hundred to 1 000 one-line rules a second (linear, but ~3 000 Python
@@ -296,7 +296,7 @@ def halfspace_zone(half: Any, name: str, length: Any, source: Source,
     """The zone of a parsed half-space ``[k] axis (+|- [k] axis)* op rhs`` (``length`` reads
     the rhs in the file's units). ValueError, with the message for the user naming ``what``,
     when it has no x, y or z term or is too fine for exact 32-bit integers."""
-    from cellspec.solver.geometry import halfspace_u
+    from cellspec.core.geometry import halfspace_u
 
     coef = {"x": Fraction(0), "y": Fraction(0), "z": Fraction(0)}
     for sign, t in zip(["+", *half.signs], half.terms, strict=True):

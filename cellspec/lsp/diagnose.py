@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 
 MAX_LIVE_BYTES = 2 * 1024 * 1024  # past this, live diagnostics say so and stop
 _PROBE = "\ncell __lsp_probe__ { workspace x [0, 1] y [0, 1] z [0, 1] }\n"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cellspec.solver.ir import NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
+from cellspec.core.ir import NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
 
 MAX_INDEX_BYTES = 8 * 1024 * 1024  # larger documents get no index (the CLI refuses them too)
 MAX_SYMBOLS = 5000

@@ -278,7 +278,7 @@ def completion(ls: CellServer, params: T.CompletionParams) -> T.CompletionList:
 @server.feature(T.TEXT_DOCUMENT_FORMATTING)
 @_safe()
 def formatting(ls: CellServer, params: T.DocumentFormattingParams) -> list[T.TextEdit] | None:
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
     from cellspec.dsl.formatter import FormatError, format_source
     from cellspec.dsl.parser import parse_text
 
@@ -323,7 +323,7 @@ def code_lens(ls: CellServer, params: T.CodeLensParams) -> list[T.CodeLens]:
 
 
 def _run(text: str, path: str, name: str | None) -> dict:
-    from cellspec.testing import run_file
+    from cellspec.testing.runner import run_file
 
     pattern = f"*::{name}" if name else None
     results, errors = run_file(path, pattern=pattern, text=text)

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
+from cellspec.core.geometry import MAX_ABS_COORD_M
 from cellspec.dsl.model import Cell
 from cellspec.layout import ID_PATTERN, Layout
-from cellspec.solver.geometry import MAX_ABS_COORD_M
 from cellspec.solver.result import Verdict
 
 AXES = ("x", "y", "z")

@@ -58,7 +58,7 @@ class Label:
 
 
 def obvious_standers() -> list[tuple[str, Layout]]:
-    """Structures that stand beyond doubt (part types of ``cellspec.testing_structures``)."""
+    """Structures that stand beyond doubt (part types of ``cellspec.testing.structures``)."""
     out = []
 
     def lay(name: str, parts: list[tuple[str, str, float, float, float]]) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 HZ = 240
 DT = 1.0 / HZ
@@ -501,7 +501,7 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     blocked: dict[str, float] = {}
     ai = 0
     ev = 0
-    from cellspec import progress
+    from cellspec.core import progress
 
     for k in range(n):
         t = k * DT

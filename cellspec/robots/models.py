@@ -62,7 +62,7 @@ from functools import cache
 import numpy as np
 import pybullet_data
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600", "ur5e")
 TOOL_LINK = "tcp"
@@ -260,7 +260,7 @@ def robot_spec(model: str) -> RobotSpec:
 def check_models(cell) -> None:
     """Every robot of the cell has a known model; else CellspecError at the robot's line
     (bad input, exit 2), naming the known models."""
-    from cellspec.dsl.errors import Diagnostic
+    from cellspec.core.errors import Diagnostic
 
     for r in cell.robots:
         if r.model not in MODELS:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 
 MAX_PLAN_BYTES = 1 << 20
@@ -169,8 +169,8 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
 def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
     """Read and strictly parse a plan file (``-``: standard input; exit-2 errors with
     file:line:col)."""
+    from cellspec.core.stdio import STDIN_NAME, is_stdin
     from cellspec.dsl.parser import display_path
-    from cellspec.stdio import STDIN_NAME, is_stdin
 
     shown = STDIN_NAME if is_stdin(path) else display_path(Path(path))
     return parse_plan(load_plan_text(path), shown, cell)
@@ -179,8 +179,8 @@ def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
 def load_plan_text(path: str | Path) -> str:
     """Read a plan file (``-``: standard input): at most ``MAX_PLAN_BYTES``, UTF-8 text
     without NUL (else exit 2)."""
+    from cellspec.core.stdio import is_stdin, read_stdin_text
     from cellspec.dsl.parser import display_path
-    from cellspec.stdio import is_stdin, read_stdin_text
 
     if is_stdin(path):
         return read_stdin_text(MAX_PLAN_BYTES, "the plan")

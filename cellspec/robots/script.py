@@ -91,7 +91,7 @@ def run(cell_path=CELL):
 
 
 if __name__ == "__main__":
-    from cellspec.dsl.errors import CellspecError
+    from cellspec.core.errors import CellspecError
 
     try:
         missing = run(sys.argv[1] if len(sys.argv) > 1 else CELL)

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import (
@@ -689,7 +689,7 @@ def _plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
         twin.set_q(r, q)
     res = SimResult("pass", None, [], steps=steps,
                     homes={r: np.round(q, 9).tolist() for r, q in homes.items()})
-    from cellspec import progress
+    from cellspec.core import progress
 
     for k, s in enumerate(steps):
         progress.tick("plan motions", k, len(steps), f"action {k + 1}: {s.part}")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pybullet as p
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
 from cellspec.robots.models import RobotSpec, check_models, robot_spec

@@ -12,10 +12,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core import geometry as g
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
 
 
 @dataclass(frozen=True)

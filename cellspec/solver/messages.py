@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 from cellspec.solver.instance import BoxU, Instance
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")

@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from cellspec.core import geometry as g
+from cellspec.core import ir
 from cellspec.dsl.model import Rule
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.instance import BoxU, Instance, lin_to_int
 
 ViolationKey = tuple[str, tuple[str, ...]]

@@ -38,7 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 
 DEFAULT_FRICTION = Fraction(1, 2)
 DEFAULT_MARGIN = Fraction(2, 1000)  # m: the smallest whole mm with 0 false passes on

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from cellspec.core import geometry as g
+from cellspec.core import ir
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
@@ -42,7 +42,7 @@ def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: s
     """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend."""
     rules = tuple(rules)
     if backend == "reference":
-        from cellspec.dsl.errors import CellspecError
+        from cellspec.core.errors import CellspecError
         from cellspec.solver.reference import MAX_PARTS, Reference
 
         if inst.n > MAX_PARTS:

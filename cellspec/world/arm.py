@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 
 WAYPOINT_M = 0.02

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
-from cellspec.solver.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
+from cellspec.core.errors import CellspecError
+from cellspec.core.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
 from cellspec.world.db import ARCHIVE_BELOW, DECAY, Entity
 
 GATE_M = 0.5  # default gate on centre distance, metres

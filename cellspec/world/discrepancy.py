@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.world import relations as rel
 from cellspec.world.association import (
     MAX_COORD_M,

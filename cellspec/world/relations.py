@@ -1,6 +1,6 @@
 """Relations derived from geometry: on, inside, near, holding (the world model's graph G).
 
-The tests are those of the geometry kernel (``cellspec/solver/geometry.py``) on the same
+The tests are those of the geometry kernel (``cellspec/core/geometry.py``) on the same
 0.1 mm integer grid, with a perception tolerance ``eps`` instead of the cell's contact
 tolerance (observed poses are noisy):
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 from cellspec.world.db import Relation
 
 EPS_M = 0.003  # perception tolerance for contact, metres

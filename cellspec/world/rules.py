@@ -22,7 +22,7 @@ from typing import Any
 
 from textx import get_location
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell, ForceThreshold, Source, WorldRule, WorldSpec
 from cellspec.world.db import PHASES
 from cellspec.world.db import RELATIONS as RELS

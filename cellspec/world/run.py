@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from cellspec import progress
-from cellspec.dsl.errors import CellspecError
+from cellspec.core import progress
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.tasks import part_size

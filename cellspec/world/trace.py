@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 from cellspec.world import relations as rel
 from cellspec.world.association import MAX_COORD_M
 from cellspec.world.db import RELATIONS, Relation, World

@@ -10,7 +10,7 @@ from importlib import resources
 
 import numpy as np
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 from cellspec.solver.asp.compile import CompiledProgram
 from cellspec.solver.instance import BoxU, Instance
 
@@ -54,7 +54,7 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
     return np.argsort(inst.order_pos, kind="stable")
 
 
-# pair relations decided by the numpy kernel (cellspec/solver/geometry.py, the reference
+# pair relations decided by the numpy kernel (cellspec/core/geometry.py, the reference
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.

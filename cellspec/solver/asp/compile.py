@@ -13,9 +13,9 @@ import itertools
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from cellspec.core import geometry as g
+from cellspec.core import ir
 from cellspec.dsl.model import Rule
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.instance import lin_to_int
 from cellspec.solver.reference import free_vars
 
@@ -422,7 +422,7 @@ def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
     """Compile rules into one program (rule i reports ``violation(i, (Args))``).
 
     A rule this backend cannot lower is reported as bad input at the rule's source."""
-    from cellspec.dsl.errors import CellspecError, Diagnostic
+    from cellspec.core.errors import CellspecError, Diagnostic
 
     prog = CompiledProgram(rules=[], default_gripper=default_gripper)
     prog.margin = max(prog.margin, eps)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cellspec.solver import geometry as g
+from cellspec.core import geometry as g
 from cellspec.solver.graph import components
 from cellspec.solver.instance import BoxU, Instance
 

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from cellspec.core import geometry as g
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.design import (
     CountConstraint,
     DesignSpec,
@@ -39,10 +41,8 @@ from cellspec.dsl.design import (
     StructureSpec,
     SymmetricConstraint,
 )
-from cellspec.dsl.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell, Source
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
 from cellspec.solver.cpsat.results import Status, Step
 from cellspec.solver.result import Verdict
 

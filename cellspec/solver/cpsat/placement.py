@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core import geometry as g
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
 from cellspec.solver.instance import BoxU, build_instance
 
 SEED = 1

@@ -2,7 +2,7 @@
 
 Variables are the parts' centres in 0.1 mm steps (so every repaired layout lies on the
 grid the verifier uses); boxes are ``2c - s .. 2c + s`` in units U = 0.05 mm exactly as in
-:mod:`cellspec.solver.geometry`. The standard geometric rules are encoded exactly:
+:mod:`cellspec.core.geometry`. The standard geometric rules are encoded exactly:
 
 * ``workspace``: each box inside the workspace (eps allowed);
 * ``no_overlap``: for each pair, along some axis the overlap is at most eps;
@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core import geometry as g
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
 from cellspec.solver.cpsat.clusters import (
     MOVE_BOUND,
     Cluster,
@@ -619,7 +619,7 @@ def parse_blocked(spec: str, name: str) -> Zone:
     """A blocked region written like a keep-out zone, in metres: ``box x [a, b] y [c, d]``
     (omitted axes unbounded) or a half-space such as ``x + y > 0.7``; parsed by the cell
     grammar itself. Raises CellspecError naming the region."""
-    from cellspec.dsl.errors import Diagnostic
+    from cellspec.core.errors import Diagnostic
     from cellspec.dsl.model import Source
     from cellspec.dsl.parser import load_cell_text
 

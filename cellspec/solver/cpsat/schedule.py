@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.core.errors import CellspecError
 
 RESOLUTION = 0.01  # seconds per tick
 SEED = 1

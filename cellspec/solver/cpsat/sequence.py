@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cellspec.core import geometry as g
+from cellspec.core import ir
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.cpsat.results import PlanResult, Step
 from cellspec.solver.instance import Instance, build_instance
 

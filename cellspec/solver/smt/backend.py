@@ -7,7 +7,7 @@ Three ways to look at the parts' boxes (all in U = 0.05 mm, like every backend):
   presence literals (explain) or nothing at all (differential checks).
 - ``displaced_problem``: every part moves by integer grid steps ``dx, dy`` in
   ``[-t, t]`` (one step = 0.1 mm, the resolution every verdict is decided at); its
-  z is unchanged (see ``cellspec/formal.py`` for why that is the settled z).
+  z is unchanged (see ``cellspec/solver/formal.py`` for why that is the settled z).
 - ``free_problem``: every part's centre is an integer variable (lint).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core import geometry as g
+from cellspec.core import ir
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.instance import Instance
 from cellspec.solver.smt.formula import Builder, const, lin
 from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, cell_fields, pair_margin

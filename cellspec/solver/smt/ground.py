@@ -4,7 +4,7 @@ Each part's box is six linear expressions (U units, like the clingo backend and 
 reference evaluator): constants for a fixed layout, ``corner + 2*d`` for a part
 displaced by ``d`` grid steps (robust checks), ``2*X -+ size`` for a free part
 (lint). Every built-in relation is written exactly as in
-``cellspec/solver/geometry.py``, as a conjunction of difference constraints.
+``cellspec/core/geometry.py``, as a conjunction of difference constraints.
 
 Quantifiers follow the reference semantics (``cellspec/solver/reference.py``):
 variables of one quantifier are distinct, the outer forall chain binds distinct
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cellspec.core import geometry as g
+from cellspec.core import ir
 from cellspec.dsl.model import Rule
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.instance import BoxU, lin_to_int
 from cellspec.solver.reference import free_vars
 from cellspec.solver.smt.formula import UNK, Builder, add, const, scale

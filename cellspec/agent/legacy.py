@@ -1,5 +1,5 @@
 """The LEGACY phrase-matching translator (before issue 18), kept only as the peer of
-bench/paraphrase.py; cellspec uses :mod:`cellspec.llm_adapters.offline`.
+bench/paraphrase.py; cellspec uses :mod:`cellspec.agent.offline`.
 
 Deterministic controlled English -> one ``design`` statement.
 
@@ -47,8 +47,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from cellspec.agent.base import Adapter, Feedback, TranslateError
 from cellspec.dsl.design import KINDS
-from cellspec.llm_adapters.base import Adapter, Feedback, TranslateError
 
 WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -405,7 +405,7 @@ def _phrase_defaults(text: str, notes: list[str]) -> tuple[str, bool]:
 def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
     """``fill the front strip|left half with cubes``: the most parts the solver places in
     that region, one layer (found by the generator, largest count first)."""
-    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.agent.base import parse_spec
     from cellspec.solver.cpsat.generate import generate
 
     m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"

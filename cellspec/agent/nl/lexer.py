@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from cellspec.llm_adapters.base import TranslateError
+from cellspec.agent.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
 DEFINITE = ("the", "that", "this", "my", "those", "these")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 
 STDIN_NAME = "<stdin>"
 

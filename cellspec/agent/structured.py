@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cellspec.llm_adapters.base import strict_schema
+from cellspec.agent.base import strict_schema
 
 MODES = ("json_schema", "json_object", "text")  # structured output, strictest first
 FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)

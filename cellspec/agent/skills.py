@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import strict_schema
+from cellspec.agent.base import strict_schema
+from cellspec.core.errors import CellspecError
 
 GRANULAR = ("workspace", "no_overlap", "gravity", "grip_access")
 GRID = 0.0001  # 0.1 mm: every coordinate a skill writes is on this grid
@@ -287,8 +287,8 @@ class SkillRegistry:
         return {"tasks": tasks}
 
     def _spec(self, a: SpecArgs) -> dict[str, Any]:
-        from cellspec.llm_adapters.base import parse_spec
-        from cellspec.llm_adapters.offline import OfflineAdapter
+        from cellspec.agent.base import parse_spec
+        from cellspec.agent.offline import OfflineAdapter
 
         text = OfflineAdapter().translate(a.command, self.cell)
         parse_spec(text)

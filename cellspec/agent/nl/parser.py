@@ -19,8 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from cellspec.llm_adapters.base import TranslateError
-from cellspec.llm_adapters.nl.lexer import Tok, understood
+from cellspec.agent.base import TranslateError
+from cellspec.agent.nl.lexer import Tok, understood
 
 GLOBAL = {"limit"}
 STRONG_SPLIT = {"rel", "sbs", "apart"}

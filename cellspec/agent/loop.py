@@ -14,9 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cellspec.dsl.design import DesignSpec, MaxHeightConstraint
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import (
+from cellspec.agent.base import (
     Adapter,
     BudgetExceeded,
     CallRecord,
@@ -26,6 +24,8 @@ from cellspec.llm_adapters.base import (
     TranslateError,
     parse_spec,
 )
+from cellspec.core.errors import CellspecError
+from cellspec.dsl.design import DesignSpec, MaxHeightConstraint
 
 DEFAULT_T_MAX = 3
 _REF_CACHE: dict[tuple[str, str, float], Any] = {}

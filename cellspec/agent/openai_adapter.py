@@ -3,13 +3,13 @@
 Any OpenAI-compatible server works (``base_url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp
 server, Ollama); the key comes from ``OPENAI_API_KEY``, and none is needed for a loopback
 URL. Structured output with strict JSON schemas generated from pydantic, negotiated with
-the server (:mod:`cellspec.llm_adapters.structured`: json_schema -> json_object -> text,
+the server (:mod:`cellspec.agent.structured`: json_schema -> json_object -> text,
 the mode that worked kept for the run); translate falls back to the offline parser when
 the model's answer cannot be used (recorded in ``fallbacks``); a per-call timeout
 (30 s by default), explicit retries, a per-command budget of calls and tokens, temperature
 and seed options. Model output is only ever parsed as JSON and validated, never executed.
 With ``use_tools`` the propose step is a function-calling loop over the skill registry
-(:mod:`cellspec.llm_adapters.skills`): tool calls in, skill results (JSON) out, one LLM
+(:mod:`cellspec.agent.skills`): tool calls in, skill results (JSON) out, one LLM
 call per round, bounded by the call budget and ``max_tool_rounds``. ``route`` answers an
 orchestrator branch point (the orchestrator validates the choice).
 
@@ -29,9 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from cellspec.dsl.design import KINDS, DesignSpec
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import (
+from cellspec.agent.base import (
     Adapter,
     Budget,
     BudgetExceeded,
@@ -43,13 +41,15 @@ from cellspec.llm_adapters.base import (
     TranslateError,
     parse_spec,
 )
-from cellspec.llm_adapters.structured import (
+from cellspec.agent.structured import (
     MODES,
     is_loopback,
     json_text,
     names_response_format,
     with_mode,
 )
+from cellspec.core.errors import CellspecError
+from cellspec.dsl.design import KINDS, DesignSpec
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -69,7 +69,7 @@ TRANSLATE_SYSTEM = (
 def translate_system() -> str:
     """The translate prompt: the design grammar plus the offline lexicon's canonical
     vocabulary, so a model answers in the same words the offline parser knows."""
-    from cellspec.llm_adapters.nl.lexer import lexicon
+    from cellspec.agent.nl.lexer import lexicon
 
     raw = lexicon().raw
     kinds = "; ".join(f"{k} ({', '.join(v)})" for k, v in raw["kind"].items())
@@ -301,7 +301,7 @@ class ChatAdapter(Adapter):
 
     def _fallback(self, command: str, cell: Any, why: str) -> str:
         """The offline parser's spec when the model's answer cannot be used (recorded)."""
-        from cellspec.llm_adapters.offline import translate_offline
+        from cellspec.agent.offline import translate_offline
 
         if not self.offline_fallback:
             raise TranslateError(f"cannot translate: {why}")
@@ -330,7 +330,7 @@ class ChatAdapter(Adapter):
         messages = [{"role": "system", "content": PROPOSE_SYSTEM},
                     {"role": "user", "content": user}]
         if self.use_tools:
-            from cellspec.llm_adapters.skills import SkillRegistry
+            from cellspec.agent.skills import SkillRegistry
 
             messages[0] = {"role": "system", "content": PROPOSE_SYSTEM + TOOLS_HINT}
             out = self._ask_tools("propose", messages, LayoutOut, SkillRegistry(cell))
@@ -363,7 +363,7 @@ class OpenAIAdapter(ChatAdapter):
         super().__init__(model, budget, use_tools)
         from openai import OpenAI
 
-        from cellspec.commands.common import check_output, check_seconds
+        from cellspec.core.limits import check_output, check_seconds
 
         check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):

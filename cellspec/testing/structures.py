@@ -81,7 +81,7 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
     anchor = "    part cube size (0.05, 0.05, 0.05) mass 0.1\n"
     if anchor not in text:
         raise RuntimeError(f"{station}: the cube part type line changed; update "
-                           "cellspec/testing_structures.py")
+                           "cellspec/testing/structures.py")
     extra = "\n".join(types) + "\n"
     if margin is not None:
         extra += f"    stability margin {margin:g}\n"

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from cellspec.agent.base import Budget, Feedback
+from cellspec.agent.offline import OfflineAdapter
+from cellspec.agent.openai_adapter import ChatAdapter
 from cellspec.dsl.design import DesignSpec
-from cellspec.llm_adapters.base import Budget, Feedback
-from cellspec.llm_adapters.offline import OfflineAdapter
-from cellspec.llm_adapters.openai_adapter import ChatAdapter
 
 FAULTS = ("none", "wrong_count", "overlap", "floating", "out_of_workspace", "malformed_json",
           "refusal", "truncated")
@@ -57,7 +57,7 @@ class FaultyAdapter(ChatAdapter):
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-        from cellspec.llm_adapters.loop import _reference
+        from cellspec.agent.loop import _reference
 
         fault = self.faults[self.k % len(self.faults)]
         self.k += 1

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
+from cellspec.agent.base import BudgetExceeded
+from cellspec.agent.dialog_agents import AgentView, DialogAgents
+from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
-from cellspec.llm_adapters.base import BudgetExceeded
-from cellspec.llm_adapters.dialog_agents import AgentView, DialogAgents
 from cellspec.robots.roco_check import RocoChecker, RocoResult
 from cellspec.robots.roco_task import SortState, SortTask
 

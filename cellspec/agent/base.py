@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.design import DesignSpec
-from cellspec.dsl.errors import CellspecError, Diagnostic
 
 SPEC_FILE = "<spec>"
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from cellspec.agent.base import TranslateError
+from cellspec.agent.nl.lexer import lexicon
+from cellspec.agent.nl.parser import Frame, Parsed, Phrase
 from cellspec.dsl.design import KINDS, MAX_PARAM
-from cellspec.llm_adapters.base import TranslateError
-from cellspec.llm_adapters.nl.lexer import lexicon
-from cellspec.llm_adapters.nl.parser import Frame, Parsed, Phrase
 
 LIKE = ("however you like", "any way you like", "as you like", "however you want",
         "as you want")

@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Adapter, Feedback, LLMUnavailable
-from cellspec.llm_adapters.loop import (
+from cellspec.agent.base import Adapter, Feedback, LLMUnavailable
+from cellspec.agent.loop import (
     DEFAULT_T_MAX,
     DesignResult,
     _conformance,
@@ -46,6 +45,7 @@ from cellspec.llm_adapters.loop import (
     _msg,
     translate_spec,
 )
+from cellspec.core.errors import CellspecError
 
 PHASES = ("Plan", "Design", "Inspect", "HumanReview", "PreExecute", "Execute", "Replan",
           "Done", "Failed")
@@ -288,7 +288,7 @@ class Orchestrator:
         return self._go(st, "Plan", "ok", None, "Design")
 
     def _design(self, st: _State, command: str) -> str:
-        from cellspec.llm_adapters.loop import run_design
+        from cellspec.agent.loop import run_design
 
         feedback, st.feedback = st.feedback, None
         r = run_design(command, self.cell, self.adapter, t_max=self.t_max,
@@ -305,7 +305,7 @@ class Orchestrator:
         st.candidate = {"units": "m", "parts": r.layout["parts"]}
         st.outcome = r.outcome
         st.reason = r.reason
-        from cellspec.llm_adapters.loop import _reference
+        from cellspec.agent.loop import _reference
 
         ref = _reference(self.cell, st.spec, self.time_limit)
         st.want = len(ref.layout["parts"]) if ref.layout is not None else len(r.layout["parts"])
@@ -412,7 +412,7 @@ class Orchestrator:
 
     def _recover(self, st: _State) -> tuple[str, dict[str, Any]] | None:
         """shift, flatten, then repair: the first whose output passes verify and the spec."""
-        from cellspec.llm_adapters.skills import SkillRegistry
+        from cellspec.agent.skills import SkillRegistry
 
         rules = {r for r, _, _ in st.violations}
         if "format" in rules:
@@ -447,7 +447,7 @@ class Orchestrator:
         return None
 
     def _layers(self, st: _State) -> int:
-        from cellspec.llm_adapters.loop import _max_height
+        from cellspec.agent.loop import _max_height
 
         h = _max_height(st.spec)
         z = min(float(t.size[2]) for t in self.cell.part_types.values())

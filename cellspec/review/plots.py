@@ -16,7 +16,7 @@ def _plt():
     try:
         import matplotlib
     except ImportError as exc:  # an optional dependency: say what to install
-        from cellspec.dsl.errors import CellspecError
+        from cellspec.core.errors import CellspecError
 
         raise CellspecError(f"drawing needs matplotlib: pip install matplotlib ({exc})") \
             from None

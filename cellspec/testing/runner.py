@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
@@ -161,7 +161,7 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
                     timeout: float | None = None) -> tuple[str, dict]:
     """`robust T` / `not robust T`: prove (Z3) or refute that the verdict survives every
     x/y placement error up to T; ``unknown`` fails the test."""
-    from cellspec.formal import DEFAULT_TIMEOUT, prove_robust
+    from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
 
     tol = float(test.robust)  # type: ignore[arg-type]
     r = prove_robust(cell, layout, tol, timeout=timeout or DEFAULT_TIMEOUT)
@@ -182,7 +182,7 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
 
 
 def _unordered(rule) -> bool:
-    from cellspec.solver import ir
+    from cellspec.core import ir
 
     chain, _ = ir.top_foralls(rule.body) if rule else ([], None)
     return any(q.unordered for q in chain)

@@ -1,6 +1,6 @@
 """The offline translator: deterministic controlled English -> one ``design`` statement.
 
-No model, no network. A real parser (:mod:`cellspec.llm_adapters.nl`): the command is
+No model, no network. A real parser (:mod:`cellspec.agent.nl`): the command is
 normalised and tokenised against ONE lexicon (``nl/lexicon.toml``: structure words and
 synonyms, dimensions, placements, relations, limits, objectives), parsed by a lark
 grammar (``nl/grammar.lark``) into phrases in any order, grouped into structures and
@@ -30,18 +30,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cellspec.llm_adapters.base import Adapter, Feedback, TranslateError
-from cellspec.llm_adapters.nl.compose import fmt as _fmt
-from cellspec.llm_adapters.nl.lexer import MAX_COMMAND, check_text
+from cellspec.agent.base import Adapter, Feedback, TranslateError
+from cellspec.agent.nl.compose import fmt as _fmt
+from cellspec.agent.nl.lexer import MAX_COMMAND, check_text
 
 __all__ = ["MAX_COMMAND", "OfflineAdapter", "translate_offline"]
 
 
 def translate_offline(command: str, cell: Any) -> str:
     """The spec text of ``command`` on ``cell`` (TranslateError when it has none)."""
-    from cellspec.llm_adapters.nl.compose import compose
-    from cellspec.llm_adapters.nl.lexer import tokenize
-    from cellspec.llm_adapters.nl.parser import parse_tokens
+    from cellspec.agent.nl.compose import compose
+    from cellspec.agent.nl.lexer import tokenize
+    from cellspec.agent.nl.parser import parse_tokens
 
     check_text(command)
     notes: list[str] = []
@@ -69,7 +69,7 @@ class OfflineAdapter(Adapter):
 def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
     """``fill the front strip|left half with cubes``: the most parts the solver places in
     that region, one layer (found by the generator, largest count first)."""
-    from cellspec.llm_adapters.base import parse_spec
+    from cellspec.agent.base import parse_spec
     from cellspec.solver.cpsat.generate import generate
 
     m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"

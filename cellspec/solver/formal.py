@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core import geometry as g
+from cellspec.core import ir
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.solver import geometry as g
-from cellspec.solver import ir
 from cellspec.solver.smt.result import (
     Cause,
     Explanation,

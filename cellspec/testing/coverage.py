@@ -17,9 +17,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cellspec.dsl.errors import CellspecError, Diagnostic
+from cellspec.core import ir
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell, Rule
-from cellspec.solver import ir
 
 _HEAD = re.compile(r"^violation\((\d+),\(")
 
@@ -152,8 +152,8 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
 
 
 def _disjuncts_of(cell: Cell, rules: list[Rule]) -> dict[str, tuple[Disjunct, ...]]:
+    from cellspec.core.geometry import U
     from cellspec.solver.asp.compile import compile_rules
-    from cellspec.solver.geometry import U
 
     eps = int(cell.epsilon / U)
     op = cell.default_gripper.opening
@@ -171,7 +171,7 @@ def cover_file(path: str, pattern: str | None = None, timeout: float | None = No
     """Run one file's tests for coverage: per rule evaluation, one record per test."""
     from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
     from cellspec.solver.verify import check
-    from cellspec.testing import _selected, evaluate, layout_of_test
+    from cellspec.testing.runner import _selected, evaluate, layout_of_test
 
     p = Path(path)
     shown = display_path(p)
@@ -217,7 +217,7 @@ def _cover_args(args: tuple[str, str | None, float | None]):
 def run_coverage(paths: list[str], pattern: str | None = None, workers: int = 1,
                  timeout: float | None = None) -> tuple[CoverageReport, list[Diagnostic]]:
     """Coverage of every rule the tests under ``paths`` load (deterministic order)."""
-    from cellspec.testing import collect
+    from cellspec.testing.runner import collect
 
     jobs = [(str(f), pattern, timeout) for f in collect(paths)]
     if workers > 1 and len(jobs) > 1:

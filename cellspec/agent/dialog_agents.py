@@ -33,9 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.dsl.errors import CellspecError
-from cellspec.llm_adapters.base import Adapter, Budget
-from cellspec.llm_adapters.openai_adapter import (
+from cellspec.agent.base import Adapter, Budget
+from cellspec.agent.openai_adapter import (
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT,
     MAX_RETRIES,
@@ -45,6 +44,7 @@ from cellspec.llm_adapters.openai_adapter import (
     record_exchange,
     request_hash,
 )
+from cellspec.core.errors import CellspecError
 from cellspec.robots.roco_task import SortState, SortTask
 
 MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
@@ -254,7 +254,7 @@ class OpenAIAgents(DialogAgents):
         super().__init__(budget)
         from openai import OpenAI
 
-        from cellspec.commands.common import check_output, check_seconds
+        from cellspec.core.limits import check_output, check_seconds
 
         check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):

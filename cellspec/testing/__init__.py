@@ -1,0 +1,1 @@
+"""cellspec.testing.runner."""
