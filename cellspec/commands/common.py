@@ -9,8 +9,7 @@ import sys
 import cellspec.commands.bounded  # noqa: F401  (starts the verb's clock as the CLI loads)
 from cellspec.core.errors import CellspecError
 from cellspec.core.io import atomic_write as atomic_write  # re-exported for the verbs
-
-EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+from cellspec.core.status import EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK  # noqa: F401
 
 
 def print_diagnostics(exc: CellspecError) -> int:

@@ -1,0 +1,61 @@
+"""The one status vocabulary of every verb and backend, and the reasons a run ends in
+``unknown``: string enums, so JSON and text outputs keep the exact words they always had."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """What a run decided. ``unknown`` is never a pass and always carries a :class:`Reason`."""
+
+    PASS = "pass"  # check: every rule holds
+    FAIL = "fail"  # check: some rule is violated (the violations say which)
+    PROVED = "proved"  # formal: the property holds for every layout in scope
+    REFUTED = "refuted"  # formal: a counterexample exists (it is printed)
+    OPTIMAL = "optimal"  # repair/generate/plan: the best answer, proved best
+    FEASIBLE = "feasible"  # repair/generate/plan: a verified answer, not proved best
+    INFEASIBLE = "infeasible"  # repair/generate/plan: proved that no answer exists
+    UNKNOWN = "unknown"  # a limit, a refusal or an internal error stopped the run
+
+
+class Reason(StrEnum):
+    """Why a run ended ``unknown``; :data:`SENTENCES` gives the human sentence beside it."""
+
+    TIME_LIMIT = "time limit"
+    GROUNDING_LIMIT = "grounding limit"
+    DENSITY_LIMIT = "density limit"
+    MEMORY_LIMIT = "memory limit"
+    UNSUPPORTED = "unsupported"
+    INTERNAL_ERROR = "internal error"
+
+
+SENTENCES: dict[Reason, str] = {
+    Reason.TIME_LIMIT: "the time limit was reached before the solver decided",
+    Reason.GROUNDING_LIMIT: "the problem would ground to more than the solver is allowed",
+    Reason.DENSITY_LIMIT: "the layout is denser than the backend can decide exactly",
+    Reason.MEMORY_LIMIT: "the run would exceed its memory budget",
+    Reason.UNSUPPORTED: "the backend cannot decide a rule exactly and refuses it",
+    Reason.INTERNAL_ERROR: "an internal error of cellspec or a solver (please report it)",
+}
+
+# Exit codes (DESIGN.md): 0 pass/proved/optimal/feasible, 1 fail/refuted/infeasible,
+# 2 bad input or unknown, 3 internal error (never reported as bad input).
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+_EXIT = {Status.PASS: EXIT_OK, Status.PROVED: EXIT_OK, Status.OPTIMAL: EXIT_OK,
+         Status.FEASIBLE: EXIT_OK, Status.FAIL: EXIT_FAIL, Status.REFUTED: EXIT_FAIL,
+         Status.INFEASIBLE: EXIT_FAIL, Status.UNKNOWN: EXIT_INPUT}
+
+
+def exit_code(status: Status | str, reason: Reason | str | None = None) -> int:
+    """The process exit code of a run that ended with ``status`` (and ``reason`` when
+    unknown): an internal error is exit 3, every other unknown exit 2."""
+    if Status(status) is Status.UNKNOWN and reason is not None and (
+            str(reason) == Reason.INTERNAL_ERROR or str(reason).startswith("internal error")):
+        return EXIT_INTERNAL
+    return _EXIT[Status(status)]
+
+
+class InternalError(RuntimeError):
+    """A bug of cellspec or a solver (not the user's input): reported with exit code 3."""
