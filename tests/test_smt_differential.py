@@ -14,7 +14,7 @@ from test_differential import SETTINGS, layouts, to_obj
 
 from cellspec.core import ir
 from cellspec.layout import layout_from_obj
-from cellspec.solver.formal import STABILITY_RELATIONS
+from cellspec.solver.formal.common import STABILITY_RELATIONS
 from cellspec.solver.instance import build_instance
 from cellspec.solver.smt.backend import smt_violations
 from cellspec.solver.verify import check, raw_violations
@@ -63,7 +63,7 @@ def test_z3_agrees_station(station_cell, case):
 @settings(max_examples=40, **SETTINGS)
 @given(layouts(types=("cube",), max_parts=6))
 def test_robust_zero_is_the_nominal_verdict(station_cell, case):
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust
 
     parts, order = case
     layout = layout_from_obj(to_obj(parts, order), "<random>")

@@ -58,7 +58,7 @@ def _compute(a: argparse.Namespace):
     v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit))
     if a.robust is None:
         return v, None
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust
 
     left = remaining(a.time_limit)
     t = a.robust_timeout if left is None else min(a.robust_timeout, left)
@@ -73,7 +73,7 @@ def run(a: argparse.Namespace) -> int:
     check_count(a.max_bytes, "--max-bytes")
     a.max_memory = parse_memory(a.max_memory)
     if a.robust is not None:
-        from cellspec.solver.formal import validate_tolerance
+        from cellspec.solver.formal.robust import validate_tolerance
 
         validate_tolerance(a.robust)
     elif a.witness is not None:

@@ -50,7 +50,7 @@ def run(a: argparse.Namespace) -> int:
     def compute():  # in the worker: nothing slow is imported before the clock is split
         from cellspec.dsl.parser import load_cell
         from cellspec.layout import load_layout
-        from cellspec.solver.formal import explain
+        from cellspec.solver.formal.explain import explain
 
         left = remaining(a.time_limit)
         return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,

@@ -62,7 +62,7 @@ def run(a: argparse.Namespace) -> int:
 
     def compute():  # in the worker
         from cellspec.dsl.parser import load_cell
-        from cellspec.solver.formal import lint
+        from cellspec.solver.formal.lint import lint
 
         cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
         return [(f, lint(c, parts, timeout=remaining(a.time_limit),

@@ -7,7 +7,7 @@ Three ways to look at the parts' boxes (all in U = 0.05 mm, like every backend):
   presence literals (explain) or nothing at all (differential checks).
 - ``displaced_problem``: every part moves by integer grid steps ``dx, dy`` in
   ``[-t, t]`` (one step = 0.1 mm, the resolution every verdict is decided at); its
-  z is unchanged (see ``cellspec/solver/formal.py`` for why that is the settled z).
+  z is unchanged (see ``cellspec/solver/formal/robust.py`` for why that is the settled z).
 - ``free_problem``: every part's centre is an integer variable (lint).
 """
 
@@ -156,7 +156,7 @@ def smt_violations(inst: Instance, rules, prune: bool = True, max_bindings: int 
     rules = tuple(rules)
     check_fragment(rules)
     prob = fixed_problem(inst, rules, prune=prune)
-    builder = Builder({}) if prune else _NoFold()
+    builder = Builder({}) if prune else NoFold()
     inst_f = ground_rules(prob, rules, builder, max_bindings)
     flat = [(k, b, f) for k, lst in enumerate(inst_f) for b, f in lst]
     ctx = z3.Context()
@@ -182,7 +182,7 @@ def smt_violations(inst: Instance, rules, prune: bool = True, max_bindings: int 
     return sorted(out)
 
 
-class _NoFold(Builder):
+class NoFold(Builder):
     """The naive encoding: no atom is decided in Python (constants stay symbolic)."""
 
     def le0(self, e):
