@@ -17,6 +17,11 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
+from cellspec.core.status import exit_code
+
+# the names of cellspec.solver.checkers.REGISTRY (not imported: the parser is built at
+# start-up, the solvers load in the worker); tests/test_checkers.py keeps them equal
+BACKENDS = ("clingo", "reference", "z3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(c)
     add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
                    "hit; --timeout is an alias)", alias=True)
-    c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",
-                   help="clingo (default) or the brute-force reference evaluator")
+    c.add_argument("--backend", choices=BACKENDS, default="clingo",
+                   help="clingo (default), the brute-force reference evaluator (small "
+                   "layouts) or z3; a rule the backend cannot decide gives unknown "
+                   "(docs/backends.md)")
     c.add_argument("--max-bytes", type=int, default=None, metavar="N",
                    help="largest layout file accepted (default 32 MiB)")
     c.add_argument("--robust", type=str, default=None, metavar="TOL",
@@ -84,7 +91,8 @@ def run(a: argparse.Namespace) -> int:
         return print_stopped(res, a.format, {
             "verdict": "unknown", "violations": [], "warnings": [],
             "stats": {"parts": None, "backend": a.backend, "seconds": round(res.seconds, 4)},
-            "reason": res.reason}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+            "reason": res.reason, "reason_code": res.kind},
+            f"unknown: {res.reason} ({res.seconds:.3f} s)")
     v, r = res
     if r is not None:
         return _run_robust(a, v, r)
@@ -100,9 +108,7 @@ def run(a: argparse.Namespace) -> int:
             print(f"fail: {len(v.violations)} violation(s) {summary}")
         else:
             print(f"unknown: {v.reason} {summary}")
-    if v.verdict == "pass":
-        return EXIT_OK
-    return EXIT_FAIL if v.verdict == "fail" else EXIT_INPUT
+    return exit_code(v.verdict, v.reason_code)
 
 
 def _print_findings(v, notes) -> None:

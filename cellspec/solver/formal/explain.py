@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from cellspec.core import ir
+from cellspec.core.status import InternalError, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.formal.common import (
@@ -47,15 +48,16 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     t0 = time.perf_counter()
     tms = timeout_ms(timeout)
     nominal = check(cell, layout, timeout=timeout)
-    if nominal.verdict == "unknown":
-        return Explanation(status="unknown", reason=f"the verdict is unknown: {nominal.reason}",
+    if nominal.verdict == Status.UNKNOWN:
+        return Explanation(status=Status.UNKNOWN,
+                           reason=f"the verdict is unknown: {nominal.reason}",
                            seconds=time.perf_counter() - t0)
-    if nominal.verdict == "pass":
-        return Explanation(status="pass", seconds=time.perf_counter() - t0)
+    if nominal.verdict == Status.PASS:
+        return Explanation(status=Status.PASS, seconds=time.perf_counter() - t0)
     rules = [r for r in error_rules(cell, layout)
              if not ir.uses_relation(r.body, STABILITY_RELATIONS)]
     if not any(v.rule in {r.name for r in rules} for v in nominal.violations):
-        return Explanation(status="unknown", reason="the layout fails only by stability, "
+        return Explanation(status=Status.UNKNOWN, reason="the layout fails only by stability, "
                            "which Z3 does not encode (the stability LP): see the verdict's "
                            "stability messages", seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
@@ -66,7 +68,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
     except LimitHit as exc:
-        return Explanation(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
+        return Explanation(status=Status.UNKNOWN, reason=str(exc), seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
     ctx = z3.Context()
     solver = seeded_solver(tms, ctx, logic=None)
@@ -85,15 +87,15 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         label[p.get_id()] = ("part", i)
 
     def unknown(reason: str) -> Explanation:
-        return Explanation(status="unknown", reason=reason, seconds=time.perf_counter() - t0,
+        return Explanation(status=Status.UNKNOWN, reason=reason, seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
 
     res = solver.check(*rule_lits, *part_lits)
     if res == z3.unknown:
         return unknown(f"z3 gave up: {solver.reason_unknown()} (time limit {timeout} s)")
     if res == z3.sat:
-        return unknown("internal disagreement: clingo says fail, but Z3 finds the layout "
-                       "satisfiable; please report")
+        raise InternalError("internal disagreement: clingo says fail, but Z3 finds the layout "
+                            "satisfiable (internal error)")
     causes: list[Cause] = []
     used_parts: set[int] = set()
     while len(causes) < max(1, max_causes):
@@ -111,9 +113,12 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         v = check(cell.model_copy(update={"rules": tuple(rules[k] for k in sel_rules)}),
                   _sub_layout(layout, sel_parts), timeout=timeout)
         ids = tuple(inst.ids[i] for i in sel_parts)
-        if v.verdict != "fail":
-            return unknown(f"internal disagreement: the reduced layout ({', '.join(ids)}) "
-                           f"does not fail under clingo ({v.verdict}); please report")
+        if v.verdict == Status.UNKNOWN:  # a limit while re-checking: not decided
+            return unknown(f"the reduced layout ({', '.join(ids)}) was not re-checked: "
+                           f"{v.reason}")
+        if v.verdict != Status.FAIL:
+            raise InternalError(f"internal disagreement: the reduced layout ({', '.join(ids)}) "
+                                f"does not fail under clingo ({v.verdict}) (internal error)")
         causes.append(Cause(rules=tuple(RuleRef(rule=rules[k].name,
                                                 source=str(rules[k].source))
                                         for k in sel_rules),

@@ -10,6 +10,7 @@ from fractions import Fraction
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import layout_from_obj
 from cellspec.solver.formal.common import (
@@ -308,6 +309,6 @@ def _grid_example(cell: Cell, types: tuple[str, ...]) -> dict | None:
             v = check(cell, layout_from_obj(obj, "<lint example>"))
         except CellspecError:
             continue
-        if v.verdict == "pass":
+        if v.verdict == Status.PASS:
             return obj
     return None

@@ -39,6 +39,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import InternalError, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver import stability as stab
@@ -115,8 +116,8 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                      f"{decided:.4f} m")
     base = {"tolerance": decided, "requested": float(tolerance), "steps": steps,
             "verdict": nominal.verdict}
-    if nominal.verdict == "unknown":
-        return RobustResult(status="unknown", reason=f"the nominal verdict is unknown: "
+    if nominal.verdict == Status.UNKNOWN:
+        return RobustResult(status=Status.UNKNOWN, reason=f"the nominal verdict is unknown: "
                             f"{nominal.reason}", notes=tuple(notes),
                             seconds=time.perf_counter() - t0, **base)
     inst = build_instance(cell, layout)
@@ -129,7 +130,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     if stab_rules:
         why = _stability_not_robust(inst, steps, nominal, stab_rules)
         if why:
-            return RobustResult(status="unknown", reason=why, notes=tuple(notes),
+            return RobustResult(status=Status.UNKNOWN, reason=why, notes=tuple(notes),
                                 seconds=time.perf_counter() - t0, **base)
         notes.append("stability: every structure stands with the margin plus twice the "
                      "tolerance, so no displacement within the tolerance makes it fall")
@@ -140,12 +141,12 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
     except LimitHit as exc:
-        return RobustResult(status="unknown", reason=str(exc), notes=tuple(notes),
+        return RobustResult(status=Status.UNKNOWN, reason=str(exc), notes=tuple(notes),
                             seconds=time.perf_counter() - t0, **base)
     stats["ground_s"] = time.perf_counter() - t1
     stats["atoms"] = float(builder.atoms)
     stats["folded_atoms"] = float(builder.folded)
-    passing = nominal.verdict == "pass"
+    passing = nominal.verdict == Status.PASS
     # what the solver must find: some instance violated (pass) / every instance holds (fail)
     items: list[tuple[int, tuple, object]] = []
     for k, lst in enumerate(grounded):
@@ -159,13 +160,13 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
         goal = builder.and_(f for _, _, f in live)
     stats["instances"] = float(len(live))
 
-    def done(status: str, **kw) -> RobustResult:
+    def done(status: Status, **kw) -> RobustResult:
         stats["seconds"] = time.perf_counter() - t0
         return RobustResult(status=status, notes=tuple(notes), seconds=stats["seconds"],
                             stats=stats, **base, **kw)
 
     if goal is False:
-        return done("proved")
+        return done(Status.PROVED)
     t2 = time.perf_counter()
     ctx = z3.Context()
     solver = seeded_solver(tms, ctx)
@@ -192,9 +193,9 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     res = solver.check()
     stats["solve_s"] = time.perf_counter() - t3
     if res == z3.unsat:
-        return done("proved")
+        return done(Status.PROVED)
     if res != z3.sat:
-        return done("unknown", reason=f"z3 gave up: {solver.reason_unknown()} "
+        return done(Status.UNKNOWN, reason=f"z3 gave up: {solver.reason_unknown()} "
                     f"(time limit {timeout} s)")
     m = solver.model()
     dx = np.zeros(inst.n, dtype=np.int64)
@@ -215,22 +216,24 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                 break
     recheck = check(cell, wl, timeout=timeout)
     wj = wl.to_json()
-    if not passing and recheck.verdict == "fail" and stab_rules and all(
+    if not passing and recheck.verdict == Status.FAIL and stab_rules and all(
             v.rule in {r.name for r in stab_rules} for v in recheck.violations):
-        return done("unknown", reason="every rule but stability can be made to hold by a "
+        return done(Status.UNKNOWN, reason="every rule but stability can be made to hold by a "
                     "displacement within the tolerance, and that the structure still falls "
                     "then is not proved (Z3 does not encode the stability LP)")
-    confirmed = (recheck.verdict == "fail" and any(v.rule == rule and v.parts == parts
+    confirmed = (recheck.verdict == Status.FAIL and any(v.rule == rule and v.parts == parts
                                                    for v in recheck.violations)) if passing \
-        else recheck.verdict == "pass"
+        else recheck.verdict == Status.PASS
+    if not confirmed and recheck.verdict == Status.UNKNOWN:  # a limit while re-checking
+        return done(Status.UNKNOWN, reason="the Z3 counterexample was not re-checked by "
+                    f"clingo: {recheck.reason}", witness_verdict=recheck.to_json(timing=False))
     if not confirmed:
-        return done("unknown", reason="internal disagreement: the Z3 counterexample was not "
-                    f"confirmed by clingo (clingo says {recheck.verdict}); please report",
-                    witness_verdict=recheck.to_json(timing=False))
+        raise InternalError("internal disagreement: the Z3 counterexample was not confirmed "
+                            f"by clingo (clingo says {recheck.verdict}) (internal error)")
     moved = {inst.ids[i]: [round(float(dx[i]) * float(g.RESOLUTION), 4),
                            round(float(dy[i]) * float(g.RESOLUTION), 4)]
              for i in range(inst.n) if dx[i] or dy[i]}
-    return done("refuted", witness=wj, rule=rule, parts=parts, displacement=moved,
+    return done(Status.REFUTED, witness=wj, rule=rule, parts=parts, displacement=moved,
                 witness_verdict=recheck.to_json(timing=False))
 
 
