@@ -37,6 +37,7 @@ from cellspec.core import ir
 from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.solver.checkers import order_rules
 from cellspec.solver.cpsat.results import PlanResult, Step
 from cellspec.solver.instance import Instance, build_instance
 
@@ -241,8 +242,8 @@ def _cpsat(op: OrderProblem, part: list[int], time_limit: float, prefer: list[in
 
 
 def order_rule_names(cell: Cell) -> tuple[str, ...]:
-    """The cell's rules that talk about the placement order."""
-    return tuple(r.name for r in cell.rules if ir.uses_relation(r.body, ir.ORDER_RELATIONS))
+    """The cell's rules that talk about the placement order (checkers.order_rules)."""
+    return tuple(order_rules(cell.rules, has_order=False)[1])
 
 
 def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIMIT,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from cellspec.core import ir
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.solver.checkers import order_rules
 from cellspec.solver.smt.backend import seed_z3
 
 DEFAULT_TIMEOUT = 60.0
@@ -28,10 +28,8 @@ def timeout_ms(timeout: float | None) -> int:
 
 def error_rules(cell: Cell, layout: Layout) -> list:
     """The error rules the layout is decided by (the order rules only with an order)."""
-    rules = [r for r in cell.rules if r.severity == "error"]
-    if layout.order is None:
-        rules = [r for r in rules if not ir.uses_relation(r.body, ir.ORDER_RELATIONS)]
-    return rules
+    return order_rules([r for r in cell.rules if r.severity == "error"],
+                       layout.order is not None)[0]
 
 
 def seeded_solver(timeout_ms: int, ctx=None, logic: str | None = "QF_LIA"):
