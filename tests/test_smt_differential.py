@@ -34,7 +34,9 @@ def _compare(cell, obj, naive: bool = True) -> None:
     inst = build_instance(cell, layout)
     rules = _rules(cell, layout)
     _, ref, _ = raw_violations(cell, inst, rules, backend=ORACLE)
-    names = deciders(rules)
+    # clingo meets the oracle on these same layouts in test_differential.py, and its verdict
+    # is compared below: comparing its raw bindings here too would add a minute to the suite
+    names = [n for n in deciders(rules) if n != checkers.DEFAULT]
     assert "z3" in names
     for name in names:
         _, got, _ = raw_violations(cell, inst, rules, backend=name)
