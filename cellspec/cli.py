@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from cellspec import __version__
 from cellspec.commands import VERBS
@@ -24,7 +25,7 @@ from cellspec.core.status import InternalError
 class _Parser(argparse.ArgumentParser):
     verbs: dict[str, argparse.ArgumentParser] = {}
 
-    def error(self, message: str) -> None:  # usage errors: exit 2, no traceback
+    def error(self, message: str) -> NoReturn:  # usage errors: exit 2, no traceback
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT)

@@ -173,7 +173,8 @@ class ClingoChecker:
         rules = tuple(rules)
         res = asp.run(inst, compiled(rules, inst), list(range(len(rules))), timeout=timeout)
         if res.status != "done":
-            return _unknown(res.reason or SENTENCES[res.reason_code], res.reason_code)
+            code = res.reason_code or Reason.INTERNAL_ERROR  # every limit of run() names one
+            return _unknown(res.reason or SENTENCES[code], code)
         return CheckerResult("done", tuple(res.violations))
 
 
@@ -199,7 +200,7 @@ class ReferenceChecker:
                                 f"meant for small layouts (at most {ref.MAX_PARTS} parts, this "
                                 f"one has {inst.n}); use the clingo backend")
         r = ref.Reference(inst)
-        out = []
+        out: list[tuple[int, tuple]] = []
         for k, rule in enumerate(rules):
             out.extend((k, b) for b in r.violations(rule))
         return CheckerResult("done", tuple(sorted(out)))

@@ -4,9 +4,10 @@ decide, a seeded Z3 solver per query, Z3 variable names and the deletion-minimal
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
 from cellspec.solver.smt.backend import seed_z3
@@ -26,13 +27,13 @@ def timeout_ms(timeout: float | None) -> int:
     return max(1, int(timeout * 1000))
 
 
-def error_rules(cell: Cell, layout: Layout) -> list:
+def error_rules(cell: Cell, layout: Layout) -> list[Rule]:
     """The error rules the layout is decided by (the order rules only with an order)."""
     return order_rules([r for r in cell.rules if r.severity == "error"],
                        layout.order is not None)[0]
 
 
-def seeded_solver(timeout_ms: int, ctx=None, logic: str | None = "QF_LIA"):
+def seeded_solver(timeout_ms: int, ctx: Any = None, logic: str | None = "QF_LIA") -> Any:
     """A seeded solver in its own context (a shared context makes results depend on what
     was built before in the same process)."""
     import z3  # lazy: z3 only when a proof runs (the check verb imports formal to validate)
@@ -45,14 +46,14 @@ def seeded_solver(timeout_ms: int, ctx=None, logic: str | None = "QF_LIA"):
     return s
 
 
-def var_name(v) -> str:
+def var_name(v: Any) -> str:
     """The Z3 name of a variable key (a tuple such as ('dx', 3) becomes dx_3)."""
     if isinstance(v, tuple):
         return "_".join(str(x) for x in v)
     return str(v)
 
 
-def deletion_mus(solver, core: list) -> tuple[list, bool]:
+def deletion_mus(solver: Any, core: list) -> tuple[list, bool]:
     """Drop each literal in turn if the rest is still unsatisfiable; (core, proved minimal)."""
     import z3  # lazy: z3 only when a proof runs
 

@@ -49,15 +49,15 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     tms = timeout_ms(timeout)
     nominal = check(cell, layout, timeout=timeout)
     if nominal.verdict == Status.UNKNOWN:
-        return Explanation(status=Status.UNKNOWN,
+        return Explanation(status="unknown",
                            reason=f"the verdict is unknown: {nominal.reason}",
                            seconds=time.perf_counter() - t0)
     if nominal.verdict == Status.PASS:
-        return Explanation(status=Status.PASS, seconds=time.perf_counter() - t0)
+        return Explanation(status="pass", seconds=time.perf_counter() - t0)
     rules = [r for r in error_rules(cell, layout)
              if not ir.uses_relation(r.body, STABILITY_RELATIONS)]
     if not any(v.rule in {r.name for r in rules} for v in nominal.violations):
-        return Explanation(status=Status.UNKNOWN, reason="the layout fails only by stability, "
+        return Explanation(status="unknown", reason="the layout fails only by stability, "
                            "which Z3 does not encode (the stability LP): see the verdict's "
                            "stability messages", seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
@@ -68,7 +68,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
     except LimitHit as exc:
-        return Explanation(status=Status.UNKNOWN, reason=str(exc), seconds=time.perf_counter() - t0,
+        return Explanation(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
     ctx = z3.Context()
     solver = seeded_solver(tms, ctx, logic=None)
@@ -87,7 +87,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         label[p.get_id()] = ("part", i)
 
     def unknown(reason: str) -> Explanation:
-        return Explanation(status=Status.UNKNOWN, reason=reason, seconds=time.perf_counter() - t0,
+        return Explanation(status="unknown", reason=reason, seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
 
     res = solver.check(*rule_lits, *part_lits)
