@@ -134,7 +134,8 @@ class ForceThreshold(_Frozen):
 class WorldRule(_Frozen):
     """A `commit` condition (name = action kind) or a `diagnose` rule (name = cause).
 
-    ``body`` is a plain term tree built by cellspec/world/rules.py and compiled to clingo."""
+    ``body`` is a plain term tree built by cellspec/dsl/world.py; cellspec/world/rules.py
+    compiles it to clingo."""
 
     kind: Literal["commit", "diagnose"]
     name: str

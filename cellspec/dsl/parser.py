@@ -9,6 +9,8 @@ from __future__ import annotations
 import gc
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib import resources
@@ -39,7 +41,7 @@ from cellspec.dsl.model import (
     Zone,
 )
 from cellspec.dsl.twin import PLAN_CHECKS, TWIN_ITEMS, build_twin
-from cellspec.world.rules import build_world
+from cellspec.dsl.world import build_world
 
 # textX parses a few hundred to 1 000 one-line rules a second (linear, but ~3 000 Python
 # calls a rule; `fmt` parses three times): a 1 MB file took minutes to load or format, so a
@@ -331,6 +333,23 @@ class _Builder:
     def err(self, obj: Any, msg: str) -> None:
         s = self.src(obj)
         self.sink.add(s.file, s.line, s.col, msg)
+
+    def err_at(self, line: int, col: int, msg: str) -> None:
+        """Report a problem at line:col of the current file."""
+        self.sink.add(self.cur.shown if self.cur else "", line, col, msg)
+
+    def loaded(self) -> list[_File]:
+        """The loaded files in load order (imports before their importer)."""
+        return [self.files[key] for key in self.order]
+
+    @contextmanager
+    def in_file(self, f: _File) -> Iterator[None]:
+        """Locate the diagnostics reported inside the block in ``f``."""
+        was, self.cur = self.cur, f
+        try:
+            yield
+        finally:
+            self.cur = was
 
     def n(self, text: str) -> Fraction:
         return _num(text, self.cur.scale if self.cur else Fraction(1))
