@@ -3,8 +3,9 @@
 friction, stability, tolerance), the rules of every loaded file and the main file's tests,
 each problem collected with its file:line:col.
 
-The second of the parser's stages (after cellspec/dsl/load.py); rule bodies are lowered
-by cellspec/dsl/lower.py, tests by cases.py, twin and world items by twin.py and world.py.
+The second of the parser's stages (after cellspec/dsl/load.py); the cell block's items are
+read by cellspec/dsl/cellblock.py, rule bodies lowered by lower.py, tests built by
+cases.py, twin and world items by twin.py and world.py.
 """
 
 from __future__ import annotations
@@ -18,30 +19,16 @@ from typing import Any
 from textx import get_location
 
 from cellspec.core.errors import CellspecError, DiagnosticSink
-from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M, halfspace_u
+from cellspec.core.geometry import halfspace_u
 from cellspec.dsl.cases import build_test
+from cellspec.dsl.cellblock import CellItems
 from cellspec.dsl.load import STDLIB, SourceFile, path_key, stdlib_path
 from cellspec.dsl.lower import lower_rule
-from cellspec.dsl.model import (
-    Box,
-    BoxZone,
-    Cell,
-    Gripper,
-    HalfSpaceZone,
-    PartType,
-    Robot,
-    Rule,
-    Source,
-    Surface,
-    TestCase,
-    Zone,
-)
-from cellspec.dsl.twin import TWIN_ITEMS, build_twin
+from cellspec.dsl.model import Cell, Gripper, HalfSpaceZone, Rule, Source, TestCase
 from cellspec.dsl.world import build_world
 
 MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) stay within this
 STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off`
-MAX_PART_MASS_KG = 10_000  # beyond this a mass is a typo (and makes the stability LP ill-scaled)
 
 
 def halfspace_zone(half: Any, name: str, length: Any, source: Source,
@@ -204,163 +191,10 @@ class CellBuilder:
     # -- cell ------------------------------------------------------------------
     def build_cell(self, st: Any) -> dict[str, Any]:
         """The fields of :class:`Cell` that the ``cell`` block gives (items checked)."""
-        ws: dict[str, tuple[Fraction, Fraction]] = {}
-        ws_seen = None
-        surfaces: list[Surface] = []
-        ptypes: dict[str, PartType] = {}
-        robots: list[Robot] = []
-        keepouts: list[Zone] = []
-        default: Gripper | None = None
-        eps: Fraction | None = None
-        friction: Fraction | None = None
-        stab_seen = False
-        stability_on = True
-        margin: Fraction | None = None
-        stab_item: tuple[Any, Fraction] | None = None
-        names: dict[str, str] = {}
-        twin_items: list[Any] = []
-
-        def claim(obj: Any, name: str, what: str) -> bool:
-            if name in names:
-                self.err(obj, f"{what} '{name}' clashes with the {names[name]} of the same name")
-                return False
-            if name in ("workspace", "x", "y", "z", "vacuum", "parallel"):
-                self.err(obj, f"'{name}' is reserved and cannot name a {what}")
-                return False
-            names[name] = what
-            return True
-
+        items = CellItems(self)
         for item in st.items:
-            kind = type(item).__name__
-            if kind == "Units":
-                continue
-            if kind in TWIN_ITEMS:
-                twin_items.append(item)
-                continue
-            if kind == "Workspace":
-                if ws_seen is not None:
-                    self.err(item, "workspace is given twice")
-                    continue
-                ws_seen = item
-                for r in item.ranges:
-                    lo, hi = self.length(r, r.lo), self.length(r, r.hi)
-                    if r.axis in ws:
-                        self.err(r, f"workspace axis {r.axis} is given twice")
-                    elif lo >= hi:
-                        self.err(r, f"workspace {r.axis} range is empty: {r.lo} >= {r.hi}")
-                    ws[r.axis] = (lo, hi)
-            elif kind == "Surface":
-                if claim(item, item.name, "surface"):
-                    surfaces.append(Surface(name=item.name, z=self.length(item, item.z),
-                                            source=self.src(item)))
-            elif kind == "PartType":
-                size = self.vec(item.size)
-                if any(s <= 0 for s in size):
-                    self.err(item, f"part type '{item.name}' needs a positive size on every axis")
-                    continue
-                mass = Fraction(item.mass) if item.mass else None
-                if mass is not None and mass <= 0:
-                    self.err(item, f"part type '{item.name}' needs a positive mass")
-                elif mass is not None and mass > MAX_PART_MASS_KG:
-                    self.err(item, f"part type '{item.name}': mass {item.mass} kg is absurd for "
-                             f"a part a robot places (at most {MAX_PART_MASS_KG} kg)")
-                if claim(item, item.name, "part type"):
-                    ptypes[item.name] = PartType(name=item.name, size=size, mass=mass,
-                                                 source=self.src(item))
-            elif kind == "Robot":
-                g = self.gripper(item.gripper)
-                reach = self.n(item.reach) if item.reach else None
-                if reach is not None and reach <= 0:
-                    self.err(item, f"robot '{item.name}' needs a positive reach")
-                if claim(item, item.name, "robot"):
-                    robots.append(Robot(name=item.name, model=item.model, base=self.vec(item.base),
-                                        yaw_deg=Fraction(item.yaw) if item.yaw else Fraction(0),
-                                        reach=reach, gripper=g, source=self.src(item)))
-            elif kind == "DefaultGripper":
-                if default is not None:
-                    self.err(item, "default gripper is given twice")
-                default = self.gripper(item.gripper)
-            elif kind == "Keepout":
-                if not claim(item, item.name, "keep-out zone"):
-                    continue
-                if item.half is not None:
-                    z = self.halfspace(item)
-                    if z is not None:
-                        keepouts.append(z)
-                else:
-                    rs: dict[str, tuple[Fraction, Fraction]] = {}
-                    for r in item.ranges:
-                        lo, hi = self.length(r, r.lo), self.length(r, r.hi)
-                        if r.axis in rs:
-                            self.err(r, f"keep-out axis {r.axis} is given twice")
-                        if lo >= hi:
-                            self.err(r, f"keep-out {r.axis} range is empty: {r.lo} >= {r.hi}")
-                        rs[r.axis] = (lo, hi)
-                    # an omitted axis is unbounded: beyond any part a layout may hold, and
-                    # small enough for clingo's 32-bit integers
-                    big = Fraction(int(MAX_ABS_COORD_M + MAX_SIZE_M) + 1)
-                    lo3 = tuple(rs.get(a, (-big, big))[0] for a in "xyz")
-                    hi3 = tuple(rs.get(a, (-big, big))[1] for a in "xyz")
-                    keepouts.append(BoxZone(name=item.name, box=Box(lo=lo3, hi=hi3),
-                                            source=self.src(item)))
-            elif kind == "Friction":
-                if friction is not None:
-                    self.err(item, "friction is given twice")
-                friction = Fraction(item.mu)
-                if friction <= 0:
-                    self.err(item, "friction must be positive: with frictionless contacts "
-                             "nothing resists the smallest sideways push (e.g. friction 0.3)")
-                elif friction > 10:
-                    self.err(item, f"friction {item.mu} is absurd: Coulomb coefficients of "
-                             "real materials are below about 1.5 (at most 10 is accepted)")
-            elif kind == "Stability":
-                if stab_seen:
-                    self.err(item, "stability is given twice")
-                stab_seen = True
-                if item.off:
-                    stability_on = False
-                else:
-                    margin = self.length(item, item.margin)
-                    if margin < 0:
-                        self.err(item, "stability margin must not be negative")
-                    else:
-                        stab_item = (item, margin)
-            elif kind == "Tolerance":
-                if eps is not None:
-                    self.err(item, "tolerance contact is given twice")
-                eps = self.n(item.eps)
-                if eps < 0:
-                    self.err(item, "tolerance contact must not be negative")
-        missing = [a for a in "xyz" if a not in ws]
-        if ws_seen is None:
-            self.err(st, f"cell '{st.name}' has no workspace: add `workspace x [..] y [..] z [..]`")
-        elif missing:
-            self.err(ws_seen, f"workspace lacks the {', '.join(missing)} range")
-        lo = tuple(ws.get(a, (Fraction(0), Fraction(1)))[0] for a in "xyz")
-        hi = tuple(ws.get(a, (Fraction(0), Fraction(1)))[1] for a in "xyz")
-        if default is None:
-            default = robots[0].gripper if robots else Gripper(kind="parallel")
-        if stab_item is not None and ptypes:
-            item, m = stab_item
-            narrow = min(ptypes.values(), key=lambda t: min(t.size[0], t.size[1]))
-            half = min(narrow.size[0], narrow.size[1]) / 2
-            if m >= half:
-                self.err(item, f"stability margin {float(m):g} m leaves no room: part type "
-                         f"'{narrow.name}' is {float(2 * half):g} m wide, so no contact of it "
-                         f"could carry a load (the margin must be below {float(half):g} m)")
-        return dict(
-            workspace=Box(lo=lo, hi=hi),
-            surfaces=tuple(surfaces),
-            part_types=ptypes,
-            robots=tuple(robots),
-            default_gripper=default,
-            keepouts=tuple(keepouts),
-            epsilon=eps if eps is not None else Fraction(1, 1000),
-            friction=friction,
-            stability_margin=margin,
-            stability=stability_on,
-            twin=build_twin(self, twin_items, tuple(r.name for r in robots), ptypes, claim),
-        )
+            items.add(item)
+        return items.fields(st)
 
     def vec(self, v: Any) -> tuple[Fraction, Fraction, Fraction]:
         """A parsed (x, y, z) in the current file's units, as metres."""

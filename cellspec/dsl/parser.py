@@ -3,9 +3,10 @@ source text into the typed :class:`~cellspec.dsl.model.Cell`.
 
 Every syntax and semantic problem becomes a diagnostic with file:line:col; semantic
 errors are collected (capped) so one run reports all of them. The work is done in three
-stages, one module each: cellspec/dsl/load.py (files, imports, bounded reads, textX
-errors), build.py (the typed model) and lower.py (rules to the IR). The names importers
-use (``load_cell``, ``parse_text``, ``display_path``, ...) stay importable from here.
+stages: cellspec/dsl/load.py (files, imports, bounded reads, textX errors), build.py (the
+typed model, with cellblock.py for the cell block's items and cases.py for the tests) and
+lower.py (rules to the IR). The names importers use (``load_cell``, ``parse_text``,
+``display_path``, ...) stay importable from here.
 """
 
 from __future__ import annotations
@@ -17,13 +18,8 @@ from typing import Any
 from textx import get_location
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
-from cellspec.dsl.build import (
-    MAX_CELL_COORD_M,
-    MAX_PART_MASS_KG,
-    STABILITY_RULES,
-    CellBuilder,
-    halfspace_zone,
-)
+from cellspec.dsl.build import MAX_CELL_COORD_M, STABILITY_RULES, CellBuilder, halfspace_zone
+from cellspec.dsl.cellblock import MAX_PART_MASS_KG
 from cellspec.dsl.load import (
     MAX_RULE_FILE_BYTES,
     STDLIB,
