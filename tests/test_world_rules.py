@@ -233,19 +233,19 @@ def test_world_rules_run_by_the_one_clingo_runner_under_a_time_limit(tmp_path: P
     from cellspec.solver.asp.backend import solve_program
     from cellspec.world.rules import Undecided, diagnose_facts
 
-    res = solve_program([_PIGEONS], 0.2)
+    res = solve_program([_PIGEONS], 0.1)
     assert res.satisfiable is None and res.reason is Reason.TIME_LIMIT
-    assert res.message == "clingo did not finish within 0.2 s"
+    assert res.message == "clingo did not finish within 0.1 s"
     assert solve_program(["a. :- a."], 5.0).satisfiable is False
     cell = _cell(tmp_path)
     # the diagnose program grounds the Δ facts it is given: here a hard one, so the limit
     # is reached and the answer is unknown (exit 2), never an empty list of causes
     delta = 'lost("c2").\ntarget("c1").\nm(grasp_force, 100).'  # 1 N: below the 4 N grasp
     with pytest.raises(Undecided) as exc:
-        diagnose_facts(cell, delta + _PIGEONS, timeout=0.2)
+        diagnose_facts(cell, delta + _PIGEONS, timeout=0.1)
     assert exc.value.reason is Reason.TIME_LIMIT
     assert exc.value.diagnostics[0].message == (
         f"unknown (time limit): the diagnose rules of {cell.path}: clingo did not finish "
-        "within 0.2 s")
+        "within 0.1 s")
     found = diagnose_facts(cell, delta)  # events.lp derives grasp_weak from the threshold
     assert [(f.cause, f.args) for f in found] == [("grasp_failure", ("c1",)), ("lost", ("c2",))]
