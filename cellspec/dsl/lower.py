@@ -9,9 +9,10 @@ the meaning of a rule is decided here once.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cellspec.core import ir
 from cellspec.dsl.model import Rule
@@ -246,97 +247,114 @@ class _ExprCtx:
         return None
 
     def term(self, node: Any, scope: dict[str, str]):
+        """The value of an expression node: a linear term (ir.Lin), a condition (_BoolT),
+        a name (_SymT), a symbolic attribute (_AttrSymT), a count (_CountT), or None
+        after reporting why it has none."""
         cls = type(node).__name__
-        if cls == "Sum":
-            acc = None
-            for i, op in enumerate(node.ops):
-                t = self.term(op, scope)
-                if t is None:
-                    return None
-                if len(node.ops) == 1:
-                    return t
-                if not isinstance(t, ir.Lin):
-                    self.err(op, "only lengths can be added or subtracted")
-                    return None
-                if i > 0 and node.signs[i - 1] == "-":
-                    t = t.scale(Fraction(-1))
-                acc = t if acc is None else acc.add(t)
-            return acc
-        if cls == "Prod":
-            if len(node.ops) == 1:
-                return self.term(node.ops[0], scope)
-            acc: ir.Lin | None = None
-            for op in node.ops:
-                t = self.term(op, scope)
-                if t is None:
-                    return None
-                if not isinstance(t, ir.Lin):
-                    self.err(op, "only numbers and lengths can be multiplied")
-                    return None
-                if acc is None:
-                    acc = t
-                elif acc.is_const:
-                    acc = t.scale(acc.const / self._unit())
-                elif t.is_const:
-                    acc = acc.scale(t.const / self._unit())
-                else:
-                    self.err(node, "multiplication needs a constant factor (the rules stay "
-                             "linear)")
-                    return None
-            return acc
-        if cls == "Unary":
-            t = self.term(node.operand, scope)
-            if node.minus:
-                if not isinstance(t, ir.Lin):
-                    if t is not None:
-                        self.err(node, "unary minus applies to numbers and lengths only")
-                    return None
-                return t.scale(Fraction(-1))
-            return t
         if cls == "NumLit":
             return ir.Lin.constant(self.b.n(node.value))
         if cls == "BoolLit":
             return _BoolT(ir.BoolConst(node.value == "true"))
-        if cls == "Attr":
-            if node.var not in scope:
-                self.err(node, f"unknown variable '{node.var}'")
-                return None
-            if scope[node.var] != "part":
-                self.err(node, f"'{node.var}' is a keep-out zone; attributes belong to parts")
-                return None
-            attr = ".".join(node.path)
-            if attr in ir.NUMERIC_ATTRS:
-                return ir.Lin.of(ir.Attr(node.var, attr))
-            if attr in ir.SYMBOL_ATTRS:
-                return _AttrSymT(node.var, attr)
-            known = ", ".join(list(ir.NUMERIC_ATTRS) + list(ir.SYMBOL_ATTRS))
-            self.err(node, f"unknown attribute '{attr}' (known: {known})")
-            return None
-        if cls == "Ref":
-            if node.name in scope:
-                self.err(node, f"'{node.name}' is a {scope[node.name]} variable, not a value; "
-                         f"use an attribute such as {node.name}.x")
-                return None
-            return _SymT(node.name, node)
-        if cls == "Paren":
-            inner = self._unwrap(node.expr)
-            if inner is not None:
-                return self.term(inner, scope)
-            b = self.boolean(node.expr, scope)
-            return None if b is None else _BoolT(b)
-        if cls == "Count":
-            bound = self.bind(node, scope)
-            if bound is None:
-                return None
-            names, domain, unordered, tfilter, body = bound
-            if tfilter is not None:
-                body = ir.And((*(ir.SymEq(v, "type", tfilter, True) for v in names), body))
-            return _CountT(tuple(names), domain, unordered, body)
         if cls == "Call":
             r = self.call(node, scope)
             return None if r is None else _BoolT(r)
-        self.err(node, f"unexpected {cls}")
+        method = self._TERMS.get(cls)
+        if method is None:
+            self.err(node, f"unexpected {cls}")
+            return None
+        return method(self, node, scope)
+
+    def _sum(self, node: Any, scope: dict[str, str]):
+        acc = None
+        for i, op in enumerate(node.ops):
+            t = self.term(op, scope)
+            if t is None:
+                return None
+            if len(node.ops) == 1:
+                return t
+            if not isinstance(t, ir.Lin):
+                self.err(op, "only lengths can be added or subtracted")
+                return None
+            if i > 0 and node.signs[i - 1] == "-":
+                t = t.scale(Fraction(-1))
+            acc = t if acc is None else acc.add(t)
+        return acc
+
+    def _prod(self, node: Any, scope: dict[str, str]):
+        if len(node.ops) == 1:
+            return self.term(node.ops[0], scope)
+        acc: ir.Lin | None = None
+        for op in node.ops:
+            t = self.term(op, scope)
+            if t is None:
+                return None
+            if not isinstance(t, ir.Lin):
+                self.err(op, "only numbers and lengths can be multiplied")
+                return None
+            if acc is None:
+                acc = t
+            elif acc.is_const:
+                acc = t.scale(acc.const / self._unit())
+            elif t.is_const:
+                acc = acc.scale(t.const / self._unit())
+            else:
+                self.err(node, "multiplication needs a constant factor (the rules stay "
+                         "linear)")
+                return None
+        return acc
+
+    def _unary(self, node: Any, scope: dict[str, str]):
+        t = self.term(node.operand, scope)
+        if node.minus:
+            if not isinstance(t, ir.Lin):
+                if t is not None:
+                    self.err(node, "unary minus applies to numbers and lengths only")
+                return None
+            return t.scale(Fraction(-1))
+        return t
+
+    def _attr(self, node: Any, scope: dict[str, str]):
+        if node.var not in scope:
+            self.err(node, f"unknown variable '{node.var}'")
+            return None
+        if scope[node.var] != "part":
+            self.err(node, f"'{node.var}' is a keep-out zone; attributes belong to parts")
+            return None
+        attr = ".".join(node.path)
+        if attr in ir.NUMERIC_ATTRS:
+            return ir.Lin.of(ir.Attr(node.var, attr))
+        if attr in ir.SYMBOL_ATTRS:
+            return _AttrSymT(node.var, attr)
+        known = ", ".join(list(ir.NUMERIC_ATTRS) + list(ir.SYMBOL_ATTRS))
+        self.err(node, f"unknown attribute '{attr}' (known: {known})")
         return None
+
+    def _ref(self, node: Any, scope: dict[str, str]):
+        if node.name in scope:
+            self.err(node, f"'{node.name}' is a {scope[node.name]} variable, not a value; "
+                     f"use an attribute such as {node.name}.x")
+            return None
+        return _SymT(node.name, node)
+
+    def _paren(self, node: Any, scope: dict[str, str]):
+        inner = self._unwrap(node.expr)
+        if inner is not None:
+            return self.term(inner, scope)
+        b = self.boolean(node.expr, scope)
+        return None if b is None else _BoolT(b)
+
+    def _count(self, node: Any, scope: dict[str, str]):
+        bound = self.bind(node, scope)
+        if bound is None:
+            return None
+        names, domain, unordered, tfilter, body = bound
+        if tfilter is not None:
+            body = ir.And((*(ir.SymEq(v, "type", tfilter, True) for v in names), body))
+        return _CountT(tuple(names), domain, unordered, body)
+
+    _TERMS: ClassVar[dict[str, Callable[..., Any]]] = {
+        "Sum": _sum, "Prod": _prod, "Unary": _unary, "Attr": _attr, "Ref": _ref,
+        "Paren": _paren, "Count": _count}
 
     def _unit(self) -> Fraction:
         return self.b.scale
