@@ -218,3 +218,34 @@ def test_trace_three_stages(tmp_path: Path) -> None:
         assert v.stage == "physics" and "centroid" in v.reasons[0]
         v = validate_trace({**base, "belief": ["on(c1, c2)", "holding(gripper, c2)"]}, w)
         assert v.stage == "physics" and len(v.reasons) == 2
+
+
+# a program clingo cannot decide quickly: 13 pigeons in 12 holes (exponential for CDCL)
+_PIGEONS = """
+pigeon(1..13). hole(1..12).
+1 { in(P, H) : hole(H) } 1 :- pigeon(P).
+:- hole(H), #count { P : in(P, H) } > 1.
+"""
+
+
+def test_world_rules_run_by_the_one_clingo_runner_under_a_time_limit(tmp_path: Path) -> None:
+    from cellspec.core.status import Reason
+    from cellspec.solver.asp.backend import solve_program
+    from cellspec.world.rules import Undecided, diagnose_facts
+
+    res = solve_program([_PIGEONS], 0.1)
+    assert res.satisfiable is None and res.reason is Reason.TIME_LIMIT
+    assert res.message == "clingo did not finish within 0.1 s"
+    assert solve_program(["a. :- a."], 5.0).satisfiable is False
+    cell = _cell(tmp_path)
+    # the diagnose program grounds the Δ facts it is given: here a hard one, so the limit
+    # is reached and the answer is unknown (exit 2), never an empty list of causes
+    delta = 'lost("c2").\ntarget("c1").\nm(grasp_force, 100).'  # 1 N: below the 4 N grasp
+    with pytest.raises(Undecided) as exc:
+        diagnose_facts(cell, delta + _PIGEONS, timeout=0.1)
+    assert exc.value.reason is Reason.TIME_LIMIT
+    assert exc.value.diagnostics[0].message == (
+        f"unknown (time limit): the diagnose rules of {cell.path}: clingo did not finish "
+        "within 0.1 s")
+    found = diagnose_facts(cell, delta)  # events.lp derives grasp_weak from the threshold
+    assert [(f.cause, f.args) for f in found] == [("grasp_failure", ("c1",)), ("lost", ("c2",))]

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from textx import get_location
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
+from cellspec.dsl.build import halfspace_zone
+from cellspec.dsl.load import display_path, parse_text, path_key, read_rule_file
 from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone
 
 # kind -> parameter -> default (None: required). Every kind also takes ``type=NAME``.
@@ -107,9 +109,7 @@ class DesignSpec(_Frozen):
 def load_designs(path: str | os.PathLike[str]) -> tuple[DesignSpec, ...]:
     """Every design statement of a .cell file (its imports are not searched); raises
     CellspecError with file:line:col for syntax errors and bad kinds or parameters."""
-    from cellspec.dsl.parser import _key, display_path, parse_text, read_rule_file
-
-    p = _key(Path(path))
+    p = path_key(Path(path))
     shown = display_path(p)
     if not p.exists():
         raise CellspecError(Diagnostic(shown, 0, 0, "no such file"))
@@ -328,8 +328,6 @@ class _DesignBuilder:
         return None
 
     def halfspace(self, c: Any, name: str, s: Source) -> HalfSpaceZone | None:
-        from cellspec.dsl.parser import halfspace_zone
-
         try:
             return halfspace_zone(c.half, name, self.n, s)
         except ValueError as exc:

@@ -42,6 +42,7 @@ A ``//`` comment always ends its line, so a token after one starts a new line
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass
 from os import PathLike
@@ -51,6 +52,7 @@ from typing import Any
 from textx.exceptions import TextXError
 
 from cellspec.dsl.language import get_metamodel
+from cellspec.dsl.load import read_rule_file
 
 __all__ = ["FormatError", "check_roundtrip", "format_file", "format_source"]
 
@@ -461,8 +463,6 @@ def check_roundtrip(original: str, formatted: str, before_model: Any = None) -> 
 
 def format_source(text: str) -> str:
     """Rewrite ``.cell`` source in the canonical style, keeping every comment and the meaning."""
-    import gc
-
     text = text.replace("\r\n", "\n")
     was = gc.isenabled()
     gc.disable()  # parsing allocates and keeps every node: the cycle collector only re-scans
@@ -478,8 +478,6 @@ def format_source(text: str) -> str:
 
 def format_file(path: str | PathLike[str]) -> tuple[str, bool]:
     """Format one file without writing it; returns the new text and whether it differs."""
-    from cellspec.dsl.parser import read_rule_file
-
     p = Path(path)
     original = read_rule_file(p)  # bounded, and every I/O problem is a diagnostic
     try:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from cellspec.core.ir import Node
+from cellspec.core.ir import Node, top_domains
 
 Vec3 = tuple[Fraction, Fraction, Fraction]
 
@@ -134,7 +134,8 @@ class ForceThreshold(_Frozen):
 class WorldRule(_Frozen):
     """A `commit` condition (name = action kind) or a `diagnose` rule (name = cause).
 
-    ``body`` is a plain term tree built by cellspec/world/rules.py and compiled to clingo."""
+    ``body`` is a plain term tree built by cellspec/dsl/world.py; cellspec/world/rules.py
+    compiles it to clingo."""
 
     kind: Literal["commit", "diagnose"]
     name: str
@@ -166,15 +167,11 @@ class Rule(_Frozen):
     @property
     def top_vars(self) -> tuple[str, ...]:
         """The variables of the outermost forall (they name a violation's parts)."""
-        from cellspec.core.ir import top_domains
-
         return tuple(top_domains(self.body))
 
     @property
     def part_vars(self) -> tuple[str, ...]:
         """The outer forall variables that range over parts (a violation's parts)."""
-        from cellspec.core.ir import top_domains
-
         return tuple(v for v, d in top_domains(self.body).items() if d == "part")
 
 

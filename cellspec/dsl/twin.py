@@ -1,15 +1,18 @@
 """Build the twin part of a cell (grammar ``twin.tx``) into a :class:`TwinSpec`.
 
-Called by the parser's cell builder with the twin items; errors go to the builder's
-diagnostic sink with file:line:col.
+Called by the cell builder (cellspec/dsl/build.py) with the twin items; errors go to the
+builder's diagnostic sink with file:line:col.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec
+
+if TYPE_CHECKING:  # the builder calls build_twin: a run-time import would be a cycle
+    from cellspec.dsl.build import CellBuilder
 
 TWIN_ITEMS = frozenset({"Supply", "TrajectoryEpsilon", "Home", "SharedZone", "Reachable",
                         "Panel", "TwinObject"})
@@ -19,7 +22,7 @@ PLAN_CHECKS = ("parse", "gripper", "path_length", "task", "reach", "ik", "collis
                "waypoints", "spacing", "same_object", "occupied")
 
 
-def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:
+def _box(b: CellBuilder, item: Any, what: str, need: str = "xyz") -> Box | None:
     """An axis-aligned box from ranges; every axis of ``need`` must be given once."""
     rs: dict[str, tuple[Fraction, Fraction]] = {}
     ok = True
@@ -43,9 +46,9 @@ def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:
                hi=tuple(rs.get(a, (-big, big))[1] for a in "xyz"))
 
 
-def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
+def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],
                part_types: dict[str, Any], claim: Any) -> TwinSpec:
-    """The twin spec of a cell from its twin items (``b`` is the parser's builder)."""
+    """The twin spec of a cell from its twin items (``b``: the cell builder)."""
     supplies: list[BoxZone] = []
     eps: Fraction | None = None
     homes: dict[str, tuple[Fraction, ...]] = {}

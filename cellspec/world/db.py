@@ -22,14 +22,15 @@ from typing import Any
 
 from cellspec.core.errors import CellspecError, Diagnostic
 
+# the phases and relations diagnose rules name: one vocabulary, the language's
+from cellspec.dsl.world import PHASES as PHASES
+from cellspec.dsl.world import RELATIONS as RELATIONS
+
 FORMAT = "cellspec-world"
 VERSION = 1
 DECAY = 0.95  # confidence factor per missed observation
 ARCHIVE_BELOW = 0.1  # an entity whose confidence falls below this is archived
 LIFECYCLE = ("Active", "Uncertain", "Archived")
-PHASES = ("idle", "approaching", "grasping", "holding", "transporting", "placing",
-          "releasing")
-RELATIONS = ("on", "inside", "near", "holding")
 BUSY_S = 5.0  # seconds to wait for another writer's lock before reporting it
 
 _SCHEMA = """

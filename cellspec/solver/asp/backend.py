@@ -277,3 +277,39 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     stats.update({"facts_s": t1 - t0, "ground_s": t2 - t1, "solve_s": time.perf_counter() - t2})
     found.sort()
     return BackendResult("done", found, stats=stats)
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """The shown atoms of the first model of a self-contained program; ``satisfiable`` is
+    None when the time limit stopped clingo first (``reason`` and ``message`` say so)."""
+
+    satisfiable: bool | None
+    atoms: tuple = ()
+    reason: Reason | None = None
+    message: str = ""
+
+
+def solve_program(texts: list[str], timeout: float | None) -> ProgramResult:
+    """Ground ``texts`` (ASP programs, part ``base``) and solve for one model, with the
+    time limit of :func:`run`: for programs whose size the caller bounds (e.g. the world
+    rules), so the grounding limits of :func:`run` do not apply."""
+    import clingo  # lazy: as in run(), clingo loads only when a program is solved
+
+    ctl = clingo.Control(["--warn=none", "1"])
+    for text in texts:
+        ctl.add("base", [], text)
+    ctl.ground([("base", [])])
+    atoms: list = []
+
+    def on_model(m: clingo.Model) -> None:
+        atoms[:] = m.symbols(shown=True)
+
+    with ctl.solve(on_model=on_model, async_=True) as handle:
+        finished = handle.wait(timeout) if timeout is not None else handle.wait()
+        if not finished:
+            handle.cancel()
+            return ProgramResult(None, reason=Reason.TIME_LIMIT,
+                                 message=f"clingo did not finish within {timeout} s")
+        res = handle.get()
+    return ProgramResult(bool(res.satisfiable), tuple(atoms))
