@@ -120,8 +120,7 @@ def build_model(structs: list[Struct], design: DesignSpec, site: Site, assume: b
         if not st.packing:
             _template_vars(m, st, cons, site, guard, assume, obj)
         else:
-            packing_vars(m, st, st.spec, cons, site.rules, site.zones, site.z0, site.ws_lo,
-                         site.ws_hi, site.gap, primary)
+            packing_vars(m, st, cons, site, primary)
     _spacing(m, structs, site.gap, assume, guard)
     weight = 10 ** 7 if obj else 1  # packing goals before anchor distance (L1, U)
     if not assume:
@@ -310,28 +309,22 @@ def avoid(m: Any, z: Any, lo: tuple[Any, Any, int], hi: tuple[Any, Any, int],
         m.Add(least >= h.rhs).OnlyEnforceIf(gl)
 
 
-def packing_vars(m: Any, st: Struct, spec: StructureSpec, cons: list[Any], rules: set[str],
-                  zones: list[Any], z0: int, ws_lo: list[int], ws_hi: list[int], gap: int,
-                  primary: list[Any]) -> None:
-    """Lattice columns in the region, one height variable each (the solver chooses)."""
-    n = int(spec.params["n"])
-    sx, sy, sz = st.s
-    reg = {a: (g.to_u(lo), g.to_u(hi)) for a, lo, hi in spec.region}
+def _region(st: Struct, cons: list[Any], site: Site) -> tuple[int, int, int, int, int]:
+    """The packing's region on the grid (x_lo, y_lo even; x_hi, y_hi) and how many levels
+    fit under the workspace top, its max height and its ``inside`` z bound."""
+    reg = {a: (g.to_u(lo), g.to_u(hi)) for a, lo, hi in st.spec.region}
     for c in cons:
         if isinstance(c, InsideConstraint):
             for a, lo, hi in c.ranges:
                 if a in reg:
                     reg[a] = (max(reg[a][0], g.to_u(lo)), min(reg[a][1], g.to_u(hi)))
-    x_lo = int(np.ceil(float(reg["x"][0]))) if "x" in reg else ws_lo[0]
-    y_lo = int(np.ceil(float(reg["y"][0]))) if "y" in reg else ws_lo[1]
+    x_lo = int(np.ceil(float(reg["x"][0]))) if "x" in reg else site.ws_lo[0]
+    y_lo = int(np.ceil(float(reg["y"][0]))) if "y" in reg else site.ws_lo[1]
     x_lo += (x_lo % 2)
     y_lo += (y_lo % 2)
-    x_hi = int(np.floor(float(reg["x"][1]))) if "x" in reg else ws_hi[0]
-    y_hi = int(np.floor(float(reg["y"][1]))) if "y" in reg else ws_hi[1]
-    px, py = sx + gap, sy + gap
-    nx = max(0, (x_hi - x_lo - sx) // px + 1)
-    ny = max(0, (y_hi - y_lo - sy) // py + 1)
-    top = ws_hi[2] if "workspace" in rules else LIM
+    x_hi = int(np.floor(float(reg["x"][1]))) if "x" in reg else site.ws_hi[0]
+    y_hi = int(np.floor(float(reg["y"][1]))) if "y" in reg else site.ws_hi[1]
+    top = site.ws_hi[2] if "workspace" in site.rules else LIM
     for c in cons:
         if isinstance(c, MaxHeightConstraint):
             top = min(top, int(np.floor(float(g.to_u(c.h)))))
@@ -339,20 +332,28 @@ def packing_vars(m: Any, st: Struct, spec: StructureSpec, cons: list[Any], rules
             for a, _lo, hi in c.ranges:
                 if a == "z":
                     top = min(top, int(np.floor(float(g.to_u(hi)))))
-    levels = max(0, (top - z0) // sz)
-    st.grid_n = (nx, ny)
-    label = f"{st.name} (packing at {where(spec.source)})"
+    return x_lo, y_lo, x_hi, y_hi, max(0, (top - site.z0) // st.s[2])
+
+
+def _columns(st: Struct, site: Site, x_lo: int, y_lo: int, nx: int, ny: int, levels: int
+             ) -> int:
+    """The packing's nx x ny lattice columns (in ``st.cols``) and the levels each can hold
+    (``st.cap``: none outside the workspace, none from the first level entering a zone);
+    returns their total."""
+    sx, sy, sz = st.s
+    px, py = sx + site.gap, sy + site.gap
+    ws_lo, ws_hi, z0 = site.ws_lo, site.ws_hi, site.z0
     cap_total = 0
     for j in range(ny):
         for i in range(nx):
             cx = x_lo + sx // 2 + i * px
             cy = y_lo + sy // 2 + j * py
             cap = levels
-            if "workspace" in rules and (cx - sx // 2 < ws_lo[0] or cx + sx // 2 > ws_hi[0]
-                                         or cy - sy // 2 < ws_lo[1]
-                                         or cy + sy // 2 > ws_hi[1]):
+            if "workspace" in site.rules and (cx - sx // 2 < ws_lo[0] or cx + sx // 2 > ws_hi[0]
+                                              or cy - sy // 2 < ws_lo[1]
+                                              or cy + sy // 2 > ws_hi[1]):
                 cap = 0
-            for z in zones:
+            for z in site.zones:
                 for lv in range(cap):
                     lo = (cx - sx // 2, cy - sy // 2, z0 + lv * sz)
                     hi = (cx + sx // 2, cy + sy // 2, z0 + (lv + 1) * sz)
@@ -362,18 +363,33 @@ def packing_vars(m: Any, st: Struct, spec: StructureSpec, cons: list[Any], rules
             st.cols.append((cx, cy))
             st.cap.append(cap)
             cap_total += cap
+    return cap_total
+
+
+def packing_vars(m: Any, st: Struct, cons: list[Any], site: Site, primary: list[Any]) -> None:
+    """Lattice columns in the region, one height variable each (the solver chooses)."""
+    spec = st.spec
+    n = int(spec.params["n"])
+    sx, sy, _ = st.s
+    x_lo, y_lo, x_hi, y_hi, levels = _region(st, cons, site)
+    px, py = sx + site.gap, sy + site.gap
+    nx = max(0, (x_hi - x_lo - sx) // px + 1)
+    ny = max(0, (y_hi - y_lo - sy) // py + 1)
+    st.grid_n = (nx, ny)
+    label = f"{st.name} (packing at {where(spec.source)})"
+    cap_total = _columns(st, site, x_lo, y_lo, nx, ny, levels)
     # a real bound: even touching, no more than this many boxes fit the region's floor
     dense = max(0, (x_hi - x_lo) // sx) * max(0, (y_hi - y_lo) // sy) * levels
     if dense < n:
         raise Infeasible(f"{label}: even touching, the region holds at most {dense} parts "
-                          f"of type {st.ptype} (up to {levels} high), fewer than n={n}",
-                          ("workspace",))
+                         f"of type {st.ptype} (up to {levels} high), fewer than n={n}",
+                         ("workspace",))
     if cap_total < n:
         raise Infeasible(f"{label}: the region holds at most {cap_total} parts of type "
-                          f"{st.ptype} ({nx} x {ny} columns {to_m(px):.4g} m apart so the "
-                          f"gripper fits, up to {levels} high; keep-outs, the workspace and "
-                          f"max height counted), fewer than n={n}",
-                          ("workspace", "spacing between structures"))
+                         f"{st.ptype} ({nx} x {ny} columns {to_m(px):.4g} m apart so the "
+                         f"gripper fits, up to {levels} high; keep-outs, the workspace and "
+                         f"max height counted), fewer than n={n}",
+                         ("workspace", "spacing between structures"))
     for c, cap in enumerate(st.cap):
         h = m.NewIntVar(0, cap, f"h{st.idx}_{c}")
         u = m.NewBoolVar(f"u{st.idx}_{c}")
@@ -391,7 +407,7 @@ def packing_vars(m: Any, st: Struct, spec: StructureSpec, cons: list[Any], rules
                         m.Add(st.hvar[j * nx + i] == st.hvar[j2 * nx + i2])
         if isinstance(c, CountConstraint) and c in spec.constraints and not cmp_op(c.op, n, c.n):
             raise Infeasible(f"{label} has n={n} parts; count {c.op} {c.n} "
-                              f"({where(c.source)})", ("count",))
+                             f"({where(c.source)})", ("count",))
     hmax = m.NewIntVar(0, max(st.cap, default=0), f"H{st.idx}")
     for h in st.hvar:
         m.Add(hmax >= h)
