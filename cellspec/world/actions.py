@@ -10,13 +10,14 @@ height ``z_safe``, the supports at the targets and its seeded noise stream ``rng
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cellspec.dsl.model import Cell
 from cellspec.world.db import Entity
 from cellspec.world.rules import force_thresholds
-from cellspec.world.sim import PAD
+from cellspec.world.sim import PAD, Sim
 
 GUARD_TRIES = 4  # corrections of a guarded (compliant) place before it fails
 GUARD_SEATED_M = 0.002  # within this of the seated height, contact is the seating itself
@@ -26,6 +27,23 @@ GUARD_MARGIN_M = 0.0005  # clearance added to the measured overlap
 
 class Actions:
     """Pick, place and the motion helpers they share (a mixin of ``_Runner``)."""
+
+    # the runner's state this mixin uses
+    cell: Cell
+    sim: Sim
+    rng: np.random.Generator
+    noise: float
+    size: dict[str, tuple[float, float, float]]
+    target: dict[str, tuple[float, ...]]
+    target_rels: list[Any] | None
+    keepouts: list[tuple[np.ndarray, np.ndarray]]
+    table_z: float
+    z_safe: float
+    corrections: int
+    obstacle_spawned: bool
+
+    if TYPE_CHECKING:  # from FaultInjection
+        def spawn_obstacle(self, a: np.ndarray, b: np.ndarray, z: float) -> bool: ...
 
     def transport_z(self) -> float:
         """The transport height: above every part's target and every keep-out."""

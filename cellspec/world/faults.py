@@ -17,6 +17,7 @@ from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.tasks import part_size
+from cellspec.world.sim import Sim
 
 FAULTS = ("slip", "obstacle", "moved", "support")
 
@@ -105,6 +106,16 @@ def boxes_overlap(lo1: np.ndarray, hi1: np.ndarray, lo2: np.ndarray, hi2: np.nda
 
 class FaultInjection:
     """The faults the run loop injects into the simulation (a mixin of ``_Runner``)."""
+
+    # the runner's state this mixin uses
+    cell: Cell
+    sim: Sim
+    frng: np.random.Generator
+    order: tuple[str, ...]
+    placed: set[str]
+    size: dict[str, tuple[float, float, float]]
+    target: dict[str, tuple[float, ...]]
+    table_z: float
 
     def _clash(self, lo: np.ndarray, hi: np.ndarray, skip: str | None = None) -> bool:
         """The box comes within 1.5 cm of a body (other than ``skip``) or of a part's target."""

@@ -15,15 +15,32 @@ from typing import Any
 import numpy as np
 
 from cellspec.world import association as assoc
-from cellspec.world.db import Entity, Transition
+from cellspec.world.db import Entity, Transition, World
 from cellspec.world.discrepancy import State, derive_relations
 from cellspec.world.results import Step
-from cellspec.world.sim import PAD
+from cellspec.world.sim import PAD, Sim
 from cellspec.world.trace import validate_trace
 
 
 class Perception:
     """Observation, belief and the expected/observed states (a mixin of ``_Runner``)."""
+
+    # the runner's state this mixin uses
+    world: World
+    sim: Sim
+    rng: np.random.Generator
+    orng: np.random.Generator
+    noise: float
+    occlusion: float
+    hidden: list[tuple[np.ndarray, np.ndarray]]
+    lifecycle: list[dict[str, Any]]
+    surfaces: Any
+    order: tuple[str, ...]
+    type: dict[str, str]
+    size: dict[str, tuple[float, float, float]]
+    target: dict[str, tuple[float, ...]]
+    target_rels: list[Any] | None
+    steps: list[Step]
 
     def belief(self) -> dict[str, Entity]:
         """The world model's entities by id."""

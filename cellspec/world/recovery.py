@@ -8,7 +8,12 @@ the runner's simulation, world model, keep-outs, placed set and ``perceive``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+from cellspec.world.db import Entity, World
+from cellspec.world.sim import Sim
 
 RETRY_LIMIT = 3  # recoveries per part before giving up
 
@@ -17,6 +22,20 @@ Action = tuple[str, str, str, int | None]  # (label, kind, part, nominal action 
 
 class Recovery:
     """Turn a recovery name into the actions to queue, or why the run gives up."""
+
+    # the runner's state this mixin uses
+    world: World
+    sim: Sim
+    placed: set[str]
+    target: dict[str, tuple[float, ...]]
+    keepouts: list[tuple[np.ndarray, np.ndarray]]
+    last_observed: dict[str, Entity]
+    pending_detect: dict[str, float]
+    retries: dict[str, int]
+
+    if TYPE_CHECKING:  # from Perception and Actions
+        def perceive(self, label: str) -> None: ...
+        def transport_z(self) -> float: ...
 
     def _sub(self, sub: dict[str, int], label: str) -> str:
         base = label.split(".")[0]
