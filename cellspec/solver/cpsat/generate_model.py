@@ -174,9 +174,9 @@ def _template_vars(m: Any, st: Struct, cons: list[Any], site: Site, guard: Any,
         for (px, py), zs in sorted(cols.items()):
             zlo = z0 + min(zs) - st.s[2] // 2
             zhi = z0 + max(zs) + st.s[2] // 2
-            lo = (X + px - st.s[0] // 2, Y + py - st.s[1] // 2, zlo)
-            hi = (X + px + st.s[0] // 2, Y + py + st.s[1] // 2, zhi)
-            avoid(m, z, lo, hi, gl)
+            blo = (X + px - st.s[0] // 2, Y + py - st.s[1] // 2, zlo)
+            bhi = (X + px + st.s[0] // 2, Y + py + st.s[1] // 2, zhi)
+            avoid(m, z, blo, bhi, gl)
     if st.spec.at is not None:
         tx = g.to_u_int(st.spec.at[0]) - st.w // 2
         ty = g.to_u_int(st.spec.at[1]) - st.d // 2
@@ -245,9 +245,9 @@ def hint(m: Any, structs: list[Struct], site: Site, design: DesignSpec) -> None:
             for (px, py), zs in cols.items():
                 zlo = z0 + min(zs) - st.s[2] // 2
                 zhi = z0 + max(zs) + st.s[2] // 2
-                lo = (X + px - st.s[0] // 2, Y + py - st.s[1] // 2, zlo)
-                hi = (X + px + st.s[0] // 2, Y + py + st.s[1] // 2, zhi)
-                ok &= ~enters_np(z, lo, hi)
+                blo = (X + px - st.s[0] // 2, Y + py - st.s[1] // 2, zlo)
+                bhi = (X + px + st.s[0] // 2, Y + py + st.s[1] // 2, zhi)
+                ok &= ~enters_np(z, blo, bhi)
         for ax0, ay0, w, d in placed:
             ok &= ~((X < ax0 + w + gap) & (ax0 < X + st.w + gap)
                     & (Y < ay0 + d + gap) & (ay0 < Y + st.d + gap))

@@ -76,7 +76,7 @@ def _pyramid(p: dict[str, Any], s: Size, along: str, has_vacuum: bool) -> list[P
     b = int(p["base"])
     s_al = _along(s, along)
     a, sz = s_al[0], s[2]
-    out = []
+    out: list[PartT] = []
     for lv in range(b):
         for i in range(b - lv):
             out.append((a // 2 + i * a + lv * (a // 2), s_al[1] // 2, sz // 2 + lv * sz, None))
@@ -94,7 +94,7 @@ def _arch(p: dict[str, Any], s: Size, along: str, has_vacuum: bool) -> list[Part
     d = a // 2 + step * span  # pier centre distance from the middle
     c = d + a // 2  # the middle, from the low corner
     y = s_al[1] // 2
-    out = []
+    out: list[PartT] = []
     for lv in range(pillar):
         out += [(c - d, y, sz // 2 + lv * sz, None), (c + d, y, sz // 2 + lv * sz, None)]
     for q in range(1, span + 1):
@@ -110,7 +110,7 @@ def _canopy(p: dict[str, Any], s: Size, along: str, has_vacuum: bool) -> list[Pa
     px, py = even(Fraction(4 * sx, 5)), even(Fraction(9 * sy, 10))
     ry = even(Fraction(13 * sy, 10))
     cx, cy = sx + sx // 2, ry + sy // 2  # the middle, from the low corner
-    out = []
+    out: list[PartT] = []
     for dx, dy in ((-px, -py), (px, -py), (-px, py), (px, py)):
         for lv in range(h):
             out.append((cx + dx, cy + dy, sz // 2 + lv * sz, None))
@@ -156,7 +156,7 @@ def shape(spec: StructureSpec, s: Size, has_vacuum: bool) -> list[PartT]:
 
 def symmetric(parts: list[PartT], s: Size, axis: int) -> bool:
     """The shape is its own mirror image about its middle on ``axis`` (0: x, 1: y)."""
-    ext = max(p[axis] for p in parts) + s[axis] // 2
+    ext = max(p[:3][axis] for p in parts) + s[axis] // 2
     key = {(p[0], p[1], p[2]) for p in parts}
     for p in parts:
         q = list(p[:3])
