@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import DWELL, SPEED
@@ -158,6 +159,6 @@ def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
                 times[r] = t
         jobs.append(Job(s.part, times))
     res = schedule(jobs, names, precedences(cell, layout, steps), time_limit=time_limit)
-    if res.status not in ("optimal", "feasible"):
+    if res.status not in (Status.OPTIMAL, Status.FEASIBLE):
         return {p: (c[0] if c else None) for p, c in cands.items()}, res
     return {s.part: res.arm_of(s.part) for s in steps}, res

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core import progress
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots import motion
@@ -44,7 +45,7 @@ def plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
     homes = {r: twin.home(r) for r in twin.robot_names}
     for r, q in homes.items():
         twin.set_q(r, q)
-    res = SimResult("pass", None, [], steps=steps,
+    res = SimResult(Status.PASS, None, [], steps=steps,
                     homes={r: np.round(q, 9).tolist() for r, q in homes.items()})
     for k, s in enumerate(steps):
         progress.tick("plan motions", k, len(steps), f"action {k + 1}: {s.part}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import Execution, Segment, Timeline
@@ -33,7 +34,7 @@ class ActionReport:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"index": self.index, "robot": self.robot, "part": self.part,
-                "result": "pass" if self.ok else "fail", "check": self.check,
+                "result": Status.PASS if self.ok else Status.FAIL, "check": self.check,
                 "reason": self.reason,
                 "delta": None if self.delta is None else round(self.delta, 6)}
 

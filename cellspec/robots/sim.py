@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.allocation import (
@@ -118,7 +119,7 @@ def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = Non
     res = _simulate(cell, layout, steps=steps, faults=faults, seed=seed,
                     motion_time_limit=motion_time_limit, time_limit=time_limit,
                     snapshots=snapshots, arms=arms)
-    if gate is not None and res.verdict == "pass":
+    if gate is not None and res.verdict == Status.PASS:
         res.verdict, res.reason = gate[0], gate[1] + "; every action passes in the twin"
     elif gate is not None:
         res.notes.insert(0, gate[1])
@@ -147,13 +148,13 @@ def _verify_gate(cell: Cell, layout: Layout, steps: tuple[Step, ...] | None,
     else:
         lay = layout.with_order(None)  # the sequencer chooses the order
     v = check(cell, lay, timeout=time_limit)
-    if v.verdict == "unknown":
-        return "unknown", f"the layout could not be verified: {v.reason}"
-    if v.verdict == "fail":
+    if v.verdict == Status.UNKNOWN:
+        return Status.UNKNOWN, f"the layout could not be verified: {v.reason}"
+    if v.verdict == Status.FAIL:
         names = [f"{x.rule}({', '.join(x.parts)})" for x in v.violations]
         more = f" and {len(names) - 6} more" if len(names) > 6 else ""
         what = "the layout with the plan's order" if steps is not None else "the layout"
-        return "fail", f"{what} fails its rules: {', '.join(names[:6])}{more}"
+        return Status.FAIL, f"{what} fails its rules: {', '.join(names[:6])}{more}"
     return None
 
 
@@ -164,17 +165,17 @@ def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
     """Sequence (unless ``steps`` are given), allocate and plan, then execute."""
     if steps is None:
         pr = plan(cell, layout, time_limit=time_limit)
-        if pr.status not in ("optimal", "feasible"):
-            verdict = "fail" if pr.status == "infeasible" else "unknown"
+        if pr.status not in (Status.OPTIMAL, Status.FEASIBLE):
+            verdict = Status.FAIL if pr.status == Status.INFEASIBLE else Status.UNKNOWN
             return SimResult(verdict, f"no assembly sequence: {pr.reason}", [])
         steps = pr.steps
     res, sched = _plan(cell, layout, steps, seed, motion_time_limit, time_limit, snapshots,
                        arms)
     if any(not a.ok for a in res.actions):
         bad = [a for a in res.actions if not a.ok]
-        limit = all(a.check == "motion" and (a.reason or "").endswith("time limit")
+        limit = all(a.check == "motion" and (a.reason or "").endswith(Reason.TIME_LIMIT)
                     for a in bad)
-        res.verdict = "unknown" if limit else "fail"
+        res.verdict = Status.UNKNOWN if limit else Status.FAIL
         res.reason = f"{len(bad)} of {len(res.actions)} actions fail before execution" + (
             ": the motion planner hit its time limit (not a proof that no motion exists; "
             "raise --motion-time-limit)" if limit else "")
@@ -183,8 +184,8 @@ def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
     res.timeline = tl
     res.execution = ex
     res.actions = _execution_reports(res, tl, ex)
-    res.verdict = "pass" if ex.ok and all(a.ok for a in res.actions) else "fail"
-    if res.verdict == "fail":
+    res.verdict = Status.PASS if ex.ok and all(a.ok for a in res.actions) else Status.FAIL
+    if res.verdict == Status.FAIL:
         res.reason = "execution: " + "; ".join(ex.reasons) if ex.reasons else \
             "an action failed in execution"
     return res
@@ -281,7 +282,7 @@ def compare_single(cell: Cell, layout: Layout, res: SimResult, *, seed: int = SE
     arm = min(est, key=lambda a: (est[a], a))
     one = simulate(cell, layout, steps=res.steps, seed=seed,
                    motion_time_limit=motion_time_limit, time_limit=time_limit, arms=(arm,))
-    ok = one.verdict == "pass" and one.timeline is not None
+    ok = one.verdict == Status.PASS and one.timeline is not None
     executed = one.timeline.end if ok and one.timeline is not None else None
     res.single = SingleArm(
         arm=arm, verdict=one.verdict, estimated=est[arm], executed=executed,

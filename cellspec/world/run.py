@@ -34,6 +34,7 @@ import numpy as np
 
 from cellspec.core import progress
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat.sequence import plan
@@ -69,9 +70,9 @@ SUCCESS_M = 0.005  # a part counts as built when its true centre is this close t
 def verify_layout(cell: Cell, layout: Layout) -> str | None:
     """None when the layout passes the cell's rules, else why the run refuses to build it."""
     v = check(cell, layout)
-    if v.verdict == "pass":
+    if v.verdict == Status.PASS:
         return None
-    if v.verdict == "unknown":
+    if v.verdict == Status.UNKNOWN:
         return (f"refused: the layout could not be verified ({v.reason}); nothing was built "
                 "(see `cellspec check`)")
     shown = "; ".join(f"{x.rule}: {x.message}" for x in v.violations[:3])
@@ -360,7 +361,7 @@ def plan_order(cell: Cell, layout: Layout) -> tuple[str, ...]:
     if layout.order:
         return tuple(layout.order)
     r = plan(cell, layout)
-    if r.status != "optimal":
+    if r.status != Status.OPTIMAL:
         raise CellspecError(f"{layout.path}: no assembly order: {r.reason or r.status} "
                             "(see `cellspec plan`)")
     return tuple(s.part for s in r.steps)

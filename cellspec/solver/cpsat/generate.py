@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.status import Status
 from cellspec.dsl.design import (
     CountConstraint,
     DesignSpec,
@@ -58,7 +59,8 @@ from cellspec.solver.cpsat.generate_model import (
     where,
 )
 from cellspec.solver.cpsat.repair import with_blocked
-from cellspec.solver.cpsat.results import Status, Step
+from cellspec.solver.cpsat.results import Status as GenStatus
+from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.cpsat.shapes import Infeasible, even, shape, symmetric
 from cellspec.solver.result import Verdict
@@ -93,7 +95,7 @@ class GenerateResult(BaseModel):
     limit stopped the proof."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    status: Status
+    status: GenStatus
     design: str
     layout: dict[str, Any] | None = None
     structures: tuple[PlacedStructure, ...] = ()
@@ -105,8 +107,8 @@ class GenerateResult(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> GenerateResult:
-        if self.status in ("optimal", "feasible"):
-            if self.layout is None or self.verdict is None or self.verdict.verdict != "pass":
+        if self.status in (Status.OPTIMAL, Status.FEASIBLE):
+            if self.layout is None or self.verdict is None or self.verdict.verdict != Status.PASS:
                 raise ValueError("a generated layout must carry a passing re-verification")
             if not self.layout.get("order"):
                 raise ValueError("a generated layout carries its placement order")
@@ -152,11 +154,11 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
     except Infeasible as exc:
         if "spacing between structures" in exc.conflict:
             # relies on the generator's own spacing between structures: not a proof
-            return done(status="unknown", conflict=exc.conflict,
+            return done(status=Status.UNKNOWN, conflict=exc.conflict,
                         reason=f"{exc.reason} (the generator keeps structures a finger "
                         "clearance apart; placements where they touch are not searched, so "
                         "this is not a proof)")
-        return done(status="infeasible", reason=exc.reason, conflict=exc.conflict)
+        return done(status=Status.INFEASIBLE, reason=exc.reason, conflict=exc.conflict)
 
 
 def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any,
@@ -196,16 +198,16 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
     solver, status = solved
     layout, placed = _read_layout(solver, structs, z0, design)
     if len(layout) == 0:
-        return done(status="infeasible", reason="the design has no parts")
+        return done(status=Status.INFEASIBLE, reason="the design has no parts")
     pr = plan(cell2, layout, time_limit=left())
-    if pr.status == "infeasible":
-        return done(status="infeasible", conflict=pr.conflict,
+    if pr.status == Status.INFEASIBLE:
+        return done(status=Status.INFEASIBLE, conflict=pr.conflict,
                     reason=f"the shapes admit no assembly order in this cell: {pr.reason}")
-    if pr.status != "optimal" or pr.verdict is None:
-        return done(status="unknown", reason=f"sequencing: {pr.reason}")
-    if pr.verdict.verdict != "pass":
+    if pr.status != Status.OPTIMAL or pr.verdict is None:
+        return done(status=Status.UNKNOWN, reason=f"sequencing: {pr.reason}")
+    if pr.verdict.verdict != Status.PASS:
         bad = "; ".join(f"{v.rule}({', '.join(v.parts)})" for v in pr.verdict.violations[:5])
-        return done(status="unknown", reason="the generated layout does not re-verify (the "
+        return done(status=Status.UNKNOWN, reason="the generated layout does not re-verify (the "
                     "generator does not encode every rule of this cell): "
                     f"{bad or pr.verdict.reason}")
 
@@ -366,8 +368,8 @@ def _solve(structs: list[Struct], design: DesignSpec, site: Site, left: Any, wor
     if st_ == cp_model.INFEASIBLE:
         return _core(structs, design, site, left, done)
     if st_ not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return done(status="unknown", reason="time limit hit before a placement was found")
-    return solver, ("optimal" if st_ == cp_model.OPTIMAL else "feasible")
+        return done(status=Status.UNKNOWN, reason="time limit hit before a placement was found")
+    return solver, (Status.OPTIMAL if st_ == cp_model.OPTIMAL else Status.FEASIBLE)
 
 
 def _core(structs: list[Struct], design: DesignSpec, site: Site, left: Any, done: Any
@@ -388,12 +390,12 @@ def _core(structs: list[Struct], design: DesignSpec, site: Site, left: Any, done
         # the generator keeps structures a finger clearance apart; touching structures
         # are not searched, so this is no proof that the design cannot be built
         why = "; ".join(core) if core else "the rules together"
-        return done(status="unknown", conflict=core,
+        return done(status=Status.UNKNOWN, conflict=core,
                     reason="no placement found with the structures a finger clearance "
                     f"apart ({why}); placements where structures touch are not searched "
                     "by the generator, so this is not a proof")
     why = "; ".join(core)
-    return done(status="infeasible", conflict=core,
+    return done(status=Status.INFEASIBLE, conflict=core,
                 reason=f"no placement of the design in the cell satisfies: {why}")
 
 
