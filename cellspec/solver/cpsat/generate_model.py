@@ -367,7 +367,10 @@ def _columns(st: Struct, site: Site, x_lo: int, y_lo: int, nx: int, ny: int, lev
 
 
 def packing_vars(m: Any, st: Struct, cons: list[Any], site: Site, primary: list[Any]) -> None:
-    """Lattice columns in the region, one height variable each (the solver chooses)."""
+    """Lattice columns in the region, one height variable each (the solver chooses).
+    Each model gets its own: a second model (the guarded one, for the unsat core) must
+    not reuse the first model's columns and variables."""
+    st.cols, st.cap, st.hvar, st.used = [], [], [], []
     spec = st.spec
     n = int(spec.params["n"])
     sx, sy, _ = st.s
