@@ -120,6 +120,20 @@ def test_packing_beyond_the_gapped_lattice_is_unknown_not_infeasible(tmp_path, s
     assert "not a proof" in r.reason
 
 
+def test_two_packings_name_the_spacing_in_their_core(tmp_path, station):
+    """Two one-level packings of 9 in the same region: each fits alone, together only if
+    they touch. The guarded model (for the unsat core) has its own packing columns, so the
+    core names the generator's spacing (it reused the first model's variables and named
+    nothing)."""
+    f = tmp_path / "p.cell"
+    region = "region x [0.30, 0.50] y [0.10, 0.30], minimize height) [max height 0.05]"
+    f.write_text(f"design p {{\n    packing(n=9, {region}\n    packing(n=9, {region}\n}}\n",
+                 encoding="utf-8")
+    r = generate(station, load_designs(f)[0], time_limit=5)
+    assert r.status == "unknown" and r.conflict == ("spacing between structures",)
+    assert "(spacing between structures)" in r.reason and "not a proof" in r.reason
+
+
 def test_too_many_structures_proved(tmp_path, station):
     """90 single cubes fit the station's workspace touching (10 x 9): 91 are proved
     impossible; 57 do not fit with the generator's finger gap (8 x 7 = 56), which is

@@ -49,6 +49,9 @@ with the upper arm, which do depend on q4 and q5, stay checked.
 Every robot, once its gripper is attached (``urdf.robot_urdf``), has a link ``tcp``: the
 tool centre point, z along the approach direction (out of the flange), x the direction
 in which parallel jaws close. The spec's ``tool_link`` is that link.
+
+The ``RobotSpec`` record itself lives in :mod:`cellspec.robots.spec` (imported by this
+table and by the URDF writer, which no longer import each other); it is re-exported here.
 """
 
 from __future__ import annotations
@@ -56,87 +59,23 @@ from __future__ import annotations
 import math
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
 import pybullet_data
 
-from cellspec.core.errors import CellspecError
+from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.dsl.model import Cell
+from cellspec.robots.spec import TOOL_LINK, AbbKinematics, DHKinematics, RobotSpec
+
+__all__ = ["MODELS", "TOOL_LINK", "AbbKinematics", "DHKinematics", "RobotSpec", "check_models",
+           "robot_spec"]
 
 MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600", "ur5e")
-TOOL_LINK = "tcp"
 
 
 def _deg(*v: float) -> np.ndarray:
     return np.radians(np.array(v, dtype=float))
-
-
-@dataclass(frozen=True)
-class AbbKinematics:
-    """Published ABB dimensions (metres) and capsule radii of the generated URDF."""
-
-    d1: float
-    a1: float
-    a2: float
-    a3: float
-    d4: float
-    d6: float
-    radii: tuple[float, float, float, float, float, float, float]  # base, l1..l6
-
-
-@dataclass(frozen=True)
-class DHKinematics:
-    """Published standard Denavit-Hartenberg parameters (metres, radians) and capsule radii."""
-
-    d: tuple[float, ...]
-    a: tuple[float, ...]
-    alpha: tuple[float, ...]
-    radii: tuple[float, ...]  # base, l1..l6
-
-
-@dataclass(frozen=True, eq=False)
-class RobotSpec:
-    """A robot model: controlled joints (in order), limits, tool link, home, disabled pairs."""
-
-    model: str
-    joint_names: tuple[str, ...]
-    lower: np.ndarray
-    upper: np.ndarray
-    vel_limits: np.ndarray
-    tool_link: str
-    home: tuple[float, ...]
-    disabled_pairs: frozenset[tuple[str, str]]
-    flange_link: str = ""
-    base_links: tuple[str, ...] = ()  # links resting on the mounting surface
-    data_urdf: str | None = None  # pybullet_data-relative file, None when generated
-    strip_links: tuple[str, ...] = ()  # links of the data URDF replaced by our gripper
-    flange_xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)  # flange frame in flange_link
-    flange_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    abb: AbbKinematics | None = field(default=None)
-    dh: DHKinematics | None = field(default=None)
-
-    @property
-    def dof(self) -> int:
-        """Number of controlled joints."""
-        return len(self.joint_names)
-
-    def urdf_path(self) -> str:
-        """The bare arm's URDF: the pybullet_data file, or a generated one (cached)."""
-        if self.data_urdf is not None:
-            return os.path.join(pybullet_data.getDataPath(), self.data_urdf)
-        from cellspec.robots.urdf import abb_urdf_path, dh_urdf_path
-
-        return dh_urdf_path(self) if self.dh is not None else abb_urdf_path(self)
-
-    def is_disabled(self, a: str, b: str) -> bool:
-        """Whether the self pair (a, b) is excluded from collision checks."""
-        return (a, b) in self.disabled_pairs or (b, a) in self.disabled_pairs
-
-    def within_limits(self, q: np.ndarray, tol: float = 1e-9) -> bool:
-        """Whether q lies within the position limits."""
-        q = np.asarray(q, dtype=float)
-        return bool(np.all(q >= self.lower - tol) and np.all(q <= self.upper + tol))
 
 
 def _data_limits(rel: str, joints: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -257,11 +196,9 @@ def robot_spec(model: str) -> RobotSpec:
     return _cached(model)
 
 
-def check_models(cell) -> None:
+def check_models(cell: Cell) -> None:
     """Every robot of the cell has a known model; else CellspecError at the robot's line
     (bad input, exit 2), naming the known models."""
-    from cellspec.core.errors import Diagnostic
-
     for r in cell.robots:
         if r.model not in MODELS:
             s = r.source

@@ -26,8 +26,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import numpy as np
+import pybullet_data
 
-from cellspec.robots.models import TOOL_LINK, RobotSpec
+from cellspec.robots.spec import TOOL_LINK, RobotSpec
 
 VACUUM_LENGTH = 0.10
 VACUUM_RADIUS = 0.02
@@ -229,9 +230,16 @@ def abb_urdf_path(spec: RobotSpec) -> str:
     return _write(abb_urdf_text(spec), spec.model)
 
 
+def arm_urdf_path(spec: RobotSpec) -> str:
+    """The bare arm's URDF: the pybullet_data file, or a generated one (cached)."""
+    if spec.data_urdf is not None:
+        return os.path.join(pybullet_data.getDataPath(), spec.data_urdf)
+    return dh_urdf_path(spec) if spec.dh is not None else abb_urdf_path(spec)
+
+
 def robot_urdf_text(spec: RobotSpec, gripper: GripperGeom) -> str:
     """The arm's URDF with tool0, the gripper and the tcp link attached to the flange."""
-    src = spec.urdf_path()
+    src = arm_urdf_path(spec)
     root = ET.parse(src).getroot()
     base_dir = os.path.dirname(src)
     for mesh in root.iter("mesh"):

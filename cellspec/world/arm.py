@@ -18,6 +18,8 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
+from cellspec.robots.ik import grasp_quat, solve_ik
+from cellspec.robots.twin import Twin
 
 WAYPOINT_M = 0.02
 
@@ -26,9 +28,6 @@ class ArmDriver:
     """Pad targets along the TCP path of one robot arm of the twin."""
 
     def __init__(self, cell: Cell, pad_half_height: float, robot: str | None = None) -> None:
-        from cellspec.robots.ik import grasp_quat
-        from cellspec.robots.twin import Twin
-
         if not cell.robots:
             raise CellspecError(f"{cell.path}: the cell has no robot for the arm engine")
         names = [r.name for r in cell.robots]
@@ -50,8 +49,6 @@ class ArmDriver:
 
     def solve(self, pad_pos: np.ndarray, q_init: np.ndarray) -> np.ndarray | None:
         """Joint angles putting the pad centre at pad_pos (tool down), or None."""
-        from cellspec.robots.ik import solve_ik
-
         self.ik_calls += 1
         target = np.asarray(pad_pos) + self.off
         r = solve_ik(self.twin, self.robot, target, self.quat, q_init=q_init, restarts=2,

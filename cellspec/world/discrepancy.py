@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.errors import CellspecError
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.world import relations as rel
 from cellspec.world.association import (
     MAX_COORD_M,
@@ -27,7 +28,7 @@ from cellspec.world.association import (
     parse_observation,
 )
 from cellspec.world.db import PHASES, RELATIONS, Entity, Relation
-from cellspec.world.rules import MEASURES
+from cellspec.world.rules import MEASURES, diagnose_facts
 
 DRIFT_TOL_M = 0.01  # drift above this is a discrepancy
 MAX_OBJECTS = 2000  # objects per state file
@@ -86,8 +87,6 @@ def read_json(path: str, what: str = "file") -> Any:
     """Read a JSON file as bad-input-safe: missing, directory, binary, huge, deeply nested or
     invalid files are a CellspecError naming the file (line:col for syntax errors); NaN and
     infinity literals are read as NaN so the validators refuse them by name."""
-    from cellspec.core.io import TooLarge, read_text_bounded
-
     try:
         text = read_text_bounded(path, MAX_JSON_BYTES)
     except IsADirectoryError:
@@ -344,7 +343,6 @@ class Diagnosis:
 
 def diagnose(cell: Any, expected: State, observed: State) -> Diagnosis:
     """Δ(expected, observed) and the causes the cell's diagnose rules derive (clingo)."""
-    from cellspec.world.rules import diagnose_facts
 
     d = delta(expected, observed)
     found = diagnose_facts(cell, d.facts()) if d.significant() or d.measures else []
