@@ -42,6 +42,68 @@ sys.path.insert(0, str(ROOT))
 
 CELL = ROOT / "rules" / "cells" / "dual_arm_station.cell"
 GROUPS = "ABCDE"
+# the work counted per command (issue 15 item 4): clingo checks (cellspec.solver.verify.check,
+# wherever it is called from: the loop, the orchestrator, the sequencer's re-verification,
+# the generator, repair, the skills), sequencings (cellspec.solver.cpsat.sequence.plan) and
+# dict -> Layout conversions (cellspec.layout.layout_from_obj)
+COUNTED = {"checks": ("cellspec.solver.verify", "check"),
+           "sequencings": ("cellspec.solver.cpsat.sequence", "plan"),
+           "conversions": ("cellspec.layout", "layout_from_obj")}
+
+
+class Counters:
+    """Counts calls of the COUNTED functions while ``active`` (one command at a time; the
+    bench's own independent re-check is not counted). Wraps each function in every loaded
+    cellspec module that holds it (a name imported at a module's top is a separate
+    binding), in the bench only: the library is not instrumented."""
+
+    def __init__(self) -> None:
+        import importlib
+
+        import cellspec.agent.orchestrator  # noqa: F401  (load what design uses first)
+        import cellspec.solver.cpsat.generate  # noqa: F401
+        import cellspec.solver.cpsat.repair  # noqa: F401
+
+        self.active = False
+        self.n = dict.fromkeys(COUNTED, 0)
+        for key, (mod, name) in COUNTED.items():
+            orig = getattr(importlib.import_module(mod), name)
+            wrapped = self._wrap(key, orig)
+            for m in list(sys.modules.values()):
+                if getattr(m, "__name__", "").startswith("cellspec") and \
+                        getattr(m, name, None) is orig:
+                    setattr(m, name, wrapped)
+
+    def _wrap(self, key: str, fn: Any) -> Any:
+        def counted(*args: Any, **kw: Any) -> Any:
+            if self.active:
+                self.n[key] += 1
+            return fn(*args, **kw)
+        return counted
+
+    def start(self) -> None:
+        self.n = dict.fromkeys(COUNTED, 0)
+        self.active = True
+
+    def stop(self) -> dict[str, int]:
+        self.active = False
+        return dict(self.n)
+
+
+COUNT: Counters | None = None
+DUMP: list[dict[str, Any]] = []
+
+
+def _measure(fn: Any, *args: Any, **kw: Any) -> tuple[Any, float, dict[str, int]]:
+    """Run one command (``fn(*args, **kw)``): its result, its seconds, the work counted."""
+    assert COUNT is not None
+    COUNT.start()
+    t0 = time.perf_counter()
+    try:
+        r = fn(*args, **kw)
+    finally:
+        n = COUNT.stop()
+    return r, time.perf_counter() - t0, n
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -108,16 +170,22 @@ def run_offline(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
 
     rows = []
     for c in cmds:
-        t0 = time.perf_counter()
-        r = run_orchestrated(c["command"], cell, OfflineAdapter()).result
-        dt = time.perf_counter() - t0
+        o, dt, n = _measure(run_orchestrated, c["command"], cell, OfflineAdapter())
+        r = o.result
+        _dump("offline", c, o.to_json())
         ok, why = _expect_ok(r, c["expect"])
         if ok:
             ok, why = _feasible(cell, r.layout, _spec(r.spec))
         rows.append({"id": c["id"], "group": c["group"], "ok": ok, "outcome": r.outcome,
                      "calls": r.calls, "seconds": dt, "why": None if ok else why,
-                     "infeasible_accepted": False})
+                     "infeasible_accepted": False, **n})
     return _summary(rows)
+
+
+def _dump(row: str, c: dict[str, Any], out: dict[str, Any]) -> None:
+    """Keep a command's whole result (without its timings) for --dump."""
+    DUMP.append({"row": row, "id": c["id"], **{k: v for k, v in out.items()
+                                               if k != "seconds"}})
 
 
 def _spec(text: str) -> Any:
@@ -132,7 +200,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         rs = [x for x in rows if x["group"] == g]
         per[g] = {"n": len(rs), "ok": sum(x["ok"] for x in rs)}
     secs = [x["seconds"] for x in rows]
-    return {"per_group": per, "n": len(rows), "ok": sum(x["ok"] for x in rows),
+    work = {f"{k}_mean": round(statistics.fmean(x[k] for x in rows), 3)
+            for k in COUNTED if rows and k in rows[0]}
+    return {"per_group": per, "n": len(rows), "ok": sum(x["ok"] for x in rows), **work,
             "calls_mean": statistics.fmean(x["calls"] for x in rows) if rows else 0.0,
             "p50_s": _pct(secs, 0.5), "p95_s": _pct(secs, 0.95),
             "accepted_infeasible": sum(x.get("infeasible_accepted", False) for x in rows),
@@ -188,12 +258,14 @@ def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
         # LLM-AdaptLoop (Algorithm 2) and ours, each with a fresh adapter (same faults)
         for name in ("adapt_loop", "ours"):
             ad = FaultyAdapter(_faults(i), seed=i)
-            t0 = time.perf_counter()
             if name == "adapt_loop":
-                r = run_design(c["command"], cell, ad, repair_ok=False, generate_ok=False)
+                r, dt, n = _measure(run_design, c["command"], cell, ad, repair_ok=False,
+                                    generate_ok=False)
+                _dump(name, c, r.to_json())
             else:
-                r = run_orchestrated(c["command"], cell, ad).result
-            dt = time.perf_counter() - t0
+                o, dt, n = _measure(run_orchestrated, c["command"], cell, ad)
+                r = o.result
+                _dump(name, c, o.to_json())
             bad = False
             if r.layout is not None:
                 feas, fwhy = _feasible(cell, r.layout, _spec(r.spec))
@@ -203,7 +275,7 @@ def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
                 ok, why = False, r.reason
             out[name].append({**row, "ok": ok, "outcome": r.outcome, "calls": r.calls,
                               "seconds": dt, "why": None if ok else why,
-                              "infeasible_accepted": bad})
+                              "infeasible_accepted": bad, **n})
     return {k: _summary(v) for k, v in out.items()}
 
 
@@ -233,7 +305,8 @@ def _table(name: str, s: dict[str, Any], e: Any) -> None:
                     for g in s["per_group"].values())
     print(f"{name:<16}{cells}{100 * s['ok'] / s['n'] if s['n'] else 0.0:>8.1f}"
           f"{s['calls_mean']:>8.2f}{s['p50_s']:>8.3f}{s['p95_s']:>8.3f}"
-          f"{s['accepted_infeasible']:>8d}", file=e)
+          f"{s['accepted_infeasible']:>8d}" + "".join(
+              f"{s[k + '_mean']:>8.2f}" for k in COUNTED if k + "_mean" in s), file=e)
 
 
 def main() -> int:
@@ -241,6 +314,9 @@ def main() -> int:
     ap.add_argument("--commands", default=str(ROOT / "bench" / "commands" / "commands.jsonl"))
     ap.add_argument("--cassettes", default=str(ROOT / "bench" / "commands" / "cassettes"))
     ap.add_argument("--no-faulty", action="store_true")
+    ap.add_argument("--only", metavar="IDS", help="comma-separated command ids (a quick run)")
+    ap.add_argument("--dump", metavar="JSONL", help="write every command's whole result "
+                    "(timings left out) here, to compare two versions byte for byte")
     import benchplot
 
     benchplot.add_plot_option(ap)
@@ -249,6 +325,11 @@ def main() -> int:
 
     cell = cellspec.load_cell(str(CELL))
     cmds = [json.loads(x) for x in Path(a.commands).read_text().splitlines() if x.strip()]
+    if a.only:
+        keep = set(a.only.split(","))
+        cmds = [c for c in cmds if c["id"] in keep]
+    global COUNT
+    COUNT = Counters()
     with benchplot.reporting():  # per-command progress on a terminal's stderr
         off = run_offline(cell, cmds)
         out: dict[str, Any] = {"bench": "design", "commands": len(cmds), "offline": off}
@@ -260,11 +341,14 @@ def main() -> int:
                    "cellspec design --adapter openai --record bench/commands/cassettes/MODEL"
                    ".jsonl"}
     print(json.dumps(out))
+    if a.dump:
+        Path(a.dump).write_text("".join(json.dumps(d, sort_keys=True) + "\n" for d in DUMP))
     if a.plot:
         benchplot.plot_result(out, a.plot)
     e = sys.stderr
     print(f"{'success %':<16}" + "".join(f"{g:>7}" for g in GROUPS)
-          + f"{'all':>8}{'calls':>8}{'p50 s':>8}{'p95 s':>8}{'bad acc':>8}", file=e)
+          + f"{'all':>8}{'calls':>8}{'p50 s':>8}{'p95 s':>8}{'bad acc':>8}{'checks':>8}"
+          f"{'seqs':>8}{'convs':>8}", file=e)
     _table("offline", off, e)
     if rep is not None:
         _table(f"replay {rep['model']}", rep, e)
@@ -278,7 +362,8 @@ def main() -> int:
                          ("ours", "  ours")):
             _table(label, out["faulty_adapter"][k], e)
     print("calls = LLM calls per command (translate + propose + route); bad acc = accepted "
-          "layouts that fail the independent clingo re-check", file=e)
+          "layouts that fail the independent clingo re-check; checks, seqs, convs = clingo checks, "
+          "sequencings and dict->Layout conversions per command (mean)", file=e)
     for f in off["failures"]:
         print(f"  offline FAIL {f['id']} [{f['outcome']}]: {f['why']}", file=e)
     return 0
