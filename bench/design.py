@@ -116,7 +116,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     """Independent re-check: the layout parses, has the spec's count/height, passes clingo."""
-    from cellspec.agent.loop import _conformance, _reference
+    from cellspec.agent.loop import conformance, reference
     from cellspec.core.errors import CellspecError
     from cellspec.layout import layout_from_obj
     from cellspec.solver.verify import check
@@ -127,9 +127,9 @@ def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
         lay = layout_from_obj(layout, "<bench>")
     except CellspecError as exc:
         return False, f"malformed: {exc}"
-    ref = _reference(cell, spec, 10.0)
-    want = len(ref.layout["parts"]) if ref.layout is not None else len(lay)
-    bad = _conformance(cell, lay, spec, want)
+    ref = reference(cell, spec, 10.0)
+    want = ref.parts if ref.parts is not None else len(lay)
+    bad = conformance(cell, lay, spec, want)
     if bad:
         return False, bad[0][0]
     v = check(cell, lay, backend="clingo", timeout=10.0)
@@ -139,12 +139,15 @@ def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     return True, "pass"
 
 
-def _expect_ok(r: Any, exp: dict[str, Any]) -> tuple[bool, str]:
+def _expect_ok(r: Any, exp: dict[str, Any], layout: Any = None) -> tuple[bool, str]:
+    """The command's expectation (part count, kinds, max height) on ``r``'s layout (or on
+    ``layout``: a raw proposal taken as is)."""
     from cellspec.agent.base import parse_spec
 
-    if r.layout is None:
+    layout = layout if layout is not None else r.layout
+    if layout is None:
         return False, r.reason or "no layout"
-    parts = r.layout["parts"]
+    parts = layout["parts"]
     n = len(parts)
     want = exp.get("parts")
     if isinstance(want, list):
@@ -250,8 +253,8 @@ def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
                                       "infeasible_accepted": False})
         else:
             feas, fwhy = _feasible(cell, cand, spec)
-            r = DesignResult(text, "accepted", None, cand, None, ad.calls, dt)
-            ok, ewhy = _expect_ok(r, c["expect"]) if feas else (False, fwhy)
+            r = DesignResult(text, "accepted", None, None, ad.calls, dt)
+            ok, ewhy = _expect_ok(r, c["expect"], cand) if feas else (False, fwhy)
             out["llm_direct"].append({**row, "ok": ok, "outcome": "accepted", "calls":
                                       ad.calls, "seconds": dt, "why": None if ok else ewhy,
                                       "infeasible_accepted": not feas})
