@@ -25,20 +25,31 @@ Targets (issue 5): offline >= 95 % overall, p50 <= 1 s per command end to end; z
 accepted infeasible layouts. ONE JSON line on stdout, a table on stderr.
 
     python bench/design.py [--commands bench/commands/commands.jsonl] [--no-faulty]
+                           [--peer DIR]
+
+Work per command (issue 15 item 4): clingo checks, sequencings and dict -> Layout
+conversions are counted for every row (``checks``, ``seqs``, ``convs``). ``--peer DIR``
+runs the offline row of this same bench on another checkout too (e.g. the code before the
+redesign: ``git archive 4d80a61 --prefix=before/ | tar -x -C /tmp``, then ``--peer
+/tmp/before``), in a subprocess, right after ours, and
+shows it beside ours: the named peer, measured in the same run on the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+PEER_ENV = "DESIGN_BENCH_CODE"  # set by --peer: the checkout whose cellspec is measured
+sys.path.insert(0, os.environ.get(PEER_ENV, str(ROOT)))
 
 CELL = ROOT / "rules" / "cells" / "dual_arm_station.cell"
 GROUPS = "ABCDE"
@@ -116,7 +127,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     """Independent re-check: the layout parses, has the spec's count/height, passes clingo."""
-    from cellspec.agent.loop import conformance, reference
+    try:
+        from cellspec.agent.loop import conformance, reference
+    except ImportError:  # a --peer checkout from before issue 15 (the names were private)
+        from cellspec.agent.loop import _conformance as conformance
+        from cellspec.agent.loop import _reference as reference
     from cellspec.core.errors import CellspecError
     from cellspec.layout import layout_from_obj
     from cellspec.solver.verify import check
@@ -128,7 +143,9 @@ def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     except CellspecError as exc:
         return False, f"malformed: {exc}"
     ref = reference(cell, spec, 10.0)
-    want = ref.parts if ref.parts is not None else len(lay)
+    n = ref.parts if hasattr(ref, "parts") else (  # a peer's: the GenerateResult itself
+        None if ref.layout is None else len(ref.layout["parts"]))
+    want = n if n is not None else len(lay)
     bad = conformance(cell, lay, spec, want)
     if bad:
         return False, bad[0][0]
@@ -303,6 +320,22 @@ def run_replay(cell: Any, cmds: list[dict[str, Any]], folder: Path) -> dict[str,
     return {"model": model, **_summary(rows)}
 
 
+def run_peer(peer: Path, commands: str, only: str | None) -> dict[str, Any]:
+    """The offline row of this bench run on the checkout ``peer`` (a subprocess, so each
+    side imports its own cellspec): its JSON, with the peer's commit."""
+    env = dict(os.environ, **{PEER_ENV: str(peer.resolve()), "PYTHONPATH": str(peer.resolve())})
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--no-faulty", "--commands", commands]
+    if only:
+        cmd += ["--only", only]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"--peer {peer}: the bench failed there:\n{p.stderr[-2000:]}")
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    rev = subprocess.run(["git", "-C", str(peer), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True, check=False).stdout.strip()
+    return {"dir": str(peer), "commit": rev or None, "offline": got["offline"]}
+
+
 def _table(name: str, s: dict[str, Any], e: Any) -> None:
     cells = "".join(f"{100 * g['ok'] / g['n'] if g['n'] else 0.0:>7.1f}"
                     for g in s["per_group"].values())
@@ -320,6 +353,8 @@ def main() -> int:
     ap.add_argument("--only", metavar="IDS", help="comma-separated command ids (a quick run)")
     ap.add_argument("--dump", metavar="JSONL", help="write every command's whole result "
                     "(timings left out) here, to compare two versions byte for byte")
+    ap.add_argument("--peer", metavar="DIR", help="also run the offline row on the cellspec "
+                    "checkout DIR (e.g. the code before the redesign) and show it beside")
     import benchplot
 
     benchplot.add_plot_option(ap)
@@ -339,6 +374,8 @@ def main() -> int:
         if not a.no_faulty:
             out["faulty_adapter"] = run_baselines(cell, cmds)
         rep = run_replay(cell, cmds, Path(a.cassettes))
+    if a.peer:
+        out["peer"] = run_peer(Path(a.peer), a.commands, a.only)
     out["replay"] = rep if rep is not None else {
         "skipped": "no cassettes: none can be recorded here (no model endpoint); record with "
                    "cellspec design --adapter openai --record bench/commands/cassettes/MODEL"
@@ -353,6 +390,8 @@ def main() -> int:
           + f"{'all':>8}{'calls':>8}{'p50 s':>8}{'p95 s':>8}{'bad acc':>8}{'checks':>8}"
           f"{'seqs':>8}{'convs':>8}", file=e)
     _table("offline", off, e)
+    if a.peer:
+        _table("offline @peer", out["peer"]["offline"], e)
     if rep is not None:
         _table(f"replay {rep['model']}", rep, e)
     else:
