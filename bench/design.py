@@ -371,11 +371,11 @@ def main() -> int:
     with benchplot.reporting():  # per-command progress on a terminal's stderr
         off = run_offline(cell, cmds)
         out: dict[str, Any] = {"bench": "design", "commands": len(cmds), "offline": off}
+        if a.peer:  # right after ours, so both see the machine alike
+            out["peer"] = run_peer(Path(a.peer), a.commands, a.only)
         if not a.no_faulty:
             out["faulty_adapter"] = run_baselines(cell, cmds)
         rep = run_replay(cell, cmds, Path(a.cassettes))
-    if a.peer:
-        out["peer"] = run_peer(Path(a.peer), a.commands, a.only)
     out["replay"] = rep if rep is not None else {
         "skipped": "no cassettes: none can be recorded here (no model endpoint); record with "
                    "cellspec design --adapter openai --record bench/commands/cassettes/MODEL"

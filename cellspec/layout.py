@@ -161,7 +161,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     try:
         lay = LayoutIn.model_validate(obj)
     except ValidationError as exc:
-        diags = []
+        errs: list[Diagnostic] = []
         for e in exc.errors()[:20]:
             where = _json_path(tuple(e["loc"]))
             msg = e["msg"]
@@ -172,8 +172,8 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
             elif e["type"] == "string_pattern_mismatch":
                 msg = ("part ids are 1-128 characters: a letter or _ then letters, digits, "
                        "_ . -")
-            diags.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
-        raise CellspecError(diags) from None
+            errs.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
+        raise CellspecError(errs) from None
     scale = 0.001 if lay.units == "mm" else 1.0
     n = len(lay.parts)
     ids = tuple(p.id for p in lay.parts)

@@ -4,8 +4,14 @@ translate -> parse (the DSL decides what the spec means) -> for up to ``t_max`` 
 candidate -> spec conformance (part count, max height) -> clingo check -> accept, or
 repair with CP-SAT (minimal change), or re-prompt with only the violated constraints
 phi(E) (rule, parts, message). When the adapter proposes nothing (or nothing usable),
-the solver generates the layout. A final safety gate sequences the layout and re-verifies
-it with clingo: no layout that fails a rule ever leaves.
+the solver generates the layout. A final safety gate (:func:`gate`) sequences the layout
+and re-verifies it with clingo: no layout that fails a rule ever leaves.
+
+Each layout is converted to a typed :class:`~cellspec.layout.Layout` once and checked once:
+the gate's check is the sequencer's own re-verification of the ordered layout, and the
+solver's build (:func:`reference`, generated once per spec) was sequenced and verified when
+it was built, so it is not sequenced again. The orchestrator uses the public functions
+here (``gate``, ``conformance``, ``reference``, ``max_height``, ``error_text``).
 """
 
 from __future__ import annotations

@@ -2,13 +2,19 @@
 Plan -> Design -> Inspect -> HumanReview -> PreExecute -> Execute -> Replan.
 
 * Plan: the Specifier translates the command into a spec (DSL text, parsed by the DSL).
-* Design: the generate-verify-repair loop (:func:`loop.run_design`) gives a candidate.
-* Inspect: an independent re-verification (the ``verify`` skill, clingo) plus the spec's
-  part count, types and max height.
+* Design: the generate-verify-repair loop (:func:`loop.run_design`) gives a candidate, a
+  typed ``Layout`` that already went through the loop's safety gate (its order, grips and
+  clingo verdict ride along, :class:`loop.Gated`).
+* Inspect: the clingo check plus the spec's part count, types and max height of a
+  candidate no phase has checked yet (a reviewer's edit, a repair); a candidate whose
+  verdict is known (the Design phase's, a recovery skill's) is not checked again.
 * HumanReview (only with ``review``): accept / modify (the reviewer edits the layout file;
   the edit goes back to Inspect, and to Replan when it fails) / reject.
-* PreExecute: assembly sequencing (``cellspec.solver.cpsat.sequence.plan``) and the final
-  clingo safety gate on the ordered layout.
+* PreExecute: the safety gate (:func:`loop.gate`): assembly sequencing
+  (``cellspec.solver.cpsat.sequence.plan``, whose clingo re-verification of the ordered
+  layout is the gate's check); a candidate the gate already passed keeps its sequence.
+
+Each phase checks a layout at most once, and no layout is checked twice (issue 15).
 * Execute (only with ``execute``): ``cellspec.robots.sim.simulate`` (the pybullet twin:
   allocation, IK, motions, physics execution, trajectory check) with the PreExecute steps.
   When the twin cannot be imported, cannot run this cell (e.g. no supply) or fails, the
