@@ -38,6 +38,7 @@ shows it beside ours: the named peer, measured in the same run on the same machi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -50,6 +51,28 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PEER_ENV = "DESIGN_BENCH_CODE"  # set by --peer: the checkout whose cellspec is measured
 sys.path.insert(0, os.environ.get(PEER_ENV, str(ROOT)))
+# the cellspec under test is on the path only now (ours, or the --peer checkout's)
+import benchplot  # noqa: E402
+
+import cellspec  # noqa: E402
+import cellspec.agent.orchestrator  # noqa: E402
+import cellspec.solver.cpsat.generate  # noqa: E402,F401  (loaded before Counters wraps)
+import cellspec.solver.cpsat.repair  # noqa: E402,F401
+from cellspec.agent.base import TranslateError, parse_spec  # noqa: E402
+from cellspec.agent.faulty import FAULTS, FaultyAdapter  # noqa: E402
+from cellspec.agent.loop import DesignResult, run_design  # noqa: E402
+from cellspec.agent.offline import OfflineAdapter  # noqa: E402
+from cellspec.agent.openai_adapter import ReplayAdapter  # noqa: E402
+from cellspec.agent.orchestrator import run_orchestrated  # noqa: E402
+from cellspec.core.errors import CellspecError  # noqa: E402
+from cellspec.layout import layout_from_obj  # noqa: E402
+from cellspec.solver.verify import check  # noqa: E402
+
+try:
+    from cellspec.agent.loop import conformance, reference
+except ImportError:  # a --peer checkout from before issue 15 (the names were private)
+    from cellspec.agent.loop import _conformance as conformance  # type: ignore[attr-defined]
+    from cellspec.agent.loop import _reference as reference  # type: ignore[attr-defined]
 
 CELL = ROOT / "rules" / "cells" / "dual_arm_station.cell"
 GROUPS = "ABCDE"
@@ -69,12 +92,6 @@ class Counters:
     binding), in the bench only: the library is not instrumented."""
 
     def __init__(self) -> None:
-        import importlib
-
-        import cellspec.agent.orchestrator  # noqa: F401  (load what design uses first)
-        import cellspec.solver.cpsat.generate  # noqa: F401
-        import cellspec.solver.cpsat.repair  # noqa: F401
-
         self.active = False
         self.n = dict.fromkeys(COUNTED, 0)
         for key, (mod, name) in COUNTED.items():
@@ -127,14 +144,6 @@ def _pct(xs: list[float], q: float) -> float:
 
 def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
     """Independent re-check: the layout parses, has the spec's count/height, passes clingo."""
-    try:
-        from cellspec.agent.loop import conformance, reference
-    except ImportError:  # a --peer checkout from before issue 15 (the names were private)
-        from cellspec.agent.loop import _conformance as conformance
-        from cellspec.agent.loop import _reference as reference
-    from cellspec.core.errors import CellspecError
-    from cellspec.layout import layout_from_obj
-    from cellspec.solver.verify import check
 
     if layout is None:
         return False, "no layout"
@@ -159,7 +168,6 @@ def _feasible(cell: Any, layout: Any, spec: Any) -> tuple[bool, str]:
 def _expect_ok(r: Any, exp: dict[str, Any], layout: Any = None) -> tuple[bool, str]:
     """The command's expectation (part count, kinds, max height) on ``r``'s layout (or on
     ``layout``: a raw proposal taken as is)."""
-    from cellspec.agent.base import parse_spec
 
     layout = layout if layout is not None else r.layout
     if layout is None:
@@ -185,8 +193,6 @@ def _expect_ok(r: Any, exp: dict[str, Any], layout: Any = None) -> tuple[bool, s
 
 
 def run_offline(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
-    from cellspec.agent.offline import OfflineAdapter
-    from cellspec.agent.orchestrator import run_orchestrated
 
     rows = []
     for c in cmds:
@@ -209,7 +215,6 @@ def _dump(row: str, c: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def _spec(text: str) -> Any:
-    from cellspec.agent.base import parse_spec
 
     return parse_spec(text)
 
@@ -232,7 +237,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _faults(i: int) -> tuple[str, ...]:
     """Command i gets injected fault FAULTS[1 + i % 7] first, then the cycle goes on."""
-    from cellspec.agent.faulty import FAULTS
 
     k = 1 + i % (len(FAULTS) - 1)
     return FAULTS[k:] + FAULTS[:k]
@@ -240,11 +244,6 @@ def _faults(i: int) -> tuple[str, ...]:
 
 def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
     """LLM-Direct, LLM-AdaptLoop and ours with the same faulty adapter per command."""
-    from cellspec.agent.base import TranslateError
-    from cellspec.agent.faulty import FaultyAdapter
-    from cellspec.agent.loop import DesignResult, run_design
-    from cellspec.agent.orchestrator import run_orchestrated
-    from cellspec.core.errors import CellspecError
 
     out: dict[str, list[dict[str, Any]]] = {"llm_direct": [], "adapt_loop": [], "ours": []}
     for i, c in enumerate(cmds):
@@ -301,8 +300,6 @@ def run_baselines(cell: Any, cmds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_replay(cell: Any, cmds: list[dict[str, Any]], folder: Path) -> dict[str, Any] | None:
     """The replay adapter on recorded cassettes, or None when there are none."""
-    from cellspec.agent.openai_adapter import ReplayAdapter
-    from cellspec.agent.orchestrator import run_orchestrated
 
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:
@@ -355,11 +352,9 @@ def main() -> int:
                     "(timings left out) here, to compare two versions byte for byte")
     ap.add_argument("--peer", metavar="DIR", help="also run the offline row on the cellspec "
                     "checkout DIR (e.g. the code before the redesign) and show it beside")
-    import benchplot
 
     benchplot.add_plot_option(ap)
     a = ap.parse_args()
-    import cellspec
 
     cell = cellspec.load_cell(str(CELL))
     cmds = [json.loads(x) for x in Path(a.commands).read_text().splitlines() if x.strip()]
