@@ -306,7 +306,7 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
             break
         if v.verdict == Status.FAIL and repair_ok:
             try:
-                r = repair(cell, lay, time_limit=time_limit)
+                r = repair(cell, lay, time_limit=time_limit, checked=v)
             except CellspecError:
                 r = None
             repairs += 1
