@@ -31,7 +31,9 @@ sys.path.insert(0, str(REPO))
 
 import cellspec  # noqa: E402
 from cellspec.layout import layout_from_obj  # noqa: E402
-from cellspec.solver.formal import explain, lint, prove_robust  # noqa: E402
+from cellspec.solver.formal.explain import explain  # noqa: E402
+from cellspec.solver.formal.lint import lint  # noqa: E402
+from cellspec.solver.formal.robust import prove_robust  # noqa: E402
 from cellspec.solver.smt.fixtures import fault_layout  # noqa: E402
 
 CELL = """\

@@ -342,12 +342,13 @@ def _breakdown(cell, layout) -> dict:
 
     import cellspec
     from cellspec.core import geometry as g
+    from cellspec.solver import checkers as sc
     from cellspec.solver import verify as sv
     from cellspec.solver.asp import backend as be
 
     tm = _Timers()
     tm.wrap(sv, "build_instance", "instance")
-    tm.wrap(sv, "_compiled", "compile")
+    tm.wrap(sc, "compiled", "compile")
     tm.wrap(be, "run", "run")
     tm.wrap(be, "facts", "facts")
     tm.wrap(g, "broad_phase", "broad_phase")

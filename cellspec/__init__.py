@@ -87,7 +87,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *, timeout: float
     """Z3: does the verdict hold for every x/y placement error of every part up to
     ``tolerance`` metres (z follows the support)? Frozen RobustResult: ``proved``,
     ``refuted`` with a witness layout re-checked by clingo, or ``unknown`` with the reason."""
-    from cellspec.solver.formal import prove_robust as _prove
+    from cellspec.solver.formal.robust import prove_robust as _prove
 
     return _prove(cell, layout, tolerance, timeout=timeout)
 
@@ -96,7 +96,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = 60.0,
             max_causes: int = 1) -> Explanation:
     """Z3: a minimal subset of rules and parts that alone already fails (then, with
     ``max_causes`` > 1, further independent ones); frozen Explanation."""
-    from cellspec.solver.formal import explain as _explain
+    from cellspec.solver.formal.explain import explain as _explain
 
     return _explain(cell, layout, timeout=timeout, max_causes=max_causes)
 
@@ -106,6 +106,6 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *, timeout: float | No
     """Z3: can any layout of ``parts`` (e.g. ``{"cube": 12}``; default: the cell's largest
     test layout) satisfy every error rule? Minimal conflict sets if not; rules that never
     fire or are implied by others; frozen LintReport."""
-    from cellspec.solver.formal import lint as _lint
+    from cellspec.solver.formal.lint import lint as _lint
 
     return _lint(cell, parts, timeout=timeout)

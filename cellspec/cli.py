@@ -11,17 +11,21 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
+from typing import NoReturn
 
 from cellspec import __version__
 from cellspec.commands import VERBS
+from cellspec.commands.bounded import WorkerError
 from cellspec.commands.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, print_diagnostics
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import InternalError
 
 
 class _Parser(argparse.ArgumentParser):
     verbs: dict[str, argparse.ArgumentParser] = {}
 
-    def error(self, message: str) -> None:  # usage errors: exit 2, no traceback
+    def error(self, message: str) -> NoReturn:  # usage errors: exit 2, no traceback
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT)
@@ -40,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="cellspec", description="Declarative rules for robot work cells, "
                 "decided by solvers.")
     p.add_argument("--version", action="version", version=f"cellspec {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show the traceback of an internal error (as CELLSPEC_DEBUG=1)")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
     for verb in VERBS:
@@ -59,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "verbose", False):  # the verb's worker process inherits it
+        os.environ["CELLSPEC_DEBUG"] = "1"
     try:
         return args.func(args)
     except CellspecError as exc:
@@ -71,9 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("cellspec: error: out of memory (input too large)", file=sys.stderr)
         return EXIT_INPUT
+    except (InternalError, WorkerError) as exc:  # a solver or worker failure: a bug, exit 3
+        print(f"cellspec: internal error (please report): {exc}", file=sys.stderr)
+        if os.environ.get("CELLSPEC_DEBUG") and not isinstance(exc, WorkerError):
+            traceback.print_exc()  # (a worker's traceback was printed by the parent)
+        return EXIT_INTERNAL
     except Exception as exc:  # a bug, not user error: say so plainly
-        import traceback
-
         print(f"cellspec: internal error (please report): {type(exc).__name__}: {exc}",
               file=sys.stderr)
         if os.environ.get("CELLSPEC_DEBUG"):

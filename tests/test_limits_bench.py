@@ -12,11 +12,13 @@ from conftest import REPO
 def test_small_limit_rows():
     r = subprocess.run([sys.executable, str(REPO / "bench" / "limits.py"), "--small",
                         "--no-peer", "--limits", "1",
-                        "--rows", "check_pile,explain_pile,plan_pile,check_1mb_rules"],
+                        "--rows", "check_pile,explain_pile,plan_pile,check_1mb_rules,repair,"
+                        "generate_pack"],
                        capture_output=True, text=True, timeout=600, check=False)
     out = json.loads(r.stdout.splitlines()[-1])
     rows = {x["row"]: x for x in out["rows"]}
-    assert set(rows) == {"check_pile", "explain_pile", "plan_pile", "check_1mb_rules"}
+    assert set(rows) == {"check_pile", "explain_pile", "plan_pile", "check_1mb_rules", "repair",
+                         "generate_pack"}
     for x in rows.values():
         assert not x["wrong"] and x["memory_ok"], x
         assert x["wall"] < 1 + 6, x  # the bound plus the start of a busy CI box

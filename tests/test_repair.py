@@ -177,15 +177,19 @@ def test_load_cell_text_is_load_cell_without_a_file(tmp_path):
 
 def test_cli_repair(cli, tmp_path):
     out = tmp_path / "fixed.json"
-    r = cli("repair", STATION, "rules/examples/tower3_broken.json", "-o", out)
+    r = cli("repair", STATION, "rules/examples/tower3_broken.json", "-o", out,
+            "--time-limit", "60")
     assert r.returncode == 0, r.stderr
     assert "moved c2" in r.stdout and "re-verified pass" in r.stdout
     assert cli("check", STATION, out).returncode == 0
     r = cli("repair", STATION, "rules/examples/tower3.json", "--block", "x > 0.6",
-            "--block", "z > 0.08", "--format", "json")
+            "--block", "z > 0.08", "--format", "json", "--time-limit", "60")
     data = json.loads(r.stdout)
     assert r.returncode == 0 and data["status"] == "optimal" and data["parts_moved"] == 2
-    r = cli("repair", STATION, "rules/examples/tower3.json", "--block", "z > 0.01")
+    # proving impossibility takes seconds; the limit bounds the whole verb (start-up too),
+    # so a loaded machine gets room
+    r = cli("repair", STATION, "rules/examples/tower3.json", "--block", "z > 0.01",
+            "--time-limit", "60")
     assert r.returncode == 1 and "impossible" in r.stdout
     r = cli("repair", STATION, "rules/examples/tower3.json", "--block", "x >> 1")
     assert r.returncode == 2 and "--block" in r.stderr and "Traceback" not in r.stderr

@@ -125,7 +125,7 @@ def test_same_repair_in_two_processes(cli, tmp_path):
     f.write_text(json.dumps(_two_sites()))
     outs = []
     for _ in range(2):
-        p = cli("repair", STATION, f, "--format", "json", "--workers", "2")
+        p = cli("repair", STATION, f, "--format", "json", "--workers", "2", "--time-limit", "60")
         assert p.returncode == 0, p.stderr
         d = json.loads(p.stdout)
         d.pop("seconds")
@@ -150,7 +150,7 @@ def test_bad_limits_are_refused(cli, flags, message):
 
 def test_impossible_repair_is_fast_and_names_rules(cli):
     p = cli("repair", STATION, "rules/examples/tower3.json", "--block", "z > 0.01",
-            "--format", "json")
+            "--format", "json", "--time-limit", "60")
     d = json.loads(p.stdout)
     assert p.returncode == 1 and d["status"] == "infeasible"
     assert {"gravity", "keepout blocked_1"} <= set(d["conflict"])

@@ -10,7 +10,7 @@ from conftest import STATION
 
 import cellspec
 from cellspec.layout import layout_from_obj
-from cellspec.solver.formal import explain
+from cellspec.solver.formal.explain import explain
 from cellspec.solver.smt.fixtures import fault_layout, inject_faults, tower_grid
 from cellspec.solver.verify import check
 

@@ -10,7 +10,7 @@ from conftest import STATION
 
 import cellspec
 from cellspec.layout import layout_from_obj
-from cellspec.solver.formal import lint
+from cellspec.solver.formal.lint import lint
 from cellspec.solver.verify import check
 
 INCONSISTENT = STATION.parent.parent / "examples" / "inconsistent.cell"
@@ -132,7 +132,7 @@ cell c {
 }
 rule carry "{p} carries nothing" : forall p: grounded(p) implies exists q: supports(p, q)
 """)
-    from cellspec.solver.formal import _grid_example
+    from cellspec.solver.formal.lint import _grid_example
 
     assert _grid_example(cell, ("cube",) * 4) is None
     r = lint(cell, {"cube": 4})

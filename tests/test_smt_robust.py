@@ -17,7 +17,7 @@ from conftest import STATION
 
 import cellspec
 from cellspec.layout import layout_from_obj
-from cellspec.solver.formal import displaced_layout, prove_robust
+from cellspec.solver.formal.robust import displaced_layout, prove_robust
 from cellspec.solver.instance import build_instance
 from cellspec.solver.reference import Reference
 from cellspec.solver.verify import check
@@ -36,7 +36,7 @@ def _fails(cell, inst, rules) -> bool:
 
 
 def _error_rules(cell, layout):
-    from cellspec.solver.formal import _error_rules
+    from cellspec.solver.formal.common import error_rules as _error_rules
 
     return _error_rules(cell, layout)
 

@@ -73,6 +73,16 @@ def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
     return 2
 
 
+def anytime_grace(time_limit: float | None) -> float:
+    """Seconds an anytime verb (``repair``, ``generate``) may run past its ``--time-limit``
+    before its worker is stopped: the verb itself stops at the limit with its best verified
+    answer, and needs a moment to re-verify and hand it over; the grace keeps the whole verb
+    within max(2 x limit, limit + 1 s), the limits contract (issue 16)."""
+    if time_limit is None:
+        return 0.0
+    return min(1.0, max(0.25, 0.5 * time_limit))
+
+
 def remaining(time_limit: float | None, started: float = STARTED) -> float | None:
     """Seconds left of the verb's budget (at least 1 ms), or None without a limit."""
     if time_limit is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
@@ -14,9 +15,15 @@ from cellspec.commands.common import (
     add_format,
     add_max_memory,
     add_time_limit,
+    atomic_write,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
+from cellspec.core.status import Status, exit_code
+
+# the names of cellspec.solver.checkers.REGISTRY (not imported: the parser is built at
+# start-up, the solvers load in the worker); tests/test_checkers.py keeps them equal
+BACKENDS = ("clingo", "reference", "z3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(c)
     add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
                    "hit; --timeout is an alias)", alias=True)
-    c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",
-                   help="clingo (default) or the brute-force reference evaluator")
+    c.add_argument("--backend", choices=BACKENDS, default="clingo",
+                   help="clingo (default), the brute-force reference evaluator (small "
+                   "layouts) or z3; a rule the backend cannot decide gives unknown "
+                   "(docs/backends.md)")
     c.add_argument("--max-bytes", type=int, default=None, metavar="N",
                    help="largest layout file accepted (default 32 MiB)")
     c.add_argument("--robust", type=str, default=None, metavar="TOL",
@@ -49,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _compute(a: argparse.Namespace):
     """The verb's work (in the bounded worker): the verdict, and the robust result."""
+    # lazy: the parser and the solvers load in the worker, not at CLI start-up
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import MAX_LAYOUT_BYTES, load_layout
     from cellspec.solver.verify import check
@@ -58,7 +68,7 @@ def _compute(a: argparse.Namespace):
     v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit))
     if a.robust is None:
         return v, None
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust  # lazy: Z3, only with --robust
 
     left = remaining(a.time_limit)
     t = a.robust_timeout if left is None else min(a.robust_timeout, left)
@@ -73,7 +83,7 @@ def run(a: argparse.Namespace) -> int:
     check_count(a.max_bytes, "--max-bytes")
     a.max_memory = parse_memory(a.max_memory)
     if a.robust is not None:
-        from cellspec.solver.formal import validate_tolerance
+        from cellspec.solver.formal.robust import validate_tolerance  # lazy: as above
 
         validate_tolerance(a.robust)
     elif a.witness is not None:
@@ -82,9 +92,10 @@ def run(a: argparse.Namespace) -> int:
     res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):  # the budget ran out: unknown, with the reason
         return print_stopped(res, a.format, {
-            "verdict": "unknown", "violations": [], "warnings": [],
+            "verdict": str(Status.UNKNOWN), "violations": [], "warnings": [],
             "stats": {"parts": None, "backend": a.backend, "seconds": round(res.seconds, 4)},
-            "reason": res.reason}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+            "reason": res.reason, "reason_code": res.kind},
+            f"unknown: {res.reason} ({res.seconds:.3f} s)")
     v, r = res
     if r is not None:
         return _run_robust(a, v, r)
@@ -93,16 +104,14 @@ def run(a: argparse.Namespace) -> int:
     else:
         _print_findings(v, v.notes)
         summary = f"({v.parts} parts, {v.seconds:.3f} s)"
-        if v.verdict == "pass":
+        if v.verdict == Status.PASS:
             extra = f", {len(v.warnings)} warning(s)" if v.warnings else ""
             print(f"pass{extra} {summary}")
-        elif v.verdict == "fail":
+        elif v.verdict == Status.FAIL:
             print(f"fail: {len(v.violations)} violation(s) {summary}")
         else:
             print(f"unknown: {v.reason} {summary}")
-    if v.verdict == "pass":
-        return EXIT_OK
-    return EXIT_FAIL if v.verdict == "fail" else EXIT_INPUT
+    return exit_code(v.verdict, v.reason_code)
 
 
 def _print_findings(v, notes) -> None:
@@ -117,10 +126,6 @@ def _print_findings(v, notes) -> None:
 
 def _run_robust(a: argparse.Namespace, v, r) -> int:
     """check --robust: the verdict plus a Z3 proof (or counterexample) of its robustness."""
-    from pathlib import Path
-
-    from cellspec.commands.common import atomic_write
-
     if a.witness is not None and r.witness is not None:
         atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")
     tol = f"{r.tolerance:g} m"
@@ -131,26 +136,26 @@ def _run_robust(a: argparse.Namespace, v, r) -> int:
     else:
         _print_findings(v, (*v.notes, *r.notes))
         summary = f"({v.parts} parts, {v.seconds + r.seconds:.3f} s)"
-        if r.status == "refuted":
+        if r.status == Status.REFUTED:
             moved = ", ".join(f"{p} by ({d[0]:+.4f}, {d[1]:+.4f})"
                               for p, d in r.displacement.items())
-            if r.verdict == "pass":
+            if r.verdict == Status.PASS:
                 print(f"{r.rule}({', '.join(r.parts)}) fails when displaced: {moved}")
             else:
                 print(f"the layout passes when displaced: {moved}")
             if a.witness is None:
                 print("witness layout (re-check it with cellspec check):")
                 print(json.dumps(r.witness))
-        if r.status == "unknown":
+        if r.status == Status.UNKNOWN:
             print(f"unknown: robustness to {tol} not decided: {r.reason} {summary}")
-        elif v.verdict == "pass":
-            print(f"pass (robust to {tol}) {summary}" if r.status == "proved" else
+        elif v.verdict == Status.PASS:
+            print(f"pass (robust to {tol}) {summary}" if r.status == Status.PROVED else
                   f"pass, but not robust to {tol}: {r.rule} breaks {summary}")
-        elif v.verdict == "fail":
-            word = "robust" if r.status == "proved" else "not robust"
+        elif v.verdict == Status.FAIL:
+            word = "robust" if r.status == Status.PROVED else "not robust"
             print(f"fail: {len(v.violations)} violation(s), {word} to {tol} {summary}")
         else:
             print(f"unknown: {v.reason} {summary}")
-    if r.status == "unknown" or v.verdict == "unknown":
+    if r.status == Status.UNKNOWN or v.verdict == Status.UNKNOWN:
         return EXIT_INPUT
     return EXIT_OK if r.ok else EXIT_FAIL

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -15,6 +16,7 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
+from cellspec.core.status import Status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,17 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
-
     check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")
     a.max_memory = parse_memory(a.max_memory)
 
     def compute():  # in the worker: nothing slow is imported before the clock is split
+        # lazy: the parser and Z3 load in the worker, not at CLI start-up
         from cellspec.dsl.parser import load_cell
         from cellspec.layout import load_layout
-        from cellspec.solver.formal import explain
+        from cellspec.solver.formal.explain import explain
 
         left = remaining(a.time_limit)
         return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,
@@ -59,14 +60,14 @@ def run(a: argparse.Namespace) -> int:
     e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(e, LimitHit):
         return print_stopped(e, a.format, {
-            "status": "unknown", "rules": [], "parts": [], "violations": [],
+            "status": str(Status.UNKNOWN), "rules": [], "parts": [], "violations": [],
             "total_violations": 0, "minimal": False, "causes": [], "reason": e.reason,
             "seconds": round(e.seconds, 4)}, f"unknown: {e.reason}")
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))
-    elif e.status == "pass":
+    elif e.status == Status.PASS:
         print("pass: nothing to explain")
-    elif e.status == "unknown":
+    elif e.status == Status.UNKNOWN:
         print(f"unknown: {e.reason}")
     else:
         print(f"{e.total_violations} violation(s) in the layout; {len(e.causes)} failing "
@@ -79,6 +80,6 @@ def run(a: argparse.Namespace) -> int:
                 print(f"  {r.source}: rule {r.rule}")
             for v in c.violations:
                 print(f"  {v['source']}: {v['rule']}({', '.join(v['parts'])}): {v['message']}")
-    if e.status == "pass":
+    if e.status == Status.PASS:
         return EXIT_OK
     return EXIT_FAIL if e.status == "explained" else EXIT_INPUT

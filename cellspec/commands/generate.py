@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from cellspec.commands import common
+from cellspec.commands.bounded import LimitHit, anytime_grace, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 
@@ -28,36 +30,55 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "file holds several)")
     c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
     common.add_format(c)
-    common.add_time_limit(c, DEFAULT_TIME_LIMIT, f"solver time limit in seconds (default "
-                   f"{DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)")
+    common.add_time_limit(c, DEFAULT_TIME_LIMIT, f"time limit of the whole verb in seconds "
+                          f"(default {DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)")
+    common.add_max_memory(c)
     c.set_defaults(func=run)
 
 
-def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+def _compute(a: argparse.Namespace) -> Any:
+    """The verb's work (in the bounded worker): load, generate within what is left of the
+    verb's budget, re-verify independently (a failure here is a bug, never success)."""
     from cellspec.dsl.design import load_designs, pick_design
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.layout import layout_from_obj
     from cellspec.solver.cpsat.generate import generate
     from cellspec.solver.verify import check
 
-    limits.check_seconds(a.time_limit)
-    limits.check_output(a.output, "-o")
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
     from cellspec.core import progress
 
     with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr
-        r = generate(cell, design, time_limit=a.time_limit)
+        r = generate(cell, design, time_limit=remaining(a.time_limit))
     if r.layout is not None:
-        # independent re-verification in the command: a failure here is a bug, never success
-        v = check(cell, layout_from_obj(r.layout), timeout=a.time_limit)
+        left = remaining(a.time_limit + anytime_grace(a.time_limit))
+        v = check(cell, layout_from_obj(r.layout), timeout=left)
         if v.verdict != "pass":
             detail = v.reason or "; ".join(f"{x.rule}({', '.join(x.parts)})"
                                            for x in v.violations[:5])
             r = type(r)(status="unknown", design=r.design, seconds=r.seconds,
                         reason=f"internal error: the generated layout fails the check: {detail}")
+    return r
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code. The whole verb (loading, placement, sequencing,
+    re-verification) is bounded by ``--time-limit`` (plus :func:`anytime_grace` to hand
+    over a layout found at the limit) and ``--max-memory``."""
+    limits.check_seconds(a.time_limit)
+    limits.check_output(a.output, "-o")
+    a.max_memory = limits.parse_memory(a.max_memory)
+    got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
+                      max_memory=a.max_memory)
+    if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
+        why = f"{got.reason}; no verified layout was handed over in time"
+        return print_stopped(got, a.format, {
+            "status": "unknown", "design": a.design or "", "structures": [], "steps": [],
+            "reason": why, "seconds": round(got.seconds, 4)},
+            f"unknown: {why} ({got.seconds:.3f} s)")
+    r = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":

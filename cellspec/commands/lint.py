@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -16,6 +17,7 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
+from cellspec.core.status import Status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,15 +56,14 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
-
     check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
     a.max_memory = parse_memory(a.max_memory)
 
     def compute():  # in the worker
+        # lazy: the parser and Z3 load in the worker, not at CLI start-up
         from cellspec.dsl.parser import load_cell
-        from cellspec.solver.formal import lint
+        from cellspec.solver.formal.lint import lint
 
         cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
         return [(f, lint(c, parts, timeout=remaining(a.time_limit),
@@ -71,8 +72,9 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
         return print_stopped(got, a.format, [
-            {"file": f, "cell": None, "parts": parts or {}, "status": "unknown", "findings": [],
-             "reason": got.reason, "seconds": round(got.seconds, 4)} for f in a.files],
+            {"file": f, "cell": None, "parts": parts or {}, "status": str(Status.UNKNOWN),
+             "findings": [], "reason": got.reason, "seconds": round(got.seconds, 4)}
+            for f in a.files],
             "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
     reports = got
     if a.format == "json":
@@ -88,6 +90,6 @@ def run(a: argparse.Namespace) -> int:
                     print(f"    {rr.source}: rule {rr.rule}")
             print(f"{f}: {r.status} ({what}, {len(r.findings)} finding(s), {r.seconds:.2f} s)"
                   + (f": {r.reason}" if r.reason else ""))
-    if any(r.status == "unknown" for _, r in reports):
+    if any(r.status == Status.UNKNOWN for _, r in reports):
         return EXIT_INPUT
     return EXIT_OK if all(r.clean for _, r in reports) else EXIT_FAIL

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from cellspec.commands import common
+from cellspec.commands.bounded import LimitHit, anytime_grace, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
@@ -42,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
                    "a given N: two runs give the same repair")
     common.add_format(c)
-    common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
+    common.add_time_limit(c, 10.0, "time limit of the whole verb in seconds (default 10); "
+                          "at the limit the best verified repair so far is returned")
+    common.add_max_memory(c)
     c.set_defaults(func=run)
 
 
@@ -67,21 +71,39 @@ def _progress():
     return show
 
 
-def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+def _compute(a: argparse.Namespace) -> Any:
+    """The verb's work (in the bounded worker): load and repair within what is left of the
+    verb's budget (the parent writes the output, so a stopped worker writes nothing)."""
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
+    cell = load_cell(a.cell)
+    layout = load_layout(a.layout)
+    blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
+    r = repair(cell, layout, time_limit=remaining(a.time_limit), blocked=blocked,
+               keep_shape=a.keep_shape, workers=a.workers, progress=_progress())
+    return r
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code. The whole verb (loading, repair, re-verification,
+    output) is bounded by ``--time-limit`` (plus :func:`anytime_grace` to hand over the best
+    repair found at the limit) and ``--max-memory``."""
     limits.check_seconds(a.time_limit, most=MAX_SECONDS)
     limits.check_output(a.output, "-o")
     if not 1 <= a.workers <= MAX_WORKERS:
         raise CellspecError(f"--workers must be between 1 and {MAX_WORKERS} (got {a.workers})")
-    cell = load_cell(a.cell)
-    layout = load_layout(a.layout)
-    blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
-    r = repair(cell, layout, time_limit=a.time_limit, blocked=blocked,
-               keep_shape=a.keep_shape, workers=a.workers, progress=_progress())
+    a.max_memory = limits.parse_memory(a.max_memory)
+    got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
+                      max_memory=a.max_memory)
+    if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
+        why = f"{got.reason}; no verified repair was handed over in time"
+        return print_stopped(got, a.format, {
+            "status": "unknown", "already_valid": False, "parts_moved": 0,
+            "displacement_m": 0, "reordered": False, "moves": [], "reason": why,
+            "seconds": round(got.seconds, 4)}, f"unknown: {why} ({got.seconds:.3f} s)")
+    r = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":

@@ -27,6 +27,7 @@ class Reason(StrEnum):
     DENSITY_LIMIT = "density limit"
     MEMORY_LIMIT = "memory limit"
     UNSUPPORTED = "unsupported"
+    ROUNDING = "rounding"
     INTERNAL_ERROR = "internal error"
 
 
@@ -36,6 +37,8 @@ SENTENCES: dict[Reason, str] = {
     Reason.DENSITY_LIMIT: "the layout is denser than the backend can decide exactly",
     Reason.MEMORY_LIMIT: "the run would exceed its memory budget",
     Reason.UNSUPPORTED: "the backend cannot decide a rule exactly and refuses it",
+    Reason.ROUNDING: "the 0.1 mm grid and the exact positions disagree on a relation the "
+    "rules read",
     Reason.INTERNAL_ERROR: "an internal error of cellspec or a solver (please report it)",
 }
 

@@ -46,6 +46,7 @@ class Instance:
     masses: np.ndarray | None = None  # (n,) kg; for stable(p)
     friction: Fraction | None = None  # the cell's friction coefficient; for stable(p)
     stability_margin: Fraction | None = None  # m, the cell's `stability margin`; for stable(p)
+    default_gripper: str = "parallel"  # the cell's default gripper kind (the ASP encoding)
 
     @property
     def n(self) -> int:
@@ -140,6 +141,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         masses=_masses(cell, layout, size),
         friction=getattr(cell, "friction", None),
         stability_margin=getattr(cell, "stability_margin", None),
+        default_gripper=default,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.solver.instance import BoxU, Instance
+from cellspec.solver.stability import report
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 U = float(g.U)
@@ -171,15 +172,11 @@ class MessageContext:
 
     def f_stability(self, i: int) -> str:
         """Why p topples or slides off what carries it, against the cell's margin."""
-        from cellspec.solver.stability import report
-
         return report(self.inst, stages_too=False).why.get(
             int(i), f"{self.inst.ids[int(i)]} does not stand")
 
     def f_stages(self, i: int) -> str:
         """The first stage of construction at which p's structure falls."""
-        from cellspec.solver.stability import report
-
         return report(self.inst).stage_why.get(
             int(i), f"the structure {self.inst.ids[int(i)]} joins falls when it is placed")
 

@@ -20,6 +20,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.dsl.model import Rule
+from cellspec.solver import stability
 from cellspec.solver.instance import BoxU, Instance, lin_to_int
 
 ViolationKey = tuple[str, tuple[str, ...]]
@@ -177,13 +178,9 @@ class Reference:
             return any(bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
                        for z in self.inst.surfaces.values())
         if name == "stable":
-            from cellspec.solver.stability import instance_stable
-
-            return bool(instance_stable(self.inst)[args[0]])
+            return bool(stability.instance_stable(self.inst)[args[0]])
         if name == "placed_stable":
-            from cellspec.solver.stability import instance_placed_stable
-
-            return bool(instance_placed_stable(self.inst)[args[0]])
+            return bool(stability.instance_placed_stable(self.inst)[args[0]])
         raise KeyError(name)
 
     def violations(self, rule: Rule) -> list[tuple[object, ...]]:

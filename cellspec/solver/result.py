@@ -1,10 +1,15 @@
-"""Verdicts: frozen, JSON-serialisable results whose invariants really run."""
+"""Verdicts: frozen, JSON-serialisable results whose invariants really run (their status
+words are :class:`cellspec.core.status.Status`, an ``unknown`` names its :class:`Reason`)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from cellspec.core.status import Reason, Status
+
+VERDICTS = frozenset({Status.PASS, Status.FAIL, Status.UNKNOWN})
 
 
 class Violation(BaseModel):
@@ -25,14 +30,16 @@ class Violation(BaseModel):
 
 
 class Verdict(BaseModel):
-    """pass, fail or unknown; unknown is never a pass."""
+    """pass, fail or unknown; unknown is never a pass and says why (``reason``: the human
+    sentence, ``reason_code``: the :class:`Reason` when the backend named one)."""
 
     model_config = ConfigDict(frozen=True)
-    verdict: Literal["pass", "fail", "unknown"]
+    verdict: Status
     violations: tuple[Violation, ...] = ()
     warnings: tuple[Violation, ...] = ()
     notes: tuple[str, ...] = ()
     reason: str | None = None
+    reason_code: Reason | None = None
     parts: int = 0
     seconds: float = 0.0
     backend: str = "clingo"
@@ -40,6 +47,8 @@ class Verdict(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"a verdict is pass, fail or unknown, not {self.verdict}")
         if any(v.severity != "error" for v in self.violations):
             raise ValueError("violations must all be errors; warnings go in `warnings`")
         if self.verdict == "pass" and self.violations:
@@ -48,11 +57,13 @@ class Verdict(BaseModel):
             raise ValueError("a fail verdict needs at least one violation")
         if self.verdict == "unknown" and not self.reason:
             raise ValueError("an unknown verdict must say why")
+        if self.reason_code is not None and self.verdict != Status.UNKNOWN:
+            raise ValueError("only an unknown verdict carries a reason code")
         return self
 
     @property
     def ok(self) -> bool:
-        return self.verdict == "pass"
+        return self.verdict == Status.PASS
 
     def to_json(self, timing: bool = True) -> dict[str, Any]:
         """The DESIGN.md verdict object, plus warnings, notes and the reason for unknown."""
@@ -60,7 +71,7 @@ class Verdict(BaseModel):
         if timing:
             stats["seconds"] = round(self.seconds, 4)
         out: dict[str, Any] = {
-            "verdict": self.verdict,
+            "verdict": str(self.verdict),
             "violations": [v.to_json() for v in self.violations],
             "warnings": [v.to_json() for v in self.warnings],
             "stats": stats,
@@ -71,4 +82,6 @@ class Verdict(BaseModel):
             out["skipped_rules"] = list(self.skipped_rules)
         if self.reason:
             out["reason"] = self.reason
+        if self.reason_code is not None:
+            out["reason_code"] = str(self.reason_code)
         return out

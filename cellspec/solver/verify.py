@@ -1,7 +1,9 @@
 """verify: a cell and a layout in, a Verdict out (every violation, named and located).
 
-The clingo backend decides; the reference evaluator is the oracle used by tests
-and selectable with ``backend="reference"`` for small layouts.
+The backend is a :class:`cellspec.solver.checkers.Checker` from the registry: clingo
+decides by default; the numpy reference (the tests' oracle, small layouts) and Z3 are
+selectable with ``backend=``. A rule the backend refuses makes the verdict ``unknown``
+(reason ``unsupported``, naming the rule), never ``pass``.
 """
 
 from __future__ import annotations
@@ -13,85 +15,62 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
+from cellspec.solver import checkers
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
+from cellspec.solver.stability import StabilityLimit
 
-_COMPILED: dict[tuple, object] = {}
 MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note
-
-
-def _compiled(cell: Cell, rules: tuple[Rule, ...], inst: Instance):
-    from cellspec.solver.asp.compile import compile_rules
-
-    # keyed by the rules themselves (frozen, hashable), never by object identity
-    key = (rules, inst.eps, inst.opening, cell.default_gripper.kind)
-    prog = _COMPILED.get(key)
-    if prog is None:
-        prog = compile_rules(rules, inst.eps, inst.opening, cell.default_gripper.kind)
-        if len(_COMPILED) > 64:
-            _COMPILED.clear()
-        _COMPILED[key] = prog
-    return prog
 
 
 def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: str = "clingo",
                    timeout: float | None = None) -> tuple[str, list[tuple[int, tuple]], str | None]:
-    """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend."""
-    rules = tuple(rules)
-    if backend == "reference":
-        from cellspec.core.errors import CellspecError
-        from cellspec.solver.reference import MAX_PARTS, Reference
-
-        if inst.n > MAX_PARTS:
-            raise CellspecError(f"the reference backend evaluates every pair densely and is "
-                                f"meant for small layouts (at most {MAX_PARTS} parts, this "
-                                f"one has {inst.n}); use the clingo backend")
-
-        ref = Reference(inst)
-        out = []
-        for k, r in enumerate(rules):
-            out.extend((k, b) for b in ref.violations(r))
-        return "done", sorted(out), None
-    if backend != "clingo":
-        raise ValueError(f"unknown backend {backend!r} (clingo or reference)")
-    from cellspec.solver.asp.backend import run
-
-    prog = _compiled(cell, rules, inst)
-    res = run(inst, prog, list(range(len(rules))), timeout=timeout)
-    return res.status, res.violations, res.reason
+    """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend
+    (status ``done`` or ``unknown``); the rules are not screened by ``supported``."""
+    res = checkers.get(backend).violations(inst, tuple(rules), timeout)
+    return res.status, list(res.violations), res.reason
 
 
 def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
           timeout: float | None = None) -> Verdict:
-    """Check a layout against every rule of the cell; ``unknown`` if a limit was hit."""
+    """Check a layout against every rule of the cell; ``unknown`` if a limit was hit or the
+    backend refuses a rule."""
     t0 = time.perf_counter()
+    checker = checkers.get(backend)
     inst = build_instance(cell, layout)
     notes = list(inst.notes)
-    rules = list(cell.rules)
-    skipped: list[str] = []
-    if layout.order is None:
-        skipped = [r.name for r in rules if ir.uses_relation(r.body, ir.ORDER_RELATIONS)]
-        rules = [r for r in rules if r.name not in skipped]
-        if skipped:
-            notes.append(f"not checked, the layout has no order: {', '.join(skipped)}")
-    from cellspec.solver.stability import StabilityLimit
+    rules, skipped = checkers.order_rules(cell.rules, layout.order is not None)
+    if skipped:
+        notes.append(f"not checked, the layout has no order: {', '.join(skipped)}")
 
+    def unknown(reason: str, code: Reason | None, **kw) -> Verdict:
+        return Verdict(verdict=Status.UNKNOWN, reason=reason, reason_code=code,
+                       notes=tuple(notes), parts=inst.n, seconds=time.perf_counter() - t0,
+                       backend=backend, skipped_rules=tuple(skipped), **kw)
+
+    refused = checker.supported(rules)
+    if refused:
+        names = list(dict.fromkeys(r.rule for r in refused))
+        notes.extend(f"the {backend} backend refuses {r.sentence()}" for r in refused)
+        return unknown(f"unsupported: the {backend} backend cannot decide "
+                       f"{', '.join(names)} exactly (see the notes); use the clingo backend",
+                       Reason.UNSUPPORTED)
     try:
-        status, found, reason = raw_violations(cell, inst, rules, backend, timeout)
-    except StabilityLimit as exc:
-        status, found, reason = "unknown", [], f"stability limit: {exc}"
-    if status != "done":
-        return Verdict(verdict="unknown", reason=reason or "solver limit", notes=tuple(notes),
-                       parts=inst.n, seconds=time.perf_counter() - t0, backend=backend,
-                       skipped_rules=tuple(skipped))
+        res = checker.violations(inst, rules, timeout)
+    except StabilityLimit as exc:  # the LP would be larger than allowed: a size limit
+        res = checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
+                                     reason_code=Reason.GROUNDING_LIMIT)
+    if res.status != "done":
+        return unknown(res.reason or "solver limit", res.reason_code)
     ctx = MessageContext(inst)
     errors: list[Violation] = []
     warnings: list[Violation] = []
     listed: dict[str, int] = {}
-    for k, binding in found:
+    for k, binding in res.violations:
         rule = rules[k]
         listed[rule.name] = listed.get(rule.name, 0) + 1
         if listed[rule.name] > MAX_LISTED:
@@ -110,12 +89,10 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         rnotes, decisive = rounding_analysis(inst, rules)
         notes.extend(rnotes)
         if decisive and not errors:  # never `pass` where the exact answer may differ
-            return Verdict(verdict="unknown", reason=rounding_reason(decisive),
-                           warnings=tuple(warnings), notes=tuple(notes), parts=inst.n,
-                           seconds=time.perf_counter() - t0, backend=backend,
-                           skipped_rules=tuple(skipped))
+            return unknown(rounding_reason(decisive), Reason.ROUNDING,
+                           warnings=tuple(warnings))
     return Verdict(
-        verdict="fail" if errors else "pass",
+        verdict=Status.FAIL if errors else Status.PASS,
         violations=tuple(errors),
         warnings=tuple(warnings),
         notes=tuple(notes),

@@ -11,6 +11,8 @@ from importlib import resources
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core.status import InternalError, Reason
+from cellspec.solver import stability
 from cellspec.solver.asp.compile import CompiledProgram
 from cellspec.solver.instance import BoxU, Instance
 
@@ -19,19 +21,14 @@ GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in ti
 
 @dataclass
 class BackendResult:
+    """What one clingo run decided: ``done`` with the violations, or ``unknown`` with the
+    :class:`Reason` and its sentence."""
+
     status: str  # "done" or "unknown"
     violations: list[tuple[int, tuple]] = field(default_factory=list)
     reason: str | None = None
     stats: dict[str, float] = field(default_factory=dict)
-
-
-def supported() -> bool:
-    """True when the clingo module can be imported."""
-    try:
-        import clingo  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    reason_code: Reason | None = None
 
 
 def _builtins() -> str:
@@ -190,17 +187,13 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
     if prog.stable:  # static equilibrium, decided by an LP (cellspec/solver/stability.py)
-        from cellspec.solver.stability import instance_stable
-
-        mask = instance_stable(inst)
+        mask = stability.instance_stable(inst)
         if perm is not None:
             mask = mask[perm]
         out.append("#defined stable/1.")
         out.append(_rows("stable", np.nonzero(mask)[0][:, None]))
     if prog.placed_stable:  # every stage of the order (cellspec/solver/stability.py)
-        from cellspec.solver.stability import instance_placed_stable
-
-        mask = instance_placed_stable(inst)
+        mask = stability.instance_placed_stable(inst)
         if perm is not None:
             mask = mask[perm]
         out.append("#defined placed_stable/1.")
@@ -212,8 +205,9 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
 
 def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
         timeout: float | None = None) -> BackendResult:
-    """Ground and solve; a time or size limit yields status ``unknown`` with a reason."""
-    import clingo
+    """Ground and solve; a time or size limit yields status ``unknown`` with a reason; a
+    failure of clingo itself raises :class:`InternalError` (exit 3, never bad input)."""
+    import clingo  # lazy: 70 ms, paid only by the verbs that ground (not at CLI start-up)
 
     n = max(inst.n, 1)
     for r in prog.rules:
@@ -221,7 +215,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
             return BackendResult("unknown", reason=(
                 f"rule '{r.name}' relates {r.cost} parts with no spatial relation between them,"
                 f" so it needs {inst.n}^{r.cost} bindings (limit {GROUND_LIMIT}); add a "
-                "relation such as contact or near to its body"))
+                "relation such as contact or near to its body"),
+                reason_code=Reason.GROUNDING_LIMIT)
     t0 = time.perf_counter()
     perm = placement_permutation(inst)
     try:
@@ -231,7 +226,8 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
             f"the layout has more than {exc.limit} pairs of parts within "
             f"{prog.margin_for(inst.boxes, inst.eps, inst.opening, inst.depth) * float(g.U):.4f}"
             " m of each "
-            "other: far denser than a buildable cell (many parts at the same place?)"))
+            "other: far denser than a buildable cell (many parts at the same place?)"),
+            reason_code=Reason.DENSITY_LIMIT)
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(["--warn=none"])
     ctl.add("base", [], _builtins())
@@ -273,10 +269,11 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
         finished = handle.wait(timeout) if timeout is not None else handle.wait()
         if not finished:
             handle.cancel()
-            return BackendResult("unknown", reason=f"clingo did not finish within {timeout} s")
+            return BackendResult("unknown", reason=f"clingo did not finish within {timeout} s",
+                                 reason_code=Reason.TIME_LIMIT)
         res = handle.get()
-    if not res.satisfiable:
-        return BackendResult("unknown", reason="clingo found no model (internal error)")
+    if not res.satisfiable:  # the program only derives violations: a model always exists
+        raise InternalError("clingo found no model (internal error)")
     stats.update({"facts_s": t1 - t0, "ground_s": t2 - t1, "solve_s": time.perf_counter() - t2})
     found.sort()
     return BackendResult("done", found, stats=stats)

@@ -15,7 +15,9 @@ from fractions import Fraction
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
+from cellspec.solver.graph import components
 from cellspec.solver.instance import lin_to_int
 from cellspec.solver.reference import free_vars
 
@@ -406,8 +408,6 @@ def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:
 
 def _components(nodes: set[str], links: list[set[str]]) -> int:
     """How many groups the variables form when each link joins its members."""
-    from cellspec.solver.graph import components
-
     index = {v: k for k, v in enumerate(sorted(nodes))}
     i, j = [], []
     for link in links:
@@ -422,8 +422,6 @@ def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
     """Compile rules into one program (rule i reports ``violation(i, (Args))``).
 
     A rule this backend cannot lower is reported as bad input at the rule's source."""
-    from cellspec.core.errors import CellspecError, Diagnostic
-
     prog = CompiledProgram(rules=[], default_gripper=default_gripper)
     prog.margin = max(prog.margin, eps)
     diags = []

@@ -37,6 +37,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
 from cellspec.solver.cpsat.clusters import (
@@ -341,19 +342,19 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         return done(status=status, layout=best["layout"].to_json(), moves=best["moves"],
                     reordered=best["reordered"], verdict=best["verdict"],
                     first_seconds=best["first"], clusters=best["clusters"],
-                    proved_seconds=best.get("proved") if status == "optimal" else None,
+                    proved_seconds=best.get("proved") if status == Status.OPTIMAL else None,
                     move_bound_m=best.get("bound"))
 
     before = checked if checked is not None and not blocked else \
         check(cell, layout, timeout=time_limit)
-    if before.verdict == "pass":
-        return done(status="optimal", layout=layout.to_json(), already_valid=True,
+    if before.verdict == Status.PASS:
+        return done(status=Status.OPTIMAL, layout=layout.to_json(), already_valid=True,
                     verdict=before)
-    if before.verdict == "unknown":
-        return done(status="unknown", reason=f"verification hit a limit: {before.reason}")
+    if before.verdict == Status.UNKNOWN:
+        return done(status=Status.UNKNOWN, reason=f"verification hit a limit: {before.reason}")
     spent = time.perf_counter() - t0
     if spent >= time_limit - reserve:
-        return done(status="unknown", reason=f"checking the layout ({len(layout)} parts) took "
+        return done(status=Status.UNKNOWN, reason=f"checking the layout ({len(layout)} parts) took "
                     f"{spent:.1f} s of the {time_limit:g} s limit: no time left to repair it "
                     "(raise --time-limit)")
     orules = set(order_rule_names(cell))
@@ -361,7 +362,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
     unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
                             and v.rule not in LOOP_RULES})
     if unknown_rules:
-        return done(status="unknown", reason="repair does not encode the rule(s) "
+        return done(status=Status.UNKNOWN, reason="repair does not encode the rule(s) "
                     f"{', '.join(unknown_rules)} (only {', '.join(GEOMETRY_RULES)}, "
                     f"{', '.join(LOOP_RULES)} and the order rules): not repaired")
     n = len(layout)
@@ -417,10 +418,11 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             rank = {pid: k for k, pid in enumerate(layout.order)}
             prefer = [rank[pid] for pid in layout.ids]
             ost, steps, _, oreason, _ = solve_order(cell, inst, left(), prefer)
-            if ost == "infeasible" and not grip_clear:
+            if ost == Status.INFEASIBLE and not grip_clear:
                 return "no_order", oreason
-            if ost != "optimal":
-                return ("order_infeasible" if ost == "infeasible" else "order_unknown"), oreason
+            if ost != Status.OPTIMAL:
+                failed = "order_infeasible" if ost == Status.INFEASIBLE else "order_unknown"
+                return failed, oreason
             new_order = tuple(st_.part for st_ in steps)
             reordered = new_order != tuple(layout.order)
             repaired = repaired.with_order(new_order)
@@ -475,18 +477,18 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         if bad:
             s_bad = sols[bad[0]]
             if s_bad.infeasible and must_move:
-                return done(status="unknown", reason="no placement found that also makes "
+                return done(status=Status.UNKNOWN, reason="no placement found that also makes "
                             "every structure stable (stability is not encoded in CP-SAT: "
                             "unstable structures are made to change, round by round)")
             if s_bad.infeasible and grip_clear:
-                return done(status="unknown", reason="the minimal placement admits no "
+                return done(status=Status.UNKNOWN, reason="the minimal placement admits no "
                             "assembly order, and no placement keeps a grip axis clear for "
                             "every moved part")
             if s_bad.infeasible and not decompose:
                 core = _core(cell, layout, np.ones(n, dtype=bool), left)
                 rules_txt = ", ".join(core) if core else ", ".join(
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
-                return done(status="infeasible", conflict=core, reason="no placement of "
+                return done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
                             f"these parts satisfies the rules together: {rules_txt}")
             wid = [clusters[k] for k in bad if sols[k].infeasible]
             if (s_bad.infeasible and decompose
@@ -505,7 +507,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                 return r.model_copy(update={"seconds": time.perf_counter() - t0})
             cl = clusters[bad[0]]
             names = ", ".join(layout.ids[p] for p in cl.movable[:8])
-            return done(status="unknown", reason=(
+            return done(status=Status.UNKNOWN, reason=(
                 f"no repair of the cluster of {names} with the parts around it fixed"
                 if s_bad.infeasible else
                 f"time limit ({time_limit:g} s) hit before a repair was found"))
@@ -515,11 +517,11 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             say("the placement admits no order: keeping a grip axis clear")
             continue
         if what != "checked":
-            return done(status="infeasible" if what == "order_infeasible" else "unknown",
+            return done(status=Status.INFEASIBLE if what == "order_infeasible" else Status.UNKNOWN,
                         conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
                         reason=f"positions repaired but no placement order: {res}")
         repaired, moves, reordered, after = res
-        if after.verdict == "fail" and any(s_.local for s_ in sols):
+        if after.verdict == Status.FAIL and any(s_.local for s_ in sols):
             # the local repair did not verify there: those clusters get CP-SAT whole (the
             # clusters of the parts named, or every local one if none is named)
             named = {index[p] for v in after.violations for p in v.parts}
@@ -530,16 +532,16 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             say(f"the local repair does not re-verify in {len(hit) or 'every'} cluster(s): "
                 "solving those whole")
             continue
-        if (after.verdict == "fail" and rounds < MAX_STABILITY_ROUNDS
+        if (after.verdict == Status.FAIL and rounds < MAX_STABILITY_ROUNDS
                 and all(v.rule in LOOP_RULES for v in after.violations)):
             rounds += 1
             must_move = must_move + _unstable_groups(cell, repaired, after)
             say(f"stability round {rounds}")
             continue
-        if after.verdict != "pass":
-            detail = (after.reason if after.verdict == "unknown" else
+        if after.verdict != Status.PASS:
+            detail = (after.reason if after.verdict == Status.UNKNOWN else
                       "; ".join(f"{v.rule}({', '.join(v.parts)})" for v in after.violations[:5]))
-            return done(status="unknown", reason=f"the repaired layout does not re-verify: "
+            return done(status=Status.UNKNOWN, reason=f"the repaired layout does not re-verify: "
                         f"{detail}")
         break
     best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
@@ -572,7 +574,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                 sols2[k] = s2
         if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)):
             what, res = assemble(sols2, grip_clear)
-            if what == "checked" and res[3].verdict == "pass":
+            if what == "checked" and res[3].verdict == Status.PASS:
                 repaired, moves, reordered, after = res
                 best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
                             clusters=_report(layout, clusters, sols2), cost=cost(sols2))
@@ -599,7 +601,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
             break  # the proof stays the one within the narrower bound
         if cost(sw) < best["cost"]:
             what, res = assemble(sw, grip_clear)
-            if what != "checked" or res[3].verdict != "pass":
+            if what != "checked" or res[3].verdict != Status.PASS:
                 break
             repaired, moves, reordered, after = res
             best.update(layout=repaired, moves=moves, reordered=reordered, verdict=after,
@@ -608,7 +610,7 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
         best["clusters"] = _report(layout, wide, sw)
         best["bound"] = int(bounds.min()) / 10000
         clusters, sols = wide, sw
-    return finish("optimal" if proved and exact else "feasible")
+    return finish(Status.OPTIMAL if proved and exact else Status.FEASIBLE)
 
 
 def _full_reach(inst: Instance, n: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import Status
 
 RESOLUTION = 0.01  # seconds per tick
 SEED = 1
@@ -65,7 +66,7 @@ class Slot:
 class ScheduleResult:
     """The schedule (``optimal`` or ``feasible``), ``infeasible`` or ``unknown`` (limit)."""
 
-    status: str
+    status: Status
     slots: tuple[Slot, ...] = ()
     makespan: float | None = None
     single_arm: dict[str, float | None] | None = None  # arm -> its makespan alone (None: cannot)
@@ -75,9 +76,10 @@ class ScheduleResult:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        assert self.status in ("optimal", "feasible", "infeasible", "unknown")
-        assert (self.status in ("optimal", "feasible")) == bool(self.slots) or not self.slots
-        assert self.status in ("optimal", "feasible") or self.reason
+        found = (Status.OPTIMAL, Status.FEASIBLE)
+        assert self.status in (*found, Status.INFEASIBLE, Status.UNKNOWN)
+        assert (self.status in found) == bool(self.slots) or not self.slots
+        assert self.status in found or self.reason
 
     def arm_of(self, part: str) -> str:
         """The arm a part is allocated to."""
@@ -85,7 +87,8 @@ class ScheduleResult:
 
     def to_json(self, timing: bool = False) -> dict[str, Any]:
         """The result as plain JSON data."""
-        out: dict[str, Any] = {"status": self.status, "slots": [s.to_json() for s in self.slots],
+        out: dict[str, Any] = {"status": str(self.status),
+                               "slots": [s.to_json() for s in self.slots],
                                "makespan": None if self.makespan is None else
                                round(self.makespan, 3),
                                "single_arm": {k: (None if v is None else round(v, 3)) for k, v in
@@ -121,7 +124,7 @@ def schedule(jobs: list[Job], arms: list[str], precedences: list[tuple[str, str]
         if bad:
             raise CellspecError(f"schedule: job {j.part} names unknown arm {bad[0]}")
         if not j.arms:
-            return ScheduleResult("infeasible", reason=f"no arm can place {j.part} (IK fails "
+            return ScheduleResult(Status.INFEASIBLE, reason=f"no arm can place {j.part} (IK fails "
                                   "for every arm)", seconds=time.perf_counter() - t0)
     single: dict[str, float | None] = {}
     for a in arms:
@@ -172,11 +175,11 @@ def schedule(jobs: list[Job], arms: list[str], precedences: list[tuple[str, str]
     secs = time.perf_counter() - t0
     best = min((v for v in single.values() if v is not None), default=None)
     if st == cp_model.INFEASIBLE:
-        return ScheduleResult("infeasible", single_arm=single, best_single=best,
+        return ScheduleResult(Status.INFEASIBLE, single_arm=single, best_single=best,
                               reason="the precedences and the shared zone admit no schedule",
                               seconds=secs)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return ScheduleResult("unknown", single_arm=single, best_single=best,
+        return ScheduleResult(Status.UNKNOWN, single_arm=single, best_single=best,
                               reason=f"CP-SAT stopped at the time limit ({time_limit:g})",
                               seconds=secs)
     slots = []
@@ -187,7 +190,8 @@ def schedule(jobs: list[Job], arms: list[str], precedences: list[tuple[str, str]
                           solver.Value(end[j.part]) * RESOLUTION))
     slots.sort(key=lambda s: (s.start, s.part))
     makespan = solver.Value(mk) * RESOLUTION
-    return ScheduleResult("optimal" if st == cp_model.OPTIMAL else "feasible", tuple(slots),
+    status = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.FEASIBLE
+    return ScheduleResult(status, tuple(slots),
                           makespan, single, best,
                           None if best is None or makespan <= 0 else best / makespan,
                           seconds=secs)

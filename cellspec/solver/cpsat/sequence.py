@@ -34,8 +34,10 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.solver.checkers import order_rules
 from cellspec.solver.cpsat.results import PlanResult, Step
 from cellspec.solver.instance import Instance, build_instance
 
@@ -226,7 +228,7 @@ def _cpsat(op: OrderProblem, part: list[int], time_limit: float, prefer: list[in
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "found", sorted(part, key=lambda p: (s.Value(rank[p]), p)), []
     if st != cp_model.INFEASIBLE:
-        return "unknown", [], []
+        return Status.UNKNOWN, [], []
     m, rank, lits = build(True)
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = time_limit
@@ -236,12 +238,12 @@ def _cpsat(op: OrderProblem, part: list[int], time_limit: float, prefer: list[in
     core = []
     if st == cp_model.INFEASIBLE:
         core = sorted(lits[i] for i in s.SufficientAssumptionsForInfeasibility() if i in lits)
-    return "infeasible", [], core
+    return Status.INFEASIBLE, [], core
 
 
 def order_rule_names(cell: Cell) -> tuple[str, ...]:
-    """The cell's rules that talk about the placement order."""
-    return tuple(r.name for r in cell.rules if ir.uses_relation(r.body, ir.ORDER_RELATIONS))
+    """The cell's rules that talk about the placement order (checkers.order_rules)."""
+    return tuple(order_rules(cell.rules, has_order=False)[1])
 
 
 def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIMIT,
@@ -275,19 +277,19 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
             if cyc is not None:
                 names_c = [inst.ids[p] for p in cyc]
                 why = " before ".join([*names_c, names_c[0]])
-                return ("infeasible", [], method, "the support and contact order has a "
+                return (Status.INFEASIBLE, [], method, "the support and contact order has a "
                         f"cycle: {why}", tuple(names_c))
             local = {p: r for r, p in enumerate(sorted(part, key=lambda p: prefer_rank[p]))}
             left = max(0.1, deadline - time.perf_counter())
             st, order, core = _cpsat(op, part, left, [local.get(p, 0) for p in range(op.n)])
-            if st == "unknown":
-                return ("unknown", [], method, f"time limit ({time_limit:g} s) hit while "
+            if st == Status.UNKNOWN:
+                return (Status.UNKNOWN, [], method, f"time limit ({time_limit:g} s) hit while "
                         f"ordering a group of {len(part)} parts", ())
-            if st == "infeasible":
+            if st == Status.INFEASIBLE:
                 shown = core or part
                 ids = [inst.ids[p] for p in shown]
                 more = f" and {len(ids) - 12} more" if len(ids) > 12 else ""
-                return ("infeasible", [], method, "no placement order lets every part be "
+                return (Status.INFEASIBLE, [], method, "no placement order lets every part be "
                         "gripped: these parts cannot all get a free grip axis (or top) when "
                         f"placed: {', '.join(ids[:12])}{more}", tuple(ids))
             out.extend(order)
@@ -296,7 +298,7 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
 
         t_left = max(0.1, time_limit - (time.perf_counter() - t_start))
         st, new, reason, conflict = reorder(inst, op, out, t_left)
-        if st != "optimal":
+        if st != Status.OPTIMAL:
             return st, [], method + "+stages", reason, conflict
         if new != out:
             method, out = method + "+stages", new
@@ -310,7 +312,7 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
         else:
             steps.append(Step(part=inst.ids[p], gripper="vacuum"))
         placed[p] = True
-    return "optimal", steps, method, None, ()
+    return Status.OPTIMAL, steps, method, None, ()
 
 
 def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
@@ -326,23 +328,23 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
     inst = build_instance(cell, layout)
     st, steps, method, reason, conflict = solve_order(cell, inst, time_limit)
     orules = order_rule_names(cell)
-    if st != "optimal":
+    if st != Status.OPTIMAL:
         return PlanResult(status=st, method=method, reason=reason, conflict=conflict,  # type: ignore[arg-type]
                           order_rules=orules, seconds=time.perf_counter() - t0)
     if not verify:
-        return PlanResult(status="unknown", method=method, order_rules=orules,
+        return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
                           reason="found but not re-verified (verify=False)",
                           seconds=time.perf_counter() - t0)
     v = check(cell, layout.with_order(tuple(s.part for s in steps)), timeout=time_limit)
-    if v.verdict == "unknown":
-        return PlanResult(status="unknown", method=method, order_rules=orules,
+    if v.verdict == Status.UNKNOWN:
+        return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
                           reason=f"re-verification hit a limit: {v.reason}",
                           seconds=time.perf_counter() - t0)
     bad = sorted({x.rule for x in v.violations if x.rule in orules})
     if bad:
-        return PlanResult(status="unknown", method=method, order_rules=orules,
+        return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
                           reason="the order satisfies support_order and grip_access but the "
                           f"cell's order rule(s) {', '.join(bad)} still fail: the sequencer "
                           "does not encode them", seconds=time.perf_counter() - t0)
-    return PlanResult(status="optimal", steps=tuple(steps), method=method, verdict=v,
+    return PlanResult(status=Status.OPTIMAL, steps=tuple(steps), method=method, verdict=v,
                       order_rules=orules, seconds=time.perf_counter() - t0)

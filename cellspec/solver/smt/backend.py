@@ -7,7 +7,7 @@ Three ways to look at the parts' boxes (all in U = 0.05 mm, like every backend):
   presence literals (explain) or nothing at all (differential checks).
 - ``displaced_problem``: every part moves by integer grid steps ``dx, dy`` in
   ``[-t, t]`` (one step = 0.1 mm, the resolution every verdict is decided at); its
-  z is unchanged (see ``cellspec/solver/formal.py`` for why that is the settled z).
+  z is unchanged (see ``cellspec/solver/formal/robust.py`` for why that is the settled z).
 - ``free_problem``: every part's centre is an integer variable (lint).
 """
 
@@ -18,9 +18,10 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.status import InternalError
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance
-from cellspec.solver.smt.formula import Builder, const, lin
+from cellspec.solver.smt.formula import Builder, Z3Lowering, const, lin, smtlib
 from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, cell_fields, pair_margin
 
 # the relations this backend encodes (geometry.py semantics); anything else, e.g. a
@@ -31,18 +32,13 @@ FEATURES = frozenset({"forall", "exists", "count", "linear arithmetic", "type", 
                       *RELATIONS})
 
 
-def supported() -> bool:
-    """True when the z3 module can be imported."""
-    try:
-        import z3  # noqa: F401
-    except ImportError:
-        return False
-    return True
+class Z3Unknown(Exception):
+    """Z3 gave up (a time limit): the verdict is ``unknown``, never ``pass``."""
 
 
 def seed_z3() -> None:
     """Deterministic Z3: fixed seeds, no randomised restarts that depend on time."""
-    import z3
+    import z3  # lazy: z3 (70 ms) only when Z3 is asked
 
     z3.set_param("smt.random_seed", 0)
     z3.set_param("sat.random_seed", 0)
@@ -141,26 +137,28 @@ def ground_rules(prob: Problem, rules, builder: Builder, max_bindings: int
 
 
 def smt_violations(inst: Instance, rules, prune: bool = True, max_bindings: int = 20_000_000,
-                   encoding: str = "smtlib") -> list[tuple[int, tuple]]:
+                   encoding: str = "smtlib", timeout: float | None = None
+                   ) -> list[tuple[int, tuple]]:
     """The violation set of a fixed layout decided by Z3 (the differential-test entry).
 
     Each rule instance's formula gets a Boolean ``h_k`` with ``h_k = formula`` asserted;
     the model gives every instance's truth value. With ``prune=False`` nothing is
     decided in Python (no folding, every binding enumerated): Z3 evaluates every
-    relation atom. ``encoding``: ``smtlib`` (one text, parsed once) or ``api``."""
-    import z3
-
-    from cellspec.solver.smt.formula import Z3Lowering, smtlib
+    relation atom. ``encoding``: ``smtlib`` (one text, parsed once) or ``api``. Z3 giving up
+    within ``timeout`` seconds raises :class:`Z3Unknown`."""
+    import z3  # lazy: z3 (70 ms) only when Z3 is asked
 
     seed_z3()
     rules = tuple(rules)
     check_fragment(rules)
     prob = fixed_problem(inst, rules, prune=prune)
-    builder = Builder({}) if prune else _NoFold()
+    builder = Builder({}) if prune else NoFold()
     inst_f = ground_rules(prob, rules, builder, max_bindings)
     flat = [(k, b, f) for k, lst in enumerate(inst_f) for b, f in lst]
     ctx = z3.Context()
     solver = z3.Solver(ctx=ctx)
+    if timeout is not None:
+        solver.set("timeout", max(1, int(timeout * 1000)))
     if encoding == "api":
         low = Z3Lowering(str, ctx)
         hs = [z3.Bool(f"h_{n}", ctx) for n in range(len(flat))]
@@ -174,15 +172,18 @@ def smt_violations(inst: Instance, rules, prune: bool = True, max_bindings: int 
             buf.append("))\n")
         solver.from_string("".join(buf))
         hs = [z3.Bool(f"h_{n}", ctx) for n in range(len(flat))]
-    if solver.check() != z3.sat:  # pragma: no cover - definitions only: always sat
-        raise RuntimeError("z3: instance definitions not satisfiable")
+    res = solver.check()
+    if res == z3.unknown:
+        raise Z3Unknown(f"z3 gave up: {solver.reason_unknown()} (time limit {timeout} s)")
+    if res != z3.sat:  # pragma: no cover - definitions only: always sat
+        raise InternalError("z3: instance definitions not satisfiable (internal error)")
     m = solver.model()
     out = [(k, b) for h, (k, b, _) in zip(hs, flat, strict=True)
            if z3.is_false(m.eval(h, model_completion=True))]
     return sorted(out)
 
 
-class _NoFold(Builder):
+class NoFold(Builder):
     """The naive encoding: no atom is decided in Python (constants stay symbolic)."""
 
     def le0(self, e):

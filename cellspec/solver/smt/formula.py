@@ -229,7 +229,7 @@ class Z3Lowering:
     """Formulas to Z3 terms (memoised); integer variables are created on first use."""
 
     def __init__(self, name_of=str, ctx=None):
-        import z3
+        import z3  # lazy: z3 (70 ms) only when Z3 is asked
 
         self.z3 = z3
         self.ctx = ctx
@@ -299,7 +299,7 @@ def smtlib(f, name_of=str, out: list | None = None) -> str:
     return "".join(buf) if out is None else ""
 
 
-def _num(k: int) -> str:
+def smt_num(k: int) -> str:
     return str(k) if k >= 0 else f"(- {-k})"
 
 
@@ -313,9 +313,9 @@ def _smt(f, name_of, buf: list[str]) -> None:
     tag = f[0]
     if tag == "le":
         c, terms = f[1], f[2]
-        ts = [name_of(v) if k == 1 else f"(* {_num(k)} {name_of(v)})" for v, k in terms]
+        ts = [name_of(v) if k == 1 else f"(* {smt_num(k)} {name_of(v)})" for v, k in terms]
         lhs = "0" if not ts else ts[0] if len(ts) == 1 else "(+ " + " ".join(ts) + ")"
-        buf.append(f"(<= {lhs} {_num(-c)})")
+        buf.append(f"(<= {lhs} {smt_num(-c)})")
     elif tag in ("and", "or"):
         buf.append(f"({tag}")
         for o in f[1]:
@@ -334,6 +334,6 @@ def _smt(f, name_of, buf: list[str]) -> None:
             buf.append(" (ite ")
             _smt(o, name_of, buf)
             buf.append(f" {w} 0)")
-        buf.append(f") {_num(f[3])})")
+        buf.append(f") {smt_num(f[3])})")
     else:
         raise ValueError(tag)

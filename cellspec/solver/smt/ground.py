@@ -19,6 +19,7 @@ it stands for all such parts; otherwise they are enumerated one by one.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from cellspec.core import geometry as g
@@ -307,8 +308,6 @@ class Grounder:
         return self._quant_rec(node, 0, env, set(), -1)
 
     def _quant_zones(self, node: ir.Quant, env: dict):
-        import itertools
-
         for v in node.vars:
             self.domains[v] = "keepout"
         fs = []
@@ -368,8 +367,6 @@ class Grounder:
 
     def count_items(self, vars_, domain, unordered, body, env, taken, prev) -> list:
         """(formula, weight) pairs whose weights sum to the count."""
-        import itertools
-
         b = self.b
         if domain == "keepout":
             for v in vars_:

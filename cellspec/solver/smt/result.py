@@ -10,7 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-Status = Literal["proved", "refuted", "unknown"]
+from cellspec.core.status import Status
+
+# the words of the robust check (core.status); explain and lint keep their own words
+# ("explained", "consistent", "inconsistent"), which their JSON has always used
+ROBUST_STATUSES = frozenset({Status.PROVED, Status.REFUTED, Status.UNKNOWN})
 
 
 class RobustResult(BaseModel):
@@ -34,13 +38,15 @@ class RobustResult(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RobustResult:
-        if self.status == "refuted" and self.witness is None:
+        if self.status not in ROBUST_STATUSES:
+            raise ValueError(f"a robust check is proved, refuted or unknown, not {self.status}")
+        if self.status == Status.REFUTED and self.witness is None:
             raise ValueError("a refuted robust check needs a witness layout")
-        if self.status != "refuted" and self.witness is not None:
+        if self.status != Status.REFUTED and self.witness is not None:
             raise ValueError("only a refuted robust check carries a witness")
-        if self.status == "unknown" and not self.reason:
+        if self.status == Status.UNKNOWN and not self.reason:
             raise ValueError("an unknown robust check must say why")
-        if self.status == "proved" and self.verdict == "unknown":
+        if self.status == Status.PROVED and self.verdict == Status.UNKNOWN:
             raise ValueError("an unknown verdict cannot be proved robust")
         if self.tolerance < 0 or self.steps < 0:
             raise ValueError("tolerance must not be negative")
@@ -49,10 +55,10 @@ class RobustResult(BaseModel):
     @property
     def ok(self) -> bool:
         """A robust pass: the only outcome that is success."""
-        return self.status == "proved" and self.verdict == "pass"
+        return self.status == Status.PROVED and self.verdict == Status.PASS
 
     def to_json(self, timing: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "tolerance": self.tolerance,
+        out: dict[str, Any] = {"status": str(self.status), "tolerance": self.tolerance,
                                "witness": self.witness, "rule": self.rule}
         if self.requested is not None and self.requested != self.tolerance:
             out["requested"] = self.requested
