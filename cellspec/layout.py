@@ -13,13 +13,18 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
 from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
+from cellspec.core.io import TooLarge, read_bounded
+from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 MAX_LAYOUT_BYTES = 32 * 1024 * 1024
 MAX_PARTS = 1_000_000
@@ -75,6 +80,27 @@ class Layout:
         """The same layout with another placement order (None: no order)."""
         return dataclasses.replace(self, order=None if order is None else tuple(order))
 
+    def resolve(self, cell: Cell) -> np.ndarray:
+        """Each part's box size in metres, (n, 3), a new array: the part's own ``size``,
+        else its type's size in ``cell`` (the one place a layout's default sizes are
+        filled in: the solver's instance, the twin, the world model, review, the agent).
+
+        Raises :class:`UnknownPartType` (a CellspecError naming the first such part) when
+        a part has no size of its own and the cell does not define its type."""
+        size = np.array(self.size, dtype=np.float64, copy=True).reshape(len(self), 3)
+        missing = np.isnan(size).any(axis=1)
+        if not missing.any():
+            return size
+        types = np.array(self.types, dtype=object)
+        for t in sorted({self.types[i] for i in np.flatnonzero(missing)}):
+            pt = cell.part_types.get(t)
+            if pt is not None:
+                size[missing & (types == t)] = [float(v) for v in pt.size]
+        left = np.flatnonzero(np.isnan(size).any(axis=1))
+        if left.size:
+            raise UnknownPartType(self, int(left[0]), cell)
+        return size
+
     def to_json(self) -> dict[str, Any]:
         """The layout as the DESIGN.md JSON object (metres)."""
         parts = []
@@ -90,6 +116,17 @@ class Layout:
         if self.order is not None:
             out["order"] = list(self.order)
         return out
+
+
+class UnknownPartType(CellspecError):
+    """A part with no size of its own whose type the cell does not define (from
+    :meth:`Layout.resolve`): ``row``, ``part`` and ``type`` name the first such part."""
+
+    def __init__(self, layout: Layout, row: int, cell: Cell) -> None:
+        self.row, self.part, self.type = row, layout.ids[row], layout.types[row]
+        known = ", ".join(sorted(cell.part_types)) or "none"
+        super().__init__(Diagnostic(layout.path, 0, 0, f"parts[{row}].type: unknown part "
+                                    f"type '{self.type}' (the cell defines: {known})"))
 
 
 def _fail(path: str, msg: str, line: int = 0, col: int = 0) -> CellspecError:
@@ -124,7 +161,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     try:
         lay = LayoutIn.model_validate(obj)
     except ValidationError as exc:
-        diags = []
+        errs: list[Diagnostic] = []
         for e in exc.errors()[:20]:
             where = _json_path(tuple(e["loc"]))
             msg = e["msg"]
@@ -135,8 +172,8 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
             elif e["type"] == "string_pattern_mismatch":
                 msg = ("part ids are 1-128 characters: a letter or _ then letters, digits, "
                        "_ . -")
-            diags.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
-        raise CellspecError(diags) from None
+            errs.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
+        raise CellspecError(errs) from None
     scale = 0.001 if lay.units == "mm" else 1.0
     n = len(lay.parts)
     ids = tuple(p.id for p in lay.parts)
@@ -184,9 +221,6 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
 def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:
     """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
     (exit 2) on any problem."""
-    from cellspec.core.io import TooLarge, read_bounded
-    from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
-
     if is_stdin(path):
         return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME)
     shown = str(path)

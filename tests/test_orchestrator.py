@@ -343,7 +343,7 @@ def test_an_error_inside_a_phase_aborts_with_the_reason(cell, monkeypatch):
 
     def boom(*a, **kw):
         raise CellspecError("the sequencer met bad input")
-    monkeypatch.setattr(orchestrator, "_gate", boom)
+    monkeypatch.setattr(orchestrator, "gate", boom)
     o = run_orchestrated(TOWER, cell, OfflineAdapter())
     assert phases(o)[-2:] == [("PreExecute", "fail"), ("Failed", "fail")]
     assert o.result.reason == "PreExecute: the sequencer met bad input"

@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.dsl.design import DesignSpec
+from cellspec.dsl.design import DesignSpec, _DesignBuilder  # the dsl's one spec builder
+from cellspec.dsl.parser import parse_text
 
 SPEC_FILE = "<spec>"
 
@@ -196,9 +197,6 @@ class CommandRecord:
 
 def parse_spec(text: str, shown: str = SPEC_FILE) -> DesignSpec:
     """Parse and validate DSL text holding exactly one ``design`` statement."""
-    from cellspec.dsl.design import _DesignBuilder
-    from cellspec.dsl.parser import parse_text
-
     if not isinstance(text, str) or not text.strip():
         raise CellspecError(Diagnostic(shown, 1, 1, "empty spec: expected `design NAME { ... }`"))
     model = parse_text(text, shown)

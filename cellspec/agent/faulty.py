@@ -57,7 +57,7 @@ class FaultyAdapter(ChatAdapter):
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-        from cellspec.agent.loop import _reference
+        from cellspec.agent.loop import reference
 
         fault = self.faults[self.k % len(self.faults)]
         self.k += 1
@@ -67,7 +67,7 @@ class FaultyAdapter(ChatAdapter):
             return {**ok, "content": None, "refusal": "I can't help with that."}
         if fault == "malformed_json":
             return {**ok, "content": '{"parts": [{"id": "c1", "type": "cube", "pos": [0.4,'}
-        ref = _reference(self._cell, self._spec, 10.0)
+        ref = reference(self._cell, self._spec, 10.0).result
         parts = [dict(p, pos=list(p["pos"])) for p in (ref.layout or {"parts": []})["parts"]]
         if not parts:
             parts = [{"id": "c1", "type": "cube", "pos": [0.4, 0.2, 0.025]}]

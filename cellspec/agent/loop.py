@@ -4,8 +4,14 @@ translate -> parse (the DSL decides what the spec means) -> for up to ``t_max`` 
 candidate -> spec conformance (part count, max height) -> clingo check -> accept, or
 repair with CP-SAT (minimal change), or re-prompt with only the violated constraints
 phi(E) (rule, parts, message). When the adapter proposes nothing (or nothing usable),
-the solver generates the layout. A final safety gate sequences the layout and re-verifies
-it with clingo: no layout that fails a rule ever leaves.
+the solver generates the layout. A final safety gate (:func:`gate`) sequences the layout
+and re-verifies it with clingo: no layout that fails a rule ever leaves.
+
+Each layout is converted to a typed :class:`~cellspec.layout.Layout` once and checked once:
+the gate's check is the sequencer's own re-verification of the ordered layout, and the
+solver's build (:func:`reference`, generated once per spec) was sequenced and verified when
+it was built, so it is not sequenced again. The orchestrator uses the public functions
+here (``gate``, ``conformance``, ``reference``, ``max_height``, ``error_text``).
 """
 
 from __future__ import annotations
@@ -25,26 +31,59 @@ from cellspec.agent.base import (
     parse_spec,
 )
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import Status
 from cellspec.dsl.design import DesignSpec, MaxHeightConstraint
+from cellspec.layout import Layout, layout_from_obj
+from cellspec.solver.cpsat.generate import GenerateResult, generate
+from cellspec.solver.cpsat.repair import repair
+from cellspec.solver.cpsat.results import Step
+from cellspec.solver.cpsat.sequence import plan
+from cellspec.solver.result import Verdict
+from cellspec.solver.verify import check
 
 DEFAULT_T_MAX = 3
-_REF_CACHE: dict[tuple[str, str, float], Any] = {}
+Violation = tuple[str, tuple[str, ...], str]  # (rule, parts, message): one entry of phi(E)
+_REF_CACHE: dict[tuple[str, str, float], Reference] = {}
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A layout through the safety gate: with its placement order, the grip of every step
+    and the clingo verdict of exactly this ordered layout (a pass)."""
+
+    layout: Layout
+    steps: tuple[Step, ...]
+    verdict: Verdict
+
+    def plan_json(self) -> dict[str, Any]:
+        """The ``plan`` object of the design JSON: the order and the grips."""
+        return {"order": list(self.layout.order or ()),
+                "grips": [s.to_json() for s in self.steps]}
 
 
 @dataclass(frozen=True)
 class DesignResult:
-    """The outcome of one command; ``layout`` is only ever a re-verified layout."""
+    """The outcome of one command; ``final`` is only ever a gated (re-verified) layout."""
 
     spec: str | None
     outcome: str  # accepted | repaired | generated | rejected
     reason: str | None
-    layout: dict[str, Any] | None
-    plan: dict[str, Any] | None
+    final: Gated | None
     calls: int
     seconds: float
     repairs: int = 0
     attempts: int = 0
     records: tuple[CallRecord, ...] = field(default_factory=tuple)
+
+    @property
+    def layout(self) -> dict[str, Any] | None:
+        """The layout JSON (metres, with its order), or None."""
+        return None if self.final is None else self.final.layout.to_json()
+
+    @property
+    def plan(self) -> dict[str, Any] | None:
+        """The assembly plan JSON (order and grips), or None."""
+        return None if self.final is None else self.final.plan_json()
 
     def record(self) -> CommandRecord:
         """Outcome, LLM calls (with tokens and latency), repairs and latency."""
@@ -57,18 +96,42 @@ class DesignResult:
                 "seconds": round(self.seconds, 4)}
 
 
-def _reference(cell: Any, spec: DesignSpec, time_limit: float) -> Any:
-    from cellspec.solver.cpsat.generate import generate
+@dataclass(frozen=True)
+class Reference:
+    """The solver's own build of a spec (:func:`generate`) and, when it built one, its
+    layout as a typed :class:`Layout` (with the order it was sequenced and verified in)."""
 
+    result: GenerateResult
+    layout: Layout | None
+
+    @property
+    def parts(self) -> int | None:
+        """How many parts the solver's build has (None: it built nothing)."""
+        return None if self.layout is None else len(self.layout)
+
+
+def reference(cell: Any, spec: DesignSpec, time_limit: float) -> Reference:
+    """The solver's build of ``spec`` in ``cell``, generated once per (cell, spec, limit):
+    the loop, the orchestrator and the fault injector ask for it more than once."""
     key = (str(getattr(cell, "path", "")) + "|" + str(cell.name), repr(spec), time_limit)
     if key not in _REF_CACHE:
         if len(_REF_CACHE) > 256:
             _REF_CACHE.clear()
-        _REF_CACHE[key] = generate(cell, spec, time_limit=time_limit)
+        g = generate(cell, spec, time_limit=time_limit)
+        lay = None if g.layout is None else layout_from_obj(g.layout, "<design>")
+        _REF_CACHE[key] = Reference(g, lay)
     return _REF_CACHE[key]
 
 
-def _max_height(spec: DesignSpec) -> float | None:
+def wanted_parts(ref: Reference, spec: DesignSpec) -> int:
+    """The part count a layout for ``spec`` must have: the solver's build's, else the sum
+    of the structures' ``n``."""
+    n = ref.parts
+    return n if n is not None else sum(int(s.params.get("n", 0)) for s in spec.structures)
+
+
+def max_height(spec: DesignSpec) -> float | None:
+    """The lowest ``max height`` of the spec and its structures (None: no limit)."""
     hs = [float(c.h) for c in spec.constraints if isinstance(c, MaxHeightConstraint)]
     for s in spec.structures:
         hs += [float(c.h) for c in s.constraints if isinstance(c, MaxHeightConstraint)]
@@ -83,10 +146,10 @@ def _simple(spec: DesignSpec) -> bool:
         c.kind in ok for s in spec.structures for c in s.constraints)
 
 
-def _conformance(cell: Any, layout: Any, spec: DesignSpec,
-                 want: int) -> list[tuple[str, tuple[str, ...], str]]:
-    """What the clingo check does not see: the spec's part count, max height, part types."""
-    out: list[tuple[str, tuple[str, ...], str]] = []
+def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int) -> list[Violation]:
+    """What the clingo check does not see: the spec's part count, max height, part types
+    (no solver call; the loop, the orchestrator's Inspect and the gate apply it)."""
+    out: list[Violation] = []
     n = len(layout)
     if n != want:
         out.append(("spec_count", (), f"the spec needs {want} parts, the layout has {n}"))
@@ -96,45 +159,50 @@ def _conformance(cell: Any, layout: Any, spec: DesignSpec,
         out.append(("spec_type", tuple(unknown), "unknown part type (types: "
                     + ", ".join(cell.part_types) + ")"))
         return out
-    h = _max_height(spec)
+    h = max_height(spec)
     if h is not None:
+        size = layout.resolve(cell)
         for i, pid in enumerate(layout.ids):
-            size = layout.size[i]
-            hz = float(cell.part_types[layout.types[i]].size[2]) if size[2] != size[2] \
-                else float(size[2])
-            top = float(layout.pos[i][2]) + hz / 2
+            top = float(layout.pos[i][2]) + float(size[i][2]) / 2
             if top > h + 1e-9:
                 out.append(("spec_max_height", (pid,),
                             f"{pid} reaches {top:.4f} m, above max height {h:g}"))
     return out
 
 
-def _gate(cell: Any, layout: dict[str, Any], spec: DesignSpec, want: int,
-          time_limit: float) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
-    """Sequence and re-verify with clingo; (layout with order, plan, None) or a reason."""
-    from cellspec.layout import layout_from_obj
-    from cellspec.solver.cpsat.sequence import plan
-    from cellspec.solver.verify import check
+def gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, time_limit: float,
+         prior: Gated | None = None) -> tuple[Gated | None, str | None]:
+    """The safety gate: the spec's conformance, an assembly sequence, and a clingo pass of
+    the ordered layout; (the gated layout, None) or (None, the reason).
 
-    try:
-        lay = layout_from_obj(layout, "<design>")
-    except CellspecError as exc:
-        return None, None, f"safety gate: the layout is malformed: {exc}"
-    bad = _conformance(cell, lay, spec, want)
+    The sequencer re-verifies the order it finds with clingo (``PlanResult.verdict``): that
+    is the gate's check, made once. ``prior``: this very layout already went through the
+    sequencer and its verification (an earlier gate, or the generator, which sequences and
+    verifies its build with every rule of the cell plus the spec's keep-clear zones);
+    then only the conformance is re-tested and nothing is solved again."""
+    bad = conformance(cell, layout, spec, want)
     if bad:
-        return None, None, "safety gate: " + "; ".join(m for _, _, m in bad)
-    p = plan(cell, lay, time_limit=time_limit)
-    if p.status not in ("optimal", "feasible") or not p.steps:
-        return None, None, f"safety gate: no assembly sequence: {p.reason}"
-    final = dict(lay.to_json())
-    final["order"] = [s.part for s in p.steps]
-    v = check(cell, layout_from_obj(final, "<design>"), backend="clingo", timeout=time_limit)
-    if v.verdict != "pass":
+        return None, "safety gate: " + "; ".join(m for _, _, m in bad)
+    if prior is not None and prior.verdict.verdict == Status.PASS:
+        return prior, None
+    p = plan(cell, layout, time_limit=time_limit)
+    if p.status not in (Status.OPTIMAL, Status.FEASIBLE) or not p.steps:
+        return None, f"safety gate: no assembly sequence: {p.reason}"
+    v = p.verdict
+    assert v is not None  # a found sequence carries its verdict (PlanResult's invariant)
+    if v.verdict != Status.PASS:
         detail = v.reason or "; ".join(f"{x.rule}({', '.join(x.parts)}): {x.message}"
                                        for x in v.violations[:5])
-        return None, None, f"safety gate: the layout fails the check: {detail}"
-    return final, {"order": list(final["order"]),
-                   "grips": [s.to_json() for s in p.steps]}, None
+        return None, f"safety gate: the layout fails the check: {detail}"
+    return Gated(layout.with_order(p.order), p.steps, v), None
+
+
+def reference_gated(ref: Reference) -> Gated | None:
+    """The solver's build as a gated layout (it was sequenced and verified when built)."""
+    g = ref.result
+    if ref.layout is None or g.verdict is None or not g.steps:
+        return None
+    return Gated(ref.layout, tuple(g.steps), g.verdict)
 
 
 def translate_spec(command: str, cell: Any, adapter: Adapter
@@ -147,11 +215,11 @@ def translate_spec(command: str, cell: Any, adapter: Adapter
         try:
             text = adapter.translate(command, cell, feedback=diag)
         except TranslateError as exc:
-            return text, None, _msg(exc)
+            return text, None, error_text(exc)
         except LLMUnavailable:  # the environment, not the command: exit 2, said so
             raise
         except CellspecError as exc:
-            return text, None, f"cannot translate: {_msg(exc)}"
+            return text, None, f"cannot translate: {error_text(exc)}"
         try:
             return text, parse_spec(text), None
         except CellspecError as exc:
@@ -160,56 +228,56 @@ def translate_spec(command: str, cell: Any, adapter: Adapter
 
 
 def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
-               time_limit: float = 10.0, spec_text: str | None = None, reset: bool = True,
+               time_limit: float = 10.0, spec_text: str | None = None,
+               spec: DesignSpec | None = None, reset: bool = True,
                feedback: Feedback | None = None, repair_ok: bool = True,
                generate_ok: bool = True) -> DesignResult:
     """Translate, propose, verify, repair or re-prompt, generate; gate; never raise for a
     command that cannot be translated or built (outcome ``rejected`` with the reason).
 
-    ``spec_text``: an already translated spec (the orchestrator's Plan phase); ``reset``:
-    start a new command's call records; ``feedback``: phi(E) for the first proposal (a
-    re-prompt). ``repair_ok=False, generate_ok=False`` is the paper's LLM-AdaptLoop baseline
-    (re-prompt with phi(E) only; no solver repair, no solver generation)."""
-    from cellspec.layout import layout_from_obj
-    from cellspec.solver.cpsat.repair import repair
-    from cellspec.solver.verify import check
-
+    ``spec_text``: an already translated spec (the orchestrator's Plan phase), ``spec``: its
+    parse when the caller has it; ``reset``: start a new command's call records;
+    ``feedback``: phi(E) for the first proposal (a re-prompt). ``repair_ok=False,
+    generate_ok=False`` is the paper's LLM-AdaptLoop baseline (re-prompt with phi(E) only;
+    no solver repair, no solver generation). Each proposal is converted to a Layout once
+    and checked once; the gate sequences once (its sequencer's verification is the check);
+    the solver's build is generated once per spec and not sequenced again."""
     t0 = time.perf_counter()
     if reset:
         adapter.reset()
     text: str | None = spec_text
     attempts = repairs = 0
 
-    def done(outcome: str, reason: str | None, layout: Any = None, plan: Any = None
-             ) -> DesignResult:
-        return DesignResult(text, outcome, reason, layout, plan, adapter.calls,
+    def done(outcome: str, reason: str | None, final: Gated | None = None) -> DesignResult:
+        return DesignResult(text, outcome, reason, final, adapter.calls,
                             time.perf_counter() - t0, repairs, attempts, tuple(adapter.records))
 
     if spec_text is None:
         text, spec, why = translate_spec(command, cell, adapter)
         if spec is None:
             return done("rejected", why)
-    else:
+    elif spec is None:
         try:
             spec = parse_spec(spec_text)
         except CellspecError as exc:
-            return done("rejected", f"cannot translate: the spec does not parse: {_msg(exc)}")
-    ref = _reference(cell, spec, time_limit)
-    want = len(ref.layout["parts"]) if ref.layout is not None else sum(
-        int(s.params.get("n", 0)) for s in spec.structures)
-    outcome, layout, note = None, None, None
+            return done("rejected", f"cannot translate: the spec does not parse: {error_text(exc)}")
+    ref = reference(cell, spec, time_limit)
+    want = wanted_parts(ref, spec)
+    outcome: str | None = None
+    chosen: Layout | None = None
+    note: str | None = None
     for attempt in range(1, t_max + 1):
         attempts = attempt
         try:
             cand = adapter.propose(spec, cell, feedback)
         except BudgetExceeded as exc:
-            note = _msg(exc)
+            note = error_text(exc)
             break
         except LLMUnavailable:
             raise
         except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), _msg(exc)),))
-            note = _msg(exc)
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            note = error_text(exc)
             continue
         if cand is None:
             break
@@ -219,10 +287,10 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         try:
             lay = layout_from_obj(cand, "<proposal>")
         except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), _msg(exc)),))
-            note = f"the proposal is malformed: {_msg(exc)}"
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            note = f"the proposal is malformed: {error_text(exc)}"
             continue
-        bad = _conformance(cell, lay, spec, want)
+        bad = conformance(cell, lay, spec, want)
         if bad:
             feedback = Feedback(attempt, tuple(bad))
             note = "; ".join(m for _, _, m in bad)
@@ -230,39 +298,40 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         try:
             v = check(cell, lay, timeout=time_limit)
         except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), _msg(exc)),))
-            note = f"the proposal cannot be checked: {_msg(exc)}"
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            note = f"the proposal cannot be checked: {error_text(exc)}"
             continue
-        if v.verdict == "pass":
-            outcome, layout = "accepted", lay.to_json()
+        if v.verdict == Status.PASS:
+            outcome, chosen = "accepted", lay
             break
-        if v.verdict == "fail" and repair_ok:
+        if v.verdict == Status.FAIL and repair_ok:
             try:
-                r = repair(cell, lay, time_limit=time_limit)
+                r = repair(cell, lay, time_limit=time_limit, checked=v)
             except CellspecError:
                 r = None
             repairs += 1
             if r is not None and r.layout is not None:
-                outcome, layout = "repaired", r.layout
+                outcome, chosen = "repaired", layout_from_obj(r.layout, "<design>")
                 break
         feedback = Feedback(attempt, tuple((x.rule, tuple(x.parts), x.message)
                                            for x in v.violations) or
                             (("unknown", (), v.reason or "unknown"),))
         note = "the proposal fails " + ", ".join(sorted({x.rule for x in v.violations}))
-    if outcome is not None:
-        final, plan, why = _gate(cell, layout, spec, want, time_limit)
+    if outcome is not None and chosen is not None:
+        final, why = gate(cell, chosen, spec, want, time_limit)
         if final is not None:
-            return done(outcome, None, final, plan)
+            return done(outcome, None, final)
         note = why
     if not generate_ok:
         return done("rejected", f"no verified proposal within {t_max} attempts: {note}")
     if ref.layout is None:
-        return done("rejected", f"cannot build: {ref.reason}")
-    final, plan, why = _gate(cell, ref.layout, spec, want, time_limit)
+        return done("rejected", f"cannot build: {ref.result.reason}")
+    final, why = gate(cell, ref.layout, spec, want, time_limit, prior=reference_gated(ref))
     if final is None:
         return done("rejected", why)
-    return done("generated", note, final, plan)
+    return done("generated", note, final)
 
 
-def _msg(exc: CellspecError) -> str:
+def error_text(exc: CellspecError) -> str:
+    """The messages of an error, joined; a position is kept where the error has a line."""
     return "; ".join(d.message if not d.line else str(d) for d in exc.diagnostics)

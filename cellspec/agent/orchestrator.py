@@ -2,13 +2,19 @@
 Plan -> Design -> Inspect -> HumanReview -> PreExecute -> Execute -> Replan.
 
 * Plan: the Specifier translates the command into a spec (DSL text, parsed by the DSL).
-* Design: the generate-verify-repair loop (:func:`loop.run_design`) gives a candidate.
-* Inspect: an independent re-verification (the ``verify`` skill, clingo) plus the spec's
-  part count, types and max height.
+* Design: the generate-verify-repair loop (:func:`loop.run_design`) gives a candidate, a
+  typed ``Layout`` that already went through the loop's safety gate (its order, grips and
+  clingo verdict ride along, :class:`loop.Gated`).
+* Inspect: the clingo check plus the spec's part count, types and max height of a
+  candidate no phase has checked yet (a reviewer's edit, a repair); a candidate whose
+  verdict is known (the Design phase's, a recovery skill's) is not checked again.
 * HumanReview (only with ``review``): accept / modify (the reviewer edits the layout file;
   the edit goes back to Inspect, and to Replan when it fails) / reject.
-* PreExecute: assembly sequencing (``cellspec.solver.cpsat.sequence.plan``) and the final
-  clingo safety gate on the ordered layout.
+* PreExecute: the safety gate (:func:`loop.gate`): assembly sequencing
+  (``cellspec.solver.cpsat.sequence.plan``, whose clingo re-verification of the ordered
+  layout is the gate's check); a candidate the gate already passed keeps its sequence.
+
+Each phase checks a layout at most once, and no layout is checked twice (issue 15).
 * Execute (only with ``execute``): ``cellspec.robots.sim.simulate`` (the pybullet twin:
   allocation, IK, motions, physics execution, trajectory check) with the PreExecute steps.
   When the twin cannot be imported, cannot run this cell (e.g. no supply) or fails, the
@@ -36,16 +42,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import cellspec.layout
 from cellspec.agent.base import Adapter, Feedback, LLMUnavailable
 from cellspec.agent.loop import (
     DEFAULT_T_MAX,
     DesignResult,
-    _conformance,
-    _gate,
-    _msg,
+    Gated,
+    Violation,
+    conformance,
+    error_text,
+    gate,
+    max_height,
+    reference,
+    run_design,
     translate_spec,
 )
+from cellspec.agent.skills import SkillRegistry
 from cellspec.core.errors import CellspecError
+from cellspec.core.io import TooLarge, read_text_bounded
+from cellspec.core.status import Status
+from cellspec.layout import Layout, layout_from_obj
+from cellspec.solver.cpsat.repair import repair
+from cellspec.solver.verify import check
 
 PHASES = ("Plan", "Design", "Inspect", "HumanReview", "PreExecute", "Execute", "Replan",
           "Done", "Failed")
@@ -89,15 +107,20 @@ class PhaseStep:
 
 @dataclass
 class _State:
+    """What the phases hand on: one typed candidate ``Layout`` with what is known of it
+    (``known``: its violations when a phase already checked it; ``gated``: its sequence and
+    verdict when it went through the safety gate), so no phase checks it again."""
+
     spec_text: str | None = None
     spec: Any = None
     want: int = 0
-    candidate: dict[str, Any] | None = None
+    candidate: Layout | None = None
+    known: tuple[Violation, ...] | None = None
+    gated: Gated | None = None
     outcome: str | None = None
     reason: str | None = None
-    violations: tuple[tuple[str, tuple[str, ...], str], ...] = ()
-    final: dict[str, Any] | None = None
-    plan: dict[str, Any] | None = None
+    violations: tuple[Violation, ...] = ()
+    final: Gated | None = None
     replans: int = 0
     reprompted: bool = False
     feedback: Feedback | None = None
@@ -134,7 +157,7 @@ class Reviewer:
         self.inp, self.out, self.path = inp, out, Path(path)
 
     def ask(self, layout: dict[str, Any], verdict: str) -> tuple[str, Any]:
-        """('accept', None), ('reject', why) or ('modify', the edited layout object)."""
+        """('accept', None), ('reject', why) or ('modify', the edited :class:`Layout`)."""
         parts = layout["parts"]
         print(f"review: {len(parts)} parts, {verdict}", file=self.out)
         for p in parts:
@@ -178,14 +201,12 @@ MAX_MISSES = 5
 MAX_LINE = 4096  # characters read per answer
 
 
-def _read_edit(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The reviewer's edited layout, or why it cannot be used (unreadable, not JSON, not a
-    layout the loader accepts: NaN, duplicate ids, unknown fields, ...)."""
-    from cellspec.core.io import TooLarge, read_text_bounded
-    from cellspec.layout import MAX_LAYOUT_BYTES, layout_from_obj
-
+def _read_edit(path: Path) -> tuple[Layout | None, str | None]:
+    """The reviewer's edited layout (validated and converted once), or why it cannot be
+    used (unreadable, not JSON, not a layout the loader accepts: NaN, duplicate ids,
+    unknown fields, ...)."""
     try:
-        text = read_text_bounded(path, MAX_LAYOUT_BYTES)
+        text = read_text_bounded(path, cellspec.layout.MAX_LAYOUT_BYTES)
     except TooLarge as exc:
         return None, f"the edited file {path} is {exc}"
     except FileNotFoundError:
@@ -202,10 +223,9 @@ def _read_edit(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(obj, dict):
         return None, "the edited file is not a layout object"
     try:
-        layout_from_obj(obj, str(path))
+        return layout_from_obj(obj, str(path)), None
     except CellspecError as exc:
-        return None, f"the edited layout is not valid: {_msg(exc)}"
-    return obj, None
+        return None, f"the edited layout is not valid: {error_text(exc)}"
 
 
 class Orchestrator:
@@ -234,7 +254,7 @@ class Orchestrator:
             try:
                 choice = self.router(phase, options, {"detail": detail, **(context or {})})
             except CellspecError as exc:
-                how = f"rule (llm router failed: {_msg(exc)})"
+                how = f"rule (llm router failed: {error_text(exc)})"
             else:
                 if choice in options:
                     route, how = choice, "llm"
@@ -265,19 +285,32 @@ class Orchestrator:
             except LLMUnavailable:  # the environment, not the command: exit 2 at the CLI
                 raise
             except CellspecError as exc:  # an error no route handles: abort, with why
-                st.reason = f"{phase}: {_msg(exc)}"
+                st.reason = f"{phase}: {error_text(exc)}"
                 phase = self._go(st, phase, "fail", st.reason, "Failed")
         d = st.design
         ok = phase == "Done" and st.final is not None
         res = DesignResult(
             st.spec_text, (st.outcome or "generated") if ok else "rejected",
             st.reason if ok else (st.reason or "failed"),
-            st.final if ok else None, st.plan if ok else None, self.adapter.calls,
+            st.final if ok else None, self.adapter.calls,
             time.perf_counter() - t0, d.repairs if d else 0, d.attempts if d else 0,
             tuple(self.adapter.records))
         st.trace.append(PhaseStep(phase, "ok" if ok else "fail", None if ok else res.reason,
                                   None))
         return OrchestratorResult(res, tuple(st.trace), st.execute)
+
+    # --- the candidate ---------------------------------------------------------------
+    @staticmethod
+    def _propose(st: _State, lay: Layout, known: tuple[Violation, ...] | None = None,
+                 gated: Gated | None = None) -> None:
+        """Make ``lay`` the candidate, with what is already known of it (nothing: the next
+        Inspect checks it, the next PreExecute sequences it)."""
+        st.candidate, st.known, st.gated = lay, known, gated
+
+    @staticmethod
+    def _shown(lay: Layout) -> dict[str, Any]:
+        """The candidate as the reviewer sees it and the skills take it: units and parts."""
+        return {"units": "m", "parts": lay.to_json()["parts"]}
 
     # --- phases ----------------------------------------------------------------------
     def _plan(self, st: _State, command: str) -> str:
@@ -288,48 +321,43 @@ class Orchestrator:
         return self._go(st, "Plan", "ok", None, "Design")
 
     def _design(self, st: _State, command: str) -> str:
-        from cellspec.agent.loop import run_design
-
         feedback, st.feedback = st.feedback, None
         r = run_design(command, self.cell, self.adapter, t_max=self.t_max,
-                       time_limit=self.time_limit, spec_text=st.spec_text, reset=False,
-                       feedback=feedback)
+                       time_limit=self.time_limit, spec_text=st.spec_text, spec=st.spec,
+                       reset=False, feedback=feedback)
         st.design = r
-        if r.layout is None:
+        if r.final is None:
             st.reason = r.reason
             return self._go(st, "Design", "fail", r.reason,
                             "Replan" if st.candidate is not None else "Failed")
-        if _fingerprint(r.layout) in st.rejected_by_twin:
+        n = len(r.final.layout)
+        if _fingerprint(r.final.layout) in st.rejected_by_twin:
             st.reason = f"the re-plan gave the layout the twin already rejected ({st.reason})"
             return self._go(st, "Design", "fail", st.reason, "Failed")
-        st.candidate = {"units": "m", "parts": r.layout["parts"]}
+        # the loop's gate passed this layout (conformance, sequence, clingo): known clean;
+        # the candidate is its parts (no order), the gate's order rides along in ``gated``
+        self._propose(st, r.final.layout.with_order(None), known=(), gated=r.final)
         st.outcome = r.outcome
         st.reason = r.reason
-        from cellspec.agent.loop import _reference
+        ref = reference(self.cell, st.spec, self.time_limit)  # cached: nothing is solved
+        st.want = ref.parts if ref.parts is not None else n
+        return self._go(st, "Design", "ok", f"{r.outcome}, {n} parts", "Inspect")
 
-        ref = _reference(self.cell, st.spec, self.time_limit)
-        st.want = len(ref.layout["parts"]) if ref.layout is not None else len(r.layout["parts"])
-        return self._go(st, "Design", "ok", f"{r.outcome}, {len(r.layout['parts'])} parts",
-                        "Inspect")
-
-    def _check(self, st: _State) -> tuple[tuple[str, tuple[str, ...], str], ...]:
-        from cellspec.layout import layout_from_obj
-        from cellspec.solver.verify import check
-
-        try:
-            lay = layout_from_obj(st.candidate, "<candidate>")
-        except CellspecError as exc:
-            return (("format", (), _msg(exc)),)
-        bad = _conformance(self.cell, lay, st.spec, st.want)
+    def _check(self, st: _State, lay: Layout) -> tuple[Violation, ...]:
+        """The spec's conformance and one clingo check of ``lay``."""
+        bad = conformance(self.cell, lay, st.spec, st.want)
         if any(r == "spec_type" for r, _, _ in bad):
             return tuple(bad)
         v = check(self.cell, lay, backend="clingo", timeout=self.time_limit)
-        if v.verdict == "unknown":
+        if v.verdict == Status.UNKNOWN:
             return (*bad, ("unknown", (), v.reason or "the check did not finish"))
         return (*bad, *((x.rule, tuple(x.parts), x.message) for x in v.violations))
 
     def _inspect(self, st: _State, command: str) -> str:
-        st.violations = self._check(st)
+        assert st.candidate is not None
+        if st.known is None:  # a candidate no phase has checked yet (an edit, a repair)
+            st.known = self._check(st, st.candidate)
+        st.violations = st.known
         if st.violations:
             what = "; ".join(f"{r}({', '.join(p)})" if p else f"{r}: {m}"
                              for r, p, m in st.violations[:6])
@@ -339,14 +367,14 @@ class Orchestrator:
         return self._go(st, "Inspect", "ok", "re-verified pass (clingo)", nxt)
 
     def _review(self, st: _State, command: str) -> str:
-        assert self.reviewer is not None
+        assert self.reviewer is not None and st.candidate is not None
         st.reviews += 1
         if st.reviews > MAX_REVIEWS:
             st.reason = f"no decision after {MAX_REVIEWS} reviews"
             return self._go(st, "HumanReview", "fail", st.reason, "Failed")
         verdict = "verified pass" if not st.violations else \
             f"FAILS {', '.join(sorted({r for r, _, _ in st.violations}))} (escalated)"
-        ans, payload = self.reviewer.ask(st.candidate, verdict)
+        ans, payload = self.reviewer.ask(self._shown(st.candidate), verdict)
         if ans == "accept":
             if st.violations:  # an escalated, failing layout can not be accepted
                 st.reason = "the reviewer accepted a layout that fails the check: refused"
@@ -355,40 +383,38 @@ class Orchestrator:
         if ans == "reject":
             st.reason = str(payload)
             return self._go(st, "HumanReview", "fail", st.reason, "Failed")
-        st.candidate = payload
+        self._propose(st, payload)
         st.outcome = "accepted"
         st.reason = "modified by the reviewer"
         st.escalated = False
         return self._go(st, "HumanReview", "ok", "modified by the reviewer", "Inspect")
 
     def _pre_execute(self, st: _State, command: str) -> str:
-        final, plan, why = _gate(self.cell, st.candidate, st.spec, st.want, self.time_limit)
+        assert st.candidate is not None
+        final, why = gate(self.cell, st.candidate, st.spec, st.want, self.time_limit,
+                          prior=st.gated)
         if final is None:
             st.reason = why
             st.violations = (("sequence", (), why or "no sequence"),)
             return self._go(st, "PreExecute", "fail", why, "Replan")
-        st.final, st.plan = final, plan
+        st.final = st.gated = final
         nxt = "Execute" if self.execute else "Done"
-        return self._go(st, "PreExecute", "ok", f"{len(plan['order'])} steps, gate pass", nxt)
+        return self._go(st, "PreExecute", "ok", f"{len(final.steps)} steps, gate pass", nxt)
 
     def _execute(self, st: _State, command: str) -> str:
-        from cellspec.layout import layout_from_obj
-        from cellspec.solver.cpsat.results import Step
-
+        assert st.final is not None
         try:
-            from cellspec.robots.sim import simulate
+            from cellspec.robots.sim import simulate  # lazy: the twin (pybullet) is optional
         except ImportError as exc:
             st.execute = {"status": "unavailable",
                           "reason": f"twin not available: cellspec.robots.sim ({exc})"}
             return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
-        steps = tuple(Step(part=g["part"], gripper=g["gripper"], axis=g["axis"])
-                      for g in st.plan["grips"])
         try:
-            res = simulate(self.cell, layout_from_obj(st.final, "<design>"), steps=steps,
+            res = simulate(self.cell, st.final.layout, steps=st.final.steps,
                            time_limit=self.time_limit)
         except CellspecError as exc:  # e.g. the cell declares no supply the twin can use
             st.execute = {"status": "unavailable",
-                          "reason": f"the twin cannot run this cell: {_msg(exc)}"}
+                          "reason": f"the twin cannot run this cell: {error_text(exc)}"}
             return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
         except Exception as exc:  # noqa: BLE001 - a twin defect is reported, not hidden
             st.execute = {"status": "unavailable",
@@ -396,7 +422,7 @@ class Orchestrator:
                                     f"{type(exc).__name__}: {exc}"}
             return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
         st.execute = {"status": res.verdict, **res.to_json()}
-        if res.verdict == "pass":
+        if res.verdict == Status.PASS:
             return self._go(st, "Execute", "ok", f"{len(res.actions)} actions executed in the "
                             "twin, all pass", "Done")
         bad = [a for a in res.actions if not a.ok]
@@ -406,20 +432,20 @@ class Orchestrator:
         st.reason = why
         st.violations = tuple(("execute", (a.part,), f"{a.check}: {a.reason}") for a in bad) \
             or (("execute", (), why),)
-        st.rejected_by_twin.add(_fingerprint(st.final))
-        st.final = st.plan = None
+        st.rejected_by_twin.add(_fingerprint(st.final.layout))
+        st.final = None
         return self._go(st, "Execute", "fail", why, "Replan")
 
-    def _recover(self, st: _State) -> tuple[str, dict[str, Any]] | None:
-        """shift, flatten, then repair: the first whose output passes verify and the spec."""
-        from cellspec.agent.skills import SkillRegistry
-
+    def _recover(self, st: _State) -> tuple[str, Layout, tuple[Violation, ...] | None] | None:
+        """shift, flatten, then repair: the first whose output passes verify and the spec;
+        (skill, layout, its violations when already known) or None."""
+        assert st.candidate is not None
         rules = {r for r, _, _ in st.violations}
         if "format" in rules:
             return None  # not a layout: nothing to shift, flatten or repair
         reg = SkillRegistry(self.cell, self.time_limit)
         lay = {"parts": [{"id": p["id"], "type": p["type"], "pos": list(p["pos"])}
-                         for p in st.candidate["parts"]], "order": None}
+                         for p in self._shown(st.candidate)["parts"]], "order": None}
         tries: list[tuple[str, dict[str, Any]]] = []
         if rules & {"workspace", "keepout"}:
             tries.append(("shift", {"layout": lay}))
@@ -427,29 +453,25 @@ class Orchestrator:
             tries.append(("flatten", {"layout": lay, "max_layers": self._layers(st)}))
         for name, args in tries:
             r = reg.dispatch(name, args)
-            if r.get("ok") and r.get("verdict") == "pass":
-                cand = {"units": "m", "parts": r["layout"]["parts"]}
-                saved, st.candidate = st.candidate, cand
-                if not self._check(st):
-                    return name, cand
-                st.candidate = saved
-        from cellspec.layout import layout_from_obj
-        from cellspec.solver.cpsat.repair import repair
-
+            if r.get("ok") and r.get("verdict") == Status.PASS:
+                # the skill's clingo check of exactly these parts passed: only the spec's
+                # conformance is left to test, and nothing is checked twice
+                cand = layout_from_obj({"units": "m", "parts": r["layout"]["parts"]},
+                                       "<candidate>")
+                if not conformance(self.cell, cand, st.spec, st.want):
+                    return name, cand, ()
         if rules - {"spec_count", "spec_type", "format", "unknown", "sequence", "execute"}:
             try:
-                rr = repair(self.cell, layout_from_obj(st.candidate, "<candidate>"),
-                            time_limit=self.time_limit)
+                rr = repair(self.cell, st.candidate, time_limit=self.time_limit)
             except CellspecError:
                 rr = None
             if rr is not None and rr.layout is not None:
-                return "repair", {"units": "m", "parts": rr.layout["parts"]}
+                return "repair", layout_from_obj({"units": "m", "parts": rr.layout["parts"]},
+                                                 "<candidate>"), None
         return None
 
     def _layers(self, st: _State) -> int:
-        from cellspec.agent.loop import _max_height
-
-        h = _max_height(st.spec)
+        h = max_height(st.spec)
         z = min(float(t.size[2]) for t in self.cell.part_types.values())
         return max(1, int((h or z) / z + 1e-9))
 
@@ -461,8 +483,9 @@ class Orchestrator:
         if st.candidate is not None and st.violations:
             rec = self._recover(st)
             if rec is not None:
-                name, cand = rec
-                st.candidate, st.outcome = cand, "repaired"
+                name, cand, known = rec
+                self._propose(st, cand, known)
+                st.outcome = "repaired"
                 st.reason = f"recovered by {name}"
                 return self._go(st, "Replan", "ok", f"recovery skill {name}", "Inspect")
         if not st.reprompted:
@@ -481,10 +504,11 @@ class Orchestrator:
         return self._go(st, "Replan", "fail", st.reason, "Failed")
 
 
-def _fingerprint(layout: dict[str, Any]) -> str:
+def _fingerprint(layout: Layout) -> str:
     """The parts (id, type, position) of a layout, as a key."""
-    return json.dumps(sorted((p["id"], p["type"], [round(float(v), 6) for v in p["pos"]])
-                             for p in layout["parts"]))
+    return json.dumps(sorted((pid, t, [round(float(v), 6) for v in pos])
+                             for pid, t, pos in zip(layout.ids, layout.types, layout.pos,
+                                                    strict=True)))
 
 
 def run_orchestrated(command: str, cell: Any, adapter: Adapter, **kw: Any

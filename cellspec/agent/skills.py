@@ -28,8 +28,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cellspec.agent.base import strict_schema
+from cellspec.agent.base import parse_spec, strict_schema
+from cellspec.agent.offline import OfflineAdapter
 from cellspec.core.errors import CellspecError
+from cellspec.dsl.model import Box, BoxZone, Source
+from cellspec.layout import UnknownPartType, layout_from_obj
+from cellspec.solver.cpsat.repair import with_blocked
+from cellspec.solver.cpsat.sequence import plan
+from cellspec.solver.verify import check
 
 GRANULAR = ("workspace", "no_overlap", "gravity", "grip_access")
 GRID = 0.0001  # 0.1 mm: every coordinate a skill writes is on this grid
@@ -202,8 +208,6 @@ class SkillRegistry:
     # --- helpers ---------------------------------------------------------------------
     def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Any:
         """The layout of the arguments, checked by the layout loader (ids, types, numbers)."""
-        from cellspec.layout import layout_from_obj
-
         if len(lay.parts) > MAX_PARTS:
             raise SkillError(f"layout: {len(lay.parts)} parts; a skill takes at most "
                              f"{MAX_PARTS}")
@@ -215,8 +219,6 @@ class SkillRegistry:
         return layout_from_obj(obj, "<skill>")
 
     def _verdict(self, cell: Any, layout: Any) -> dict[str, Any]:
-        from cellspec.solver.verify import check
-
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
         out = {"verdict": v.verdict, "reason": v.reason,
                "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
@@ -246,8 +248,6 @@ class SkillRegistry:
         return run
 
     def _sequence(self, a: LayoutArgs) -> dict[str, Any]:
-        from cellspec.solver.cpsat.sequence import plan
-
         p = plan(self.cell, self._layout(a.layout), time_limit=self.time_limit)
         found = p.status in ("optimal", "feasible") and bool(p.steps)
         return {"status": p.status, "reason": p.reason,
@@ -287,17 +287,11 @@ class SkillRegistry:
         return {"tasks": tasks}
 
     def _spec(self, a: SpecArgs) -> dict[str, Any]:
-        from cellspec.agent.base import parse_spec
-        from cellspec.agent.offline import OfflineAdapter
-
         text = OfflineAdapter().translate(a.command, self.cell)
         parse_spec(text)
         return {"spec": text}
 
     def _blocked_cell(self, avoid: BoxIn | None) -> Any:
-        from cellspec.dsl.model import Box, BoxZone, Source
-        from cellspec.solver.cpsat.repair import with_blocked
-
         if avoid is None:
             return self.cell
         rng = [avoid.x, avoid.y, avoid.z if avoid.z is not None else [-1000.0, 1000.0]]
@@ -316,8 +310,6 @@ class SkillRegistry:
                 "order": list(a.order) if order and a.order is not None else None}
 
     def _shift(self, a: ShiftArgs) -> dict[str, Any]:
-        from cellspec.layout import layout_from_obj
-
         cell = self._blocked_cell(a.avoid)
         base = self._layout(a.layout, need_parts=True)
         if (a.dx is None) != (a.dy is None):
@@ -346,8 +338,6 @@ class SkillRegistry:
                          "blocked region (try flatten, or a re-plan)")
 
     def _flatten(self, a: FlattenArgs) -> dict[str, Any]:
-        from cellspec.layout import layout_from_obj
-
         k = 1 if a.max_layers is None else a.max_layers
         if k < 1:
             raise SkillError("max_layers must be at least 1")
@@ -386,16 +376,11 @@ class SkillRegistry:
 
 def _sizes(cell: Any, layout: Any) -> np.ndarray:
     """Each part's box size in metres (a layout leaves NaN where the type gives it)."""
-    size = np.array(layout.size, float).reshape(-1, 3)
-    for i, t in enumerate(layout.types):
-        if np.isnan(size[i]).any() and t in cell.part_types:
-            size[i] = [float(v) for v in cell.part_types[t].size]
-    if np.isnan(size).any():
-        i = int(np.flatnonzero(np.isnan(size).any(axis=1))[0])
-        raise SkillError(f"part {layout.ids[i]} has no size: unknown part type "
-                         f"'{layout.types[i]}' (the cell defines: "
-                         + ", ".join(cell.part_types) + ")")
-    return size
+    try:
+        return layout.resolve(cell)
+    except UnknownPartType as exc:
+        raise SkillError(f"part {exc.part} has no size: unknown part type '{exc.type}' (the "
+                         "cell defines: " + ", ".join(cell.part_types) + ")") from None
 
 
 def _finger_room(cell: Any) -> float:
@@ -415,8 +400,6 @@ def _offsets(cell: Any, layout: Any) -> list[tuple[float, float]]:
     pos, size = np.asarray(layout.pos, float), _sizes(cell, layout)
     lo = (pos - size / 2).min(axis=0)
     hi = (pos + size / 2).max(axis=0)
-    from cellspec.dsl.model import BoxZone
-
     zones = [(np.array([float(v) for v in z.box.lo]), np.array([float(v) for v in z.box.hi]))
              for z in cell.keepouts if isinstance(z, BoxZone)]
     step = 0.005
@@ -444,8 +427,6 @@ def _free_spot(cell: Any, boxes: list[tuple[np.ndarray, np.ndarray]], s: np.ndar
                ) -> tuple[float, float] | None:
     """The free table spot (2.5 mm grid) nearest ``centre`` for a part of size ``s`` whose
     box grown by ``clear`` touches no other box and lies in the workspace."""
-    from cellspec.dsl.model import BoxZone
-
     ws = cell.workspace
     step = 0.0025
     xs = np.arange(float(ws.lo[0]) + s[0] / 2, float(ws.hi[0]) - s[0] / 2 + 1e-9, step)

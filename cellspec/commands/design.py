@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_adapter(a: argparse.Namespace) -> Adapter:
     """The adapter the options ask for."""
+    # lazy: CLI start-up time (every verb imports its module; the agent pulls in solvers)
     from cellspec.agent.base import Budget
     from cellspec.agent.offline import OfflineAdapter
     from cellspec.agent.openai_adapter import (
@@ -139,8 +141,7 @@ OUTCOMES = {
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    import sys
-
+    # lazy: CLI start-up time (the orchestrator loads every solver, the parser textX)
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 

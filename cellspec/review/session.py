@@ -127,11 +127,7 @@ class ReviewSession:
 
     def sizes(self) -> np.ndarray:
         """Effective part sizes (the type's size where the layout gives none), metres."""
-        out = self.size.copy()
-        for i, t in enumerate(self.types):
-            if np.isnan(out[i]).any():
-                out[i] = [float(v) for v in self.cell.part_types[t].size]
-        return out.reshape(-1, 3)
+        return self.layout().resolve(self.cell)
 
     def status(self) -> dict[str, str]:
         """Each part's display status: selected, violating, warning or valid."""

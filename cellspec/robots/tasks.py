@@ -25,7 +25,7 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
-from cellspec.layout import Layout
+from cellspec.layout import Layout, UnknownPartType
 
 CLEARANCE = 0.08  # metres above the grasp and place poses for approach, lift, transport, retreat
 STEPS = ("approach", "grasp", "lift", "transport", "place", "release", "retreat")
@@ -73,13 +73,11 @@ class Action:
 
 def part_size(cell: Cell, layout: Layout, i: int) -> tuple[float, float, float]:
     """A layout part's size (its own, or its type's), metres."""
-    s = layout.size[i]
-    if np.isnan(s).any():
-        pt = cell.part_types.get(layout.types[i])
-        if pt is None:
-            raise CellspecError(f"{layout.path}: part {layout.ids[i]}: unknown part type "
-                                f"{layout.types[i]!r}")
-        return (float(pt.size[0]), float(pt.size[1]), float(pt.size[2]))
+    try:
+        s = layout.resolve(cell)[i]
+    except UnknownPartType as exc:
+        raise CellspecError(f"{layout.path}: part {exc.part}: unknown part type "
+                            f"{exc.type!r}") from None
     return (float(s[0]), float(s[1]), float(s[2]))
 
 

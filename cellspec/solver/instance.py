@@ -101,9 +101,7 @@ def cell_u(cell: Cell) -> CellU:
 def build_instance(cell: Cell, layout: Layout) -> Instance:
     """Resolve default sizes and grippers against the cell and quantise the layout."""
     n = len(layout)
-    size = np.array(layout.size, dtype=np.float64, copy=True).reshape(n, 3)
     types = np.array(layout.types, dtype=object)
-    missing = np.isnan(size).any(axis=1)
     diags = []
     for t in sorted(set(layout.types)):
         pt = cell.part_types.get(t)
@@ -114,10 +112,9 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
             diags.append(Diagnostic(layout.path, 0, 0, f"parts[{first}].type: unknown part type "
                                     f"'{t}' (the cell defines: {known}); {int(rows.sum())} "
                                     "part(s) use it"))
-            continue
-        size[rows & missing] = [float(v) for v in pt.size]
     if diags:
         raise CellspecError(diags[:20])
+    size = layout.resolve(cell)
     q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), size.reshape(n, 3))
     cu = cell_u(cell)
     order_pos = None

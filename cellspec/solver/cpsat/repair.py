@@ -52,6 +52,7 @@ from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
 from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
 from cellspec.solver.instance import BoxU, Instance, build_instance
+from cellspec.solver.result import Verdict
 
 DEFAULT_TIME_LIMIT = 10.0
 MONOLITHIC_FALLBACK = 80  # up to this, a cluster with no bounded repair retries whole
@@ -297,7 +298,8 @@ def _report(layout: Layout, clusters: list[Cluster], sols: list[_Sol]) -> tuple[
 def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
            blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
            keep_shape: bool = False, decompose: bool = True,
-           progress: Callable[[str], None] | None = None) -> RepairResult:
+           progress: Callable[[str], None] | None = None,
+           checked: Verdict | None = None) -> RepairResult:
     """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
     free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
     first, so structures move whole where geometry allows); then the order is kept or
@@ -314,7 +316,10 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
 
     If the minimal placement admits no assembly order, the placement is solved again with
     a sufficient grip condition (each moved part keeps one lateral axis clear of
-    neighbours); that answer is at best ``feasible`` (not proved minimal)."""
+    neighbours); that answer is at best ``feasible`` (not proved minimal).
+
+    ``checked``: the clingo verdict of ``layout`` in ``cell`` when the caller already has it
+    (the design loop checked the proposal); it is not checked again (not with ``blocked``)."""
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
@@ -340,7 +345,8 @@ def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT
                     proved_seconds=best.get("proved") if status == Status.OPTIMAL else None,
                     move_bound_m=best.get("bound"))
 
-    before = check(cell, layout, timeout=time_limit)
+    before = checked if checked is not None and not blocked else \
+        check(cell, layout, timeout=time_limit)
     if before.verdict == Status.PASS:
         return done(status=Status.OPTIMAL, layout=layout.to_json(), already_valid=True,
                     verdict=before)
