@@ -11,9 +11,7 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_max_memory,
-    add_time_limit,
+    add_shared,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
@@ -25,11 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Print pass, or every violated rule with its parts, an "
                        "explanation and the file:line:col of the rule. Exit 0 pass, "
                        "1 violations, 2 bad input (and for unknown: a solver limit).")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    add_format(c)
-    add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
-                   "hit; --timeout is an alias)", alias=True)
+    add_shared(c, cell=True, layout=True, alias=True, max_memory=True,
+               time_limit=(None, "time limit of the whole verb in seconds (verdict unknown "
+                           "when hit; --timeout is an alias)"))
     c.add_argument("--backend", choices=("clingo", "reference"), default="clingo",
                    help="clingo (default) or the brute-force reference evaluator")
     c.add_argument("--max-bytes", type=int, default=None, metavar="N",
@@ -40,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "it; exit 0 only for a robust pass")
     c.add_argument("--robust-timeout", type=float, default=60.0, metavar="S",
                    help="Z3 time limit for --robust in seconds (default 60; unknown when hit)")
-    add_max_memory(c)
     c.add_argument("--witness", default=None, metavar="FILE",
                    help="with --robust: write the counterexample layout (JSON) to FILE")
 

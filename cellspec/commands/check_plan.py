@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
 
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "cellspec's own checks follow, labelled. Exit 0 pass, 1 a check "
                        "fails (including a response RoCo cannot parse), 2 bad input (with "
                        "--strict: any format problem, with file:line:col).")
-    c.add_argument("cell", help="the .cell file (robots, reach boxes, panels, objects)")
+    add_shared(c, cell="the .cell file (robots, reach boxes, panels, objects)")
     c.add_argument("plan", help="the plan or response text file")
     c.add_argument("--mode", choices=("action_only", "action_and_path"), default=None,
                    help="RoCo's output mode (default: the plan file's `# cellspec: mode M` "
@@ -39,7 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest std of PATH step lengths, metres (default: the plan's "
                    "`# cellspec: spacing-std M` line, else RoCo's Sort threshold 1.0)")
     c.add_argument("--seed", type=int, default=0, help="IK restart seed (default 0)")
-    add_format(c)
     c.set_defaults(func=run)
 
 

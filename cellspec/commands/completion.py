@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cellspec.commands.common import EXIT_OK
+from cellspec.commands.common import EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print the completion script of a shell on stdout. Install: "
                        + "; ".join(f"{s}: {cmd}" for s, cmd in INSTALL.items()) + ".")
+    add_shared(c, fmt=None)
     c.add_argument("shell", choices=SHELLS, help="the shell to complete for")
     c.set_defaults(func=run)
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, add_time_limit, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.limits import check_output, check_seconds
 
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "result with clingo. Exit 0 a verified layout, 1 the command cannot be "
                        "translated or built (the reason is printed), 2 bad input or usage.")
     c.add_argument("command", help="the command, in quotes")
+    add_shared(c, output=("OUT", "write the layout JSON here"),
+               time_limit=(10.0, "solver time limit in seconds (default 10)"))
     c.add_argument("--cell", required=True, help="the .cell file")
     c.add_argument("--adapter", choices=("auto", "offline", "openai", "replay"),
                    default="auto", help="who translates and proposes (auto: openai when "
@@ -48,7 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seed sent to the model with each request (default 0)")
     c.add_argument("--t-max", type=int, default=3, metavar="N",
                    help="proposals before the solver generates (default 3)")
-    add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.add_argument("--tools", action="store_true",
                    help="openai/replay: let the model call the skill registry (verify, "
                    "sequence, shift, flatten, ...) while proposing")
@@ -63,8 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--execute", action="store_true",
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    add_format(c)
     c.set_defaults(func=run)
 
 

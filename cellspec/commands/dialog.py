@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.limits import check_output, check_seconds
 
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "on its goal panel or the rounds run out. Exit 0 the task is done, 1 "
                        "it is not, 2 bad input. The offline and faulty agents are built-in "
                        "planners, not models.")
-    c.add_argument("cell", help="the .cell file (robots, reach boxes, panels, objects)")
+    add_shared(c, cell="the .cell file (robots, reach boxes, panels, objects)",
+               output=("JSON", "also write the transcript here"))
     c.add_argument("--task", choices=("sort",), default="sort", help="RoCo's task (sort)")
     c.add_argument("--adapter", choices=("offline", "faulty", "openai", "replay"),
                    default="offline", help="who speaks for the robots (default offline)")
@@ -48,8 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
     c.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature of the LLM adapter, 0 to 2 (default 0)")
-    c.add_argument("-o", "--output", metavar="JSON", help="also write the transcript here")
-    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -17,9 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Rewrite .cell files in one canonical style (comments kept; "
                        "the result is re-parsed and must mean the same). With --check, write "
                        "nothing and exit 1 if any file would change.")
+    common.add_shared(f)
     f.add_argument("paths", nargs="+", help=".cell files or directories")
     f.add_argument("--check", action="store_true", help="only report files that would change")
-    common.add_format(f)
     f.set_defaults(func=run)
 
 

@@ -22,14 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "of the cell holds, with an assembly order; the result is re-verified "
                        "with clingo. Exit 0 built, 1 proved impossible (the reason is "
                        "printed), 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
+    common.add_shared(c, cell=True, output=("OUT", "write the layout JSON here"),
+                      time_limit=(DEFAULT_TIME_LIMIT, f"solver time limit in seconds (default "
+                                  f"{DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)"))
     c.add_argument("spec", help="the .cell file holding the design(s) (may be CELL itself)")
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    common.add_format(c)
-    common.add_time_limit(c, DEFAULT_TIME_LIMIT, f"solver time limit in seconds (default "
-                   f"{DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)")
     c.set_defaults(func=run)
 
 

@@ -20,13 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(the grip axis is chosen per part), or prove that no order exists. The "
                        "order is re-verified with clingo. The layout's own order is ignored. "
                        "Exit 0 found, 1 proved impossible, 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout with the order here")
-    common.add_format(c)
-    common.add_time_limit(c, 10.0, "time limit of the whole verb in seconds (default 10; "
-                          "unknown when hit)")
-    common.add_max_memory(c)
+    common.add_shared(c, cell=True, layout=True, max_memory=True,
+                      output=("OUT", "write the layout with the order here"),
+                      time_limit=(10.0, "time limit of the whole verb in seconds (default "
+                                  "10; unknown when hit)"))
     c.add_argument("--compare", action="store_true",
                    help="also run the paper's greedy sink-node sequencer (Algorithm 4)")
     c.set_defaults(func=run)

@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "--time-limit allows (then 'feasible': not proved minimal). The result "
                        "is re-verified with clingo. Exit 0 repaired or already valid, 1 proved "
                        "impossible, 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the repaired layout JSON here")
+    common.add_shared(c, cell=True, layout=True,
+                      output=("OUT", "write the repaired layout JSON here"),
+                      time_limit=(10.0, "solver time limit in seconds (default 10)"))
     c.add_argument("--block", action="append", default=[], metavar="REGION",
                    help="add a blocked region as a keep-out, in metres: 'x > 0.6', "
                    "'x + y > 0.7' or 'box x [0.3, 0.4] y [0.1, 0.2]' (repeatable)")
@@ -41,8 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
                    "a given N: two runs give the same repair")
-    common.add_format(c)
-    common.add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.set_defaults(func=run)
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_output
 
@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Repair runs the CP-SAT repair (undoable). Accept writes the layout (only if it "
         "verifies) and exits 0; Reject exits 1 and writes nothing; Ctrl-C writes nothing "
         "and exits 1.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
+    add_shared(c, cell=True, layout=True,
+               output=("OUT.json", "where Accept writes the layout (default: LAYOUT itself)"))
     c.add_argument("--plan", metavar="PLAN.json", default=None,
                    help="a plan written by `cellspec sim -o PLAN.json`: replay its robot "
                    "motions on a timeline")
@@ -34,15 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="port (default 8080; the next free one if taken; 0: any free port)")
     c.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
-    c.add_argument("-o", "--output", metavar="OUT.json", default=None,
-                   help="where Accept writes the layout (default: LAYOUT itself)")
     c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="verification time limit per edit in seconds (unknown when hit)")
     c.add_argument("--repair-time-limit", type=float, default=10.0, metavar="S",
                    help="time limit of the Repair button in seconds (default 10)")
     c.add_argument("--no-robots", action="store_true",
                    help="draw robot base markers only (skip loading the robot models)")
-    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.limits import check_output
 
 
@@ -26,10 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "`check`: it is the ground truth the physics-agreement benchmark "
                        "compares check against. Exit 0 every part stands, 1 something "
                        "fell, 2 bad input.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
-    add_format(c)
+    add_shared(c, cell=True, layout=True, output=("FILE", "also write the JSON result here"))
     c.set_defaults(func=run)
 
 

@@ -12,8 +12,7 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_time_limit,
+    add_shared,
     atomic_write,
 )
 from cellspec.core.errors import CellspecError, Diagnostic
@@ -33,15 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "and executed joint trajectories (δ ≤ ε). Only a layout that verifies "
                        "is simulated (else: fail). Exit 0 all actions pass, 1 any fails or the "
                        "layout fails its rules, 2 bad input or unknown (a time limit).")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
+    add_shared(c, cell=True, layout=True, output=("PLAN.json", "write the plan JSON here"),
+               time_limit=(10.0, "sequencer and scheduler time limit (default 10)"))
     c.add_argument("--plan", metavar="PLAN", help="a plan JSON with `steps` (from `cellspec plan "
                    "--format json` or `cellspec sim -o`) instead of the sequencer's plan")
     c.add_argument("--faults", metavar="SPEC", help="inject execution faults, `;`-separated: "
                    "offset:ROBOT:J:RAD, slow:FACTOR, slow:ROBOT:FACTOR, drop:PART, "
                    "block:X0,Y0,Z0,X1,Y1,Z1")
     c.add_argument("--snapshots", metavar="DIR", help="write planned.png and final.png here")
-    c.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan JSON here")
     c.add_argument("--script", metavar="OUT.py", help="write the executable robot script here")
     c.add_argument("--gantt", metavar="FILE.png",
                    help="draw the dual-arm schedule here (per robot: actions over time, the "
@@ -50,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--trajectories", metavar="FILE.json",
                    help="write every recorded (t, q_plan, q_exec) sample here")
     c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
-    add_time_limit(c, 10.0, "sequencer and scheduler time limit (default 10)")
     c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
                    help="RRT-Connect time limit per motion (default 5)")
     c.add_argument("--compare-single", action="store_true",
@@ -60,7 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--unverified", action="store_true",
                    help="simulate even a layout that fails the cell's rules (by default it "
                    "is not simulated: verdict fail); the verdict is then never pass")
-    add_format(c)
     c.set_defaults(func=run)
 
 

@@ -11,8 +11,8 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_time_limit,
+    QUIET_HELP,
+    add_shared,
     atomic_write,
 )
 from cellspec.core.errors import CellspecError
@@ -25,8 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run every `test` block in every .cell file under the given "
                        "paths, with no network and no model. Exit 0 all passed, 1 any failed, "
                        "2 bad input.")
+    add_shared(t, alias=True, quiet=QUIET_HELP + " and no PASS lines",
+               time_limit=(None, "solver time limit per test in seconds (--timeout is an "
+                           "alias)"))
     t.add_argument("paths", nargs="+", help=".cell files or directories")
-    add_format(t)
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
@@ -36,8 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run on this Dask cluster (e.g. tcp://10.0.0.5:8786), one task per "
                    "file; every worker needs the rule files at the same paths")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
-    add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
-                   alias=True)
     t.add_argument("--coverage", action="store_true",
                    help="also report rule coverage: per rule, the passing tests where it holds "
                    "and where it fires as expected, and which disjuncts of its negated body "
