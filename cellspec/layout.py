@@ -124,7 +124,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     try:
         lay = LayoutIn.model_validate(obj)
     except ValidationError as exc:
-        diags = []
+        diags: list[Diagnostic] = []
         for e in exc.errors()[:20]:
             where = _json_path(tuple(e["loc"]))
             msg = e["msg"]
@@ -141,7 +141,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     n = len(lay.parts)
     ids = tuple(p.id for p in lay.parts)
     seen: dict[str, int] = {}
-    diags: list[Diagnostic] = []
+    diags = []
     for i, pid in enumerate(ids):
         if pid in seen:
             diags.append(Diagnostic(path, 0, 0, f"parts[{i}].id: duplicate id '{pid}' "

@@ -49,6 +49,8 @@ from cellspec.agent.structured import (
     with_mode,
 )
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require
+from cellspec.core.limits import check_output, check_seconds
 from cellspec.dsl.design import KINDS, DesignSpec
 
 DEFAULT_TIMEOUT = 30.0
@@ -361,10 +363,7 @@ class OpenAIAdapter(ChatAdapter):
                  record: str | os.PathLike[str] | None = None, use_tools: bool = False
                  ) -> None:
         super().__init__(model, budget, use_tools)
-        from openai import OpenAI
-
-        from cellspec.core.limits import check_output, check_seconds
-
+        OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
         check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):
             raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
@@ -392,7 +391,7 @@ class OpenAIAdapter(ChatAdapter):
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-        import openai
+        openai = require("openai", extra="llm")
 
         kw: dict[str, Any] = {}
         if tools:

@@ -25,6 +25,7 @@ from cellspec.commands.common import (
     atomic_write,
 )
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
 
 KINDS = ("pass", "fail", "unknown", "bad input", "error")
@@ -101,6 +102,7 @@ def _validate(a: argparse.Namespace) -> None:
             raise CellspecError(f"--out-dir {a.out_dir}: not writable")
     check_paths(a.layouts)
     if a.verb == "settle":
+        require_extra("twin", verb="batch --verb settle")
         from cellspec.batch.work import settle_available
 
         why = settle_available()

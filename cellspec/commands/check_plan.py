@@ -8,6 +8,8 @@ import math
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
+from cellspec.robots import quiet_pybullet
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,8 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.robots import quiet_pybullet
-
+    require_extra("twin", verb="check-plan")
     quiet_pybullet()
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.robots.models import check_models

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
 
 if TYPE_CHECKING:
@@ -28,9 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "built by the solver), verify, repair or re-prompt, and re-verify the "
                        "result with clingo. Exit 0 a verified layout, 1 the command cannot be "
                        "translated or built (the reason is printed), 2 bad input or usage.")
-    c.add_argument("command", help="the command, in quotes")
     add_shared(c, output=("OUT", "write the layout JSON here"),
                time_limit=(10.0, "solver time limit in seconds (default 10)"))
+    c.add_argument("command", help="the command, in quotes")
     c.add_argument("--cell", required=True, help="the .cell file")
     c.add_argument("--adapter", choices=("auto", "offline", "openai", "replay"),
                    default="auto", help="who translates and proposes (auto: openai when "
@@ -99,6 +100,8 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     kind = a.adapter
     if kind == "auto":
         kind = "openai" if a.model else "offline"
+    if kind == "openai":
+        require_extra("llm", verb="design --adapter openai")
     if kind == "offline":
         if a.tools or a.llm_routing:
             raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
@@ -143,6 +146,8 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 
+    if a.execute:
+        require_extra("twin", verb="design --execute")
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
     if a.execute:

@@ -7,7 +7,9 @@ import json
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
+from cellspec.robots import quiet_pybullet
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,8 +92,9 @@ def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.robots import quiet_pybullet
-
+    require_extra("twin", verb="dialog")
+    if a.adapter == "openai":
+        require_extra("llm", verb="dialog --adapter openai")
     quiet_pybullet()
     from cellspec.agent.dialog import run_episode
     from cellspec.dsl.parser import load_cell

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output
 
 
@@ -67,6 +68,9 @@ def check_bindable(host: str) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("review", verb="review")
+    if not a.no_robots:
+        require_extra("twin", verb="review (its robots; --no-robots draws base markers only)")
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.review.session import ReviewSession

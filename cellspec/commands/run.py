@@ -8,6 +8,7 @@ import sys
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="run")
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.world.run import ENGINE_NOTE, parse_faults, run_layout

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output
 
 
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="settle")
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.settle import settle

@@ -16,6 +16,7 @@ from cellspec.commands.common import (
     atomic_write,
 )
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_seconds
 from cellspec.robots import quiet_pybullet
 
@@ -133,6 +134,7 @@ def _steps(path: str):
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="sim")
     quiet_pybullet()
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout

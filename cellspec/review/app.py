@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.extras import require
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import EditResult, ReviewSession
 
@@ -78,7 +79,7 @@ class ReviewApp:
 
     def start(self) -> str:
         """Start the server, build the scene and the panel; returns the address."""
-        import viser
+        viser = require("viser", extra="review")  # the review extra; says so when missing
 
         with _quiet():
             self.server = viser.ViserServer(host=self.host, port=self.port, verbose=False,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
@@ -219,6 +220,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
         t0 = time.perf_counter()
         try:
             if test.plan_path is not None:  # a RoCo plan checked in the twin
+                require_extra("twin", verb=f"test ({tid} checks a plan in the twin)")
                 from cellspec.robots.roco import evaluate_plan_test
 
                 status, det = evaluate_plan_test(cell, test)
