@@ -186,7 +186,8 @@ class LegacyAdapter(Adapter):
         body = [f"    // assumed: {n}" for n in notes] + body
         return "design command {\n" + "\n".join(body) + "\n}\n"
 
-    def _structure(self, text: str, cell: Any, command: str, notes: list[str],
+    # complexity: the legacy regex translator, frozen as the comparison baseline
+    def _structure(self, text: str, cell: Any, command: str, notes: list[str],  # noqa: C901
                    max_h: float | None = None, tallest: bool = False) -> list[Any]:
         c = _Chunk(text)
         found = [(m.start(), KIND_WORDS[m.group(1)]) for m in

@@ -43,7 +43,8 @@ def _box(b: Any, item: Any, what: str, need: str = "xyz") -> Box | None:
                hi=tuple(rs.get(a, (-big, big))[1] for a in "xyz"))
 
 
-def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],
+# complexity: one branch per twin item kind of the grammar
+def build_twin(b: Any, items: list[Any], robots: tuple[str, ...],  # noqa: C901
                part_types: dict[str, Any], claim: Any) -> TwinSpec:
     """The twin spec of a cell from its twin items (``b`` is the parser's builder)."""
     supplies: list[BoxZone] = []

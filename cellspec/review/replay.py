@@ -86,7 +86,8 @@ def _vec(path: str, where: str, v: Any, n: int) -> np.ndarray:
     return np.array(v, dtype=np.float64)
 
 
-def load_plan(path: str, cell: Cell, trajectories: str | None = None,
+# complexity: validates every field of a plan JSON in one place, one message each
+def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C901
               layout: Layout | None = None) -> ReplayPlan:
     """Read and validate a plan JSON (and optionally its execution record) against the
     cell's robots and, when given, the layout (its parts, each placed where the layout has

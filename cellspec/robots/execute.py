@@ -463,7 +463,8 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
         w.close()
 
 
-def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],
+# complexity: the execution loop with every fault kind inline (one timeline pass)
+def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
          faults: tuple[Fault, ...], eps: float) -> Execution:
     robots = list(tl.t)
     slow = {r: 1.0 for r in robots}

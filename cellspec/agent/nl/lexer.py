@@ -162,7 +162,8 @@ def _singular(w: str, known: Any) -> str | None:
     return None
 
 
-def tokenize(command: str, notes: list[str]) -> list[Tok]:
+# complexity: one pass over the words with a case per lexicon rule
+def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
     """Lexicon tokens of ``command`` (see the module docstring); ``notes`` gets the
     visible assumptions. TranslateError names an unknown word with a suggestion."""
     lx = lexicon()
