@@ -50,6 +50,7 @@ from cellspec.agent.structured import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_output, check_seconds
 from cellspec.dsl.design import KINDS, DesignSpec
 
@@ -473,7 +474,6 @@ class ReplayAdapter(ChatAdapter):
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
-        from cellspec.core.io import TooLarge, read_text_bounded
 
         try:
             text = read_text_bounded(p, MAX_CASSETTE_BYTES)

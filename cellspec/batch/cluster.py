@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import re
+import resource
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,6 +115,5 @@ def _peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
@@ -12,6 +13,7 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_shared,
+    atomic_write,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
@@ -112,10 +114,6 @@ def _print_findings(v, notes) -> None:
 
 def _run_robust(a: argparse.Namespace, v, r) -> int:
     """check --robust: the verdict plus a Z3 proof (or counterexample) of its robustness."""
-    from pathlib import Path
-
-    from cellspec.commands.common import atomic_write
-
     if a.witness is not None and r.witness is not None:
         atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")
     tol = f"{r.tolerance:g} m"

@@ -9,6 +9,7 @@ import math
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
+from cellspec.core.stdio import STDIN_NAME, is_stdin
 from cellspec.robots import quiet_pybullet
 
 
@@ -69,7 +70,6 @@ def run(a: argparse.Namespace) -> int:
                                        "robots to plan for"))
     check_models(cell)
     text = load_plan_text(a.plan)
-    from cellspec.core.stdio import STDIN_NAME, is_stdin
 
     shown = STDIN_NAME if is_stdin(a.plan) else display_path(a.plan)
     mode = a.mode or plan_mode(text) or "action_only"

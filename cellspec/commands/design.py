@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,8 +142,6 @@ OUTCOMES = {
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    import sys
-
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 

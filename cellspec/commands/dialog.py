@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
@@ -114,10 +115,6 @@ def run(a: argparse.Namespace) -> int:
                       max_calls=a.max_calls_per_round, scene_seed=a.scene_seed, seed=a.seed)
     text = json.dumps(rec, indent=2, sort_keys=True)
     if a.output:
-        from pathlib import Path
-
-        from cellspec.commands.common import atomic_write
-
         atomic_write(Path(a.output), text + "\n")
     if a.format == "json":
         print(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -35,8 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
-
     check_seconds(a.time_limit, "--time-limit/--timeout")
     if not (1 <= a.causes <= 10_000):
         raise CellspecError("--causes must be a whole number from 1 to 10000")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.core import limits
+from cellspec.core import limits, progress
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -44,7 +44,6 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
-    from cellspec.core import progress
 
     with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr
         r = generate(cell, design, time_limit=a.time_limit)

@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -51,8 +52,6 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
-
     check_seconds(a.time_limit, "--time-limit/--timeout")
     parts = _parse_parts(a.parts)
     a.max_memory = parse_memory(a.max_memory)

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from cellspec.commands import common
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.core import limits
+from cellspec.core import limits, progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _compute(a: argparse.Namespace):
     """The verb's work (in the bounded worker): the plan, the layout, the paper's greedy."""
-    from cellspec.commands.bounded import remaining
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan
@@ -39,7 +39,6 @@ def _compute(a: argparse.Namespace):
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    from cellspec.core import progress
 
     with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
         r = plan(cell, layout, time_limit=remaining(a.time_limit))
@@ -54,8 +53,6 @@ def _compute(a: argparse.Namespace):
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, run_bounded
-
     limits.check_seconds(a.time_limit)
     limits.check_output(a.output, "-o")
     a.max_memory = limits.parse_memory(a.max_memory)

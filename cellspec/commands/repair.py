@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from pathlib import Path
 
 from cellspec.commands import common
@@ -51,9 +53,6 @@ def _p(v: tuple[float, ...]) -> str:
 def _progress():
     """A progress printer for stderr when it is a terminal, silent for the first
     PROGRESS_AFTER seconds (a fast repair prints nothing); None otherwise."""
-    import sys
-    import time
-
     if not sys.stderr.isatty():
         return None
     t0 = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -47,8 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def check_bindable(host: str) -> None:
     """Bad input at once unless ``host`` resolves and this machine can bind it (the server
     library would otherwise retry silently, looking like a hang)."""
-    import socket
-
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, ValueError) as exc:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
+from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require_extra
 
@@ -58,7 +59,6 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--seed must not be negative")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
         r = run_layout(cell, layout, a.world, faults=faults, seed=a.seed, noise=a.noise,

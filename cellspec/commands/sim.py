@@ -15,9 +15,12 @@ from cellspec.commands.common import (
     add_shared,
     atomic_write,
 )
+from cellspec.core import progress
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_seconds
+from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
 from cellspec.robots import quiet_pybullet
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
@@ -91,8 +94,6 @@ def writable_dir(path: str, flag: str) -> Path:
 
 
 def _steps(path: str):
-    from cellspec.core.io import TooLarge, read_text_bounded
-    from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
 
@@ -161,7 +162,6 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
     dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
-    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
         res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,

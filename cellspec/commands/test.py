@@ -15,6 +15,7 @@ from cellspec.commands.common import (
     add_shared,
     atomic_write,
 )
+from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds
 
@@ -66,7 +67,6 @@ def run(a: argparse.Namespace) -> int:
             raise CellspecError("--workers is the local process pool; with --scheduler the "
                                 "cluster's workers run the tests")
         scheduler = scheduler_address(a.scheduler)
-    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
         counts = {"passed": 0, "failed": 0}

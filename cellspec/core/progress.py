@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -121,8 +122,6 @@ def reporting(quiet: bool = False, stream: TextIO | None = None,
 def elapsed(stage: str, after: float = 1.0, quiet: bool = False) -> Iterator[None]:
     """Show ``stage: N.N s`` on a TTY's stderr while the block runs longer than ``after``
     seconds (solvers that report nothing themselves: generate, repair, plan)."""
-    import time
-
     if not wanted(quiet=quiet):
         yield
         return

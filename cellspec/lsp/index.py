@@ -7,6 +7,7 @@ completion all come from here. Positions are 0-based (line, character) in code p
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,8 +145,6 @@ class _Lines:
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def pos(self, offset: int) -> tuple[int, int]:
-        import bisect
-
         k = bisect.bisect_right(self.starts, offset) - 1
         return k, offset - self.starts[k]
 

@@ -21,6 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from cellspec import __version__
+from cellspec.core.errors import CellspecError
 from cellspec.lsp import diagnose, index
 
 DEBOUNCE_S = 0.25
@@ -278,7 +279,6 @@ def completion(ls: CellServer, params: T.CompletionParams) -> T.CompletionList:
 @server.feature(T.TEXT_DOCUMENT_FORMATTING)
 @_safe()
 def formatting(ls: CellServer, params: T.DocumentFormattingParams) -> list[T.TextEdit] | None:
-    from cellspec.core.errors import CellspecError
     from cellspec.dsl.formatter import FormatError, format_source
     from cellspec.dsl.parser import parse_text
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.review.robots import _quat_matrix
@@ -55,8 +56,6 @@ def _bad(path: str, msg: str) -> CellspecError:
 
 
 def _read_json(path: str | Path) -> Any:
-    from cellspec.core.io import TooLarge, read_text_bounded
-
     try:
         text = read_text_bounded(path, MAX_BYTES)
     except TooLarge:

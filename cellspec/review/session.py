@@ -23,6 +23,7 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M
+from cellspec.core.io import atomic_write
 from cellspec.dsl.model import Cell
 from cellspec.layout import ID_PATTERN, Layout
 from cellspec.solver.result import Verdict
@@ -415,8 +416,6 @@ class ReviewSession:
     # ------------------------------------------------------- accept / reject
     def accept(self, out: str | Path) -> EditResult:
         """Re-verify and, only on a pass, write the layout JSON atomically to ``out``."""
-        from cellspec.core.io import atomic_write
-
         if not self.ids:  # an empty layout verifies trivially: nothing was checked
             return EditResult(False, "not accepted: the layout has no parts; nothing written",
                               self.verdict)

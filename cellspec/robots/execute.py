@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 
 HZ = 240
@@ -502,7 +503,6 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     blocked: dict[str, float] = {}
     ai = 0
     ev = 0
-    from cellspec.core import progress
 
     for k in range(n):
         t = k * DT

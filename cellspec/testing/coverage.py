@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.geometry import U
 from cellspec.dsl.model import Cell, Rule
 
 _HEAD = re.compile(r"^violation\((\d+),\(")
@@ -152,7 +153,6 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
 
 
 def _disjuncts_of(cell: Cell, rules: list[Rule]) -> dict[str, tuple[Disjunct, ...]]:
-    from cellspec.core.geometry import U
     from cellspec.solver.asp.compile import compile_rules
 
     eps = int(cell.epsilon / U)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import threading
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.dsl.model import Cell, TestCase
@@ -183,8 +186,6 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
 
 
 def _unordered(rule) -> bool:
-    from cellspec.core import ir
-
     chain, _ = ir.top_foralls(rule.body) if rule else ([], None)
     return any(q.unordered for q in chain)
 
@@ -195,8 +196,6 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     """Run the tests of one file; bad input comes back as diagnostics, never raised.
     ``text``: the file's content when the caller has it (an editor's unsaved buffer);
     ``on_result`` is called with each result as it completes (progress)."""
-    import time
-
     from cellspec.solver.verify import check
 
     p = Path(path)
@@ -323,8 +322,6 @@ def run_files_at(cwd: str, jobs: list[tuple]) -> list[tuple[list[TestResult], li
 
 def junit_xml(report: RunReport, timings: bool = False) -> str:
     """JUnit XML (one testsuite per file) for CI dashboards."""
-    import xml.etree.ElementTree as ET
-
     root = ET.Element("testsuites", name="cellspec", tests=str(len(report.results)),
                       failures=str(report.failed), errors=str(len(report.errors)))
     by_file: dict[str, list[TestResult]] = {}

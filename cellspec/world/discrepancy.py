@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.errors import CellspecError
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.world import relations as rel
 from cellspec.world.association import (
     MAX_COORD_M,
@@ -86,8 +87,6 @@ def read_json(path: str, what: str = "file") -> Any:
     """Read a JSON file as bad-input-safe: missing, directory, binary, huge, deeply nested or
     invalid files are a CellspecError naming the file (line:col for syntax errors); NaN and
     infinity literals are read as NaN so the validators refuse them by name."""
-    from cellspec.core.io import TooLarge, read_text_bounded
-
     try:
         text = read_text_bounded(path, MAX_JSON_BYTES)
     except IsADirectoryError:
