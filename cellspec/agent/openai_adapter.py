@@ -41,6 +41,9 @@ from cellspec.agent.base import (
     TranslateError,
     parse_spec,
 )
+from cellspec.agent.nl.lexer import lexicon
+from cellspec.agent.offline import translate_offline
+from cellspec.agent.skills import SkillRegistry
 from cellspec.agent.structured import (
     MODES,
     is_loopback,
@@ -72,8 +75,6 @@ TRANSLATE_SYSTEM = (
 def translate_system() -> str:
     """The translate prompt: the design grammar plus the offline lexicon's canonical
     vocabulary, so a model answers in the same words the offline parser knows."""
-    from cellspec.agent.nl.lexer import lexicon
-
     raw = lexicon().raw
     kinds = "; ".join(f"{k} ({', '.join(v)})" for k, v in raw["kind"].items())
     sides = ", ".join(f"{s} = {'low' if e == 'lo' else 'high'} {a}"
@@ -304,8 +305,6 @@ class ChatAdapter(Adapter):
 
     def _fallback(self, command: str, cell: Any, why: str) -> str:
         """The offline parser's spec when the model's answer cannot be used (recorded)."""
-        from cellspec.agent.offline import translate_offline
-
         if not self.offline_fallback:
             raise TranslateError(f"cannot translate: {why}")
         try:
@@ -333,8 +332,6 @@ class ChatAdapter(Adapter):
         messages = [{"role": "system", "content": PROPOSE_SYSTEM},
                     {"role": "user", "content": user}]
         if self.use_tools:
-            from cellspec.agent.skills import SkillRegistry
-
             messages[0] = {"role": "system", "content": PROPOSE_SYSTEM + TOOLS_HINT}
             out = self._ask_tools("propose", messages, LayoutOut, SkillRegistry(cell))
         else:

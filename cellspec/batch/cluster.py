@@ -45,6 +45,7 @@ def scheduler_address(flag: str | None) -> str | None:
 
 def _need_distributed() -> Any:
     try:
+        # lazy: the dask extra; only batch/test on a cluster need it
         import distributed
     except ImportError:
         raise CellspecError("running on Dask needs dask distributed: pip install "
@@ -58,6 +59,7 @@ def dask_client(address: str | None, workers: int | None = None,
     """A connected ``distributed.Client``: to ``address``, or to a LocalCluster of
     ``workers`` processes (default: one per CPU) torn down on exit."""
     distributed = _need_distributed()
+    # lazy: the dask extra; only batch/test on a cluster need it
     import dask
 
     if address is not None:

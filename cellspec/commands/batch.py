@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cellspec import __version__
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -74,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _validate(a: argparse.Namespace) -> None:
+    # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
     from cellspec.batch.inputs import check_paths
 
     if a.workers is not None and a.workers < 1:
@@ -103,6 +105,7 @@ def _validate(a: argparse.Namespace) -> None:
     check_paths(a.layouts)
     if a.verb == "settle":
         require_extra("twin", verb="batch --verb settle")
+        # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
         from cellspec.batch.work import settle_available
 
         why = settle_available()
@@ -112,7 +115,7 @@ def _validate(a: argparse.Namespace) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec import __version__
+    # lazy: CLI start-up time (every verb loads for --help; loads the batch runner, textX)
     from cellspec.batch import stream
     from cellspec.batch.cluster import dask_client, scheduler_address, worker_peak_memory
     from cellspec.batch.inputs import iter_items

@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _compute(a: argparse.Namespace):
     """The verb's work (in the bounded worker): the verdict, and the robust result."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import MAX_LAYOUT_BYTES, load_layout
     from cellspec.solver.verify import check
@@ -55,6 +56,7 @@ def _compute(a: argparse.Namespace):
     v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit))
     if a.robust is None:
         return v, None
+    # lazy: CLI start-up time (every verb loads for --help; loads the solvers)
     from cellspec.solver.formal import prove_robust
 
     left = remaining(a.time_limit)
@@ -70,6 +72,7 @@ def run(a: argparse.Namespace) -> int:
     check_count(a.max_bytes, "--max-bytes")
     a.max_memory = parse_memory(a.max_memory)
     if a.robust is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the solvers)
         from cellspec.solver.formal import validate_tolerance
 
         validate_tolerance(a.robust)

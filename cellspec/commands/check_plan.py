@@ -9,7 +9,6 @@ import math
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
-from cellspec.core.stdio import STDIN_NAME, is_stdin
 from cellspec.robots import quiet_pybullet
 
 
@@ -49,6 +48,7 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     require_extra("twin", verb="check-plan")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the twin)
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.robots.models import check_models
     from cellspec.robots.roco import load_plan_text, parse_plan, plan_mode, plan_spacing_std
@@ -70,6 +70,9 @@ def run(a: argparse.Namespace) -> int:
                                        "robots to plan for"))
     check_models(cell)
     text = load_plan_text(a.plan)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core.stdio import STDIN_NAME, is_stdin
 
     shown = STDIN_NAME if is_stdin(a.plan) else display_path(a.plan)
     mode = a.mode or plan_mode(text) or "action_only"

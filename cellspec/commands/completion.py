@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _annotate(parser: argparse.ArgumentParser) -> None:
     """Complete file arguments with file names and folder arguments with folders."""
+    # lazy: CLI start-up time (only `completion` needs shtab)
     import shtab
 
     for act in parser._actions:
@@ -46,6 +47,7 @@ def _annotate(parser: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     try:
+        # lazy: CLI start-up time (only `completion` needs shtab)
         import shtab
     except ImportError:
         raise CellspecError("cellspec completion needs shtab: pip install shtab") from None

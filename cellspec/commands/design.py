@@ -71,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_adapter(a: argparse.Namespace) -> Adapter:
     """The adapter the options ask for."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators)
     from cellspec.agent.base import Budget
     from cellspec.agent.offline import OfflineAdapter
     from cellspec.agent.openai_adapter import (
@@ -142,6 +143,7 @@ OUTCOMES = {
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators, textX)
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 

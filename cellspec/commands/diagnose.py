@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the world model)
     from cellspec.dsl.parser import load_cell
     from cellspec.world.discrepancy import cell_part_sizes, cell_surfaces, diagnose, load_state
 

@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The dialog agents the options ask for."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators)
     from cellspec.agent.base import Budget
     from cellspec.agent.dialog_agents import (
         FaultyAgents,
@@ -97,6 +98,7 @@ def run(a: argparse.Namespace) -> int:
     if a.adapter == "openai":
         require_extra("llm", verb="dialog --adapter openai")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators, textX, the twin)
     from cellspec.agent.dialog import run_episode
     from cellspec.dsl.parser import load_cell
     from cellspec.robots.models import check_models

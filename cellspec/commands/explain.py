@@ -42,6 +42,7 @@ def run(a: argparse.Namespace) -> int:
     a.max_memory = parse_memory(a.max_memory)
 
     def compute():  # in the worker: nothing slow is imported before the clock is split
+        # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
         from cellspec.dsl.parser import load_cell
         from cellspec.layout import load_layout
         from cellspec.solver.formal import explain

@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the test runner)
     from cellspec.dsl.formatter import FormatError, format_source
     from cellspec.dsl.parser import display_path, parse_text, read_rule_file
     from cellspec.testing.runner import collect

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.core import limits, progress
+from cellspec.core import limits
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.design import load_designs, pick_design
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.layout import layout_from_obj
@@ -44,6 +45,9 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core import progress
 
     with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr
         r = generate(cell, design, time_limit=a.time_limit)

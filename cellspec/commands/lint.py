@@ -57,6 +57,7 @@ def run(a: argparse.Namespace) -> int:
     a.max_memory = parse_memory(a.max_memory)
 
     def compute():  # in the worker
+        # lazy: CLI start-up time (every verb loads for --help; loads textX, the solvers)
         from cellspec.dsl.parser import load_cell
         from cellspec.solver.formal import lint
 

@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code when the client says exit."""
     try:
+        # lazy: the lsp extra (pygls); its absence is reported here
         from cellspec.lsp.server import serve
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol", "cattrs"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from cellspec.commands import common
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
-from cellspec.core import limits, progress
+from cellspec.core import limits
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _compute(a: argparse.Namespace):
     """The verb's work (in the bounded worker): the plan, the layout, the paper's greedy."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan
@@ -39,6 +40,9 @@ def _compute(a: argparse.Namespace):
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core import progress
 
     with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
         r = plan(cell, layout, time_limit=remaining(a.time_limit))

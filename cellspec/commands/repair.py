@@ -66,6 +66,7 @@ def _progress():
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
+from cellspec.commands.sim import MAX_SECONDS
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output
@@ -70,13 +71,13 @@ def run(a: argparse.Namespace) -> int:
     require_extra("review", verb="review")
     if not a.no_robots:
         require_extra("twin", verb="review (its robots; --no-robots draws base markers only)")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the review page)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.review.session import ReviewSession
 
     if not (0 <= a.port <= 65535):
         raise CellspecError(f"--port {a.port}: must be between 0 and 65535")
-    from cellspec.commands.sim import MAX_SECONDS
 
     if not (0 < a.timeout <= MAX_SECONDS) or not (0 < a.repair_time_limit <= MAX_SECONDS):
         raise CellspecError("--timeout and --repair-time-limit must be positive seconds, at "
@@ -85,11 +86,13 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     if not a.no_robots:  # an unknown model is a cell error (exit 2), not a silent marker
+        # lazy: CLI start-up time (every verb loads for --help; loads the twin)
         from cellspec.robots.models import check_models
 
         check_models(cell)
     plan = None
     if a.plan is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the review page)
         from cellspec.review.replay import load_plan
 
         plan = load_plan(a.plan, cell, a.trajectories, layout=layout)
@@ -102,6 +105,7 @@ def run(a: argparse.Namespace) -> int:
     session = ReviewSession(cell, layout, timeout=a.timeout,
                             repair_time_limit=a.repair_time_limit)
 
+    # lazy: CLI start-up time (every verb loads for --help; loads the review page)
     from cellspec.review.app import ReviewApp
 
     app = ReviewApp(session, out, host=a.host, port=a.port, plan=plan,

@@ -7,7 +7,6 @@ import json
 import sys
 
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
-from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require_extra
 
@@ -50,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     require_extra("twin", verb="run")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the world model)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.world.run import ENGINE_NOTE, parse_faults, run_layout
@@ -59,6 +59,9 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--seed must not be negative")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
         r = run_layout(cell, layout, a.world, faults=faults, seed=a.seed, noise=a.noise,

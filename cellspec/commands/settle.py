@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     require_extra("twin", verb="settle")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.settle import settle

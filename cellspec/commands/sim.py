@@ -15,12 +15,10 @@ from cellspec.commands.common import (
     add_shared,
     atomic_write,
 )
-from cellspec.core import progress
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_seconds
-from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
 from cellspec.robots import quiet_pybullet
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
@@ -94,6 +92,8 @@ def writable_dir(path: str, flag: str) -> Path:
 
 
 def _steps(path: str):
+    # lazy: CLI start-up time (every verb loads for --help; loads pydantic, the solvers)
+    from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
 
@@ -138,6 +138,7 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
     """Run the verb; returns the exit code."""
     require_extra("twin", verb="sim")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.execute import parse_faults
@@ -163,6 +164,9 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
 
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core import progress
+
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
         res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
                        motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
@@ -176,6 +180,7 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
         if res.timeline is None:
             print(f"note: no robot script written: {res.reason}", file=sys.stderr)
         else:
+            # lazy: CLI start-up time (every verb loads for --help; loads the twin)
             from cellspec.robots.script import script_text
 
             atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
@@ -183,6 +188,7 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
         atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
     gantt = None
     if a.gantt:
+        # lazy: CLI start-up time (every verb loads for --help; loads the charts, matplotlib)
         from cellspec.review.plots import draw_gantt, gantt_rows
 
         gantt = gantt_rows(cell, res)

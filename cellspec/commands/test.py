@@ -15,7 +15,6 @@ from cellspec.commands.common import (
     add_shared,
     atomic_write,
 )
-from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds
 
@@ -51,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
     from cellspec.testing.runner import junit_xml, pretty, run_tests
 
     check_count(a.workers, "--workers", 1, 1024)
@@ -61,12 +61,16 @@ def run(a: argparse.Namespace) -> int:
     check_output(a.junit_xml, "--junit-xml")
     scheduler = None
     if a.scheduler is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
         from cellspec.batch.cluster import scheduler_address
 
         if a.workers != 1:
             raise CellspecError("--workers is the local process pool; with --scheduler the "
                                 "cluster's workers run the tests")
         scheduler = scheduler_address(a.scheduler)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
+    from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
         counts = {"passed": 0, "failed": 0}
@@ -86,6 +90,7 @@ def run(a: argparse.Namespace) -> int:
             f" by -k {a.pattern!r}" if a.pattern else " (no test blocks found)"))
     cov = None
     if a.coverage or a.fail_under is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
         from cellspec.testing.coverage import run_coverage
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
@@ -102,6 +107,7 @@ def run(a: argparse.Namespace) -> int:
     else:
         sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
         if cov is not None:
+            # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
             from cellspec.testing.coverage import pretty as pretty_coverage
 
             sys.stdout.write("\n" + pretty_coverage(cov))

@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the world model)
     from cellspec.world.db import open_world
 
     if (a.what == "trace") != (a.trace is not None):
@@ -77,6 +78,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 def _trace(a: argparse.Namespace, w: object) -> int:
+    # lazy: CLI start-up time (every verb loads for --help; loads the world model)
     from cellspec.world.trace import load_trace, validate_trace
 
     v = validate_trace(load_trace(a.trace), w)  # type: ignore[arg-type]

@@ -43,6 +43,7 @@ class Reporter:
     def tick(self, stage: str, done: int, total: int | None, what: str = "") -> None:
         if not self.enabled:
             return
+        # lazy: CLI start-up time; tqdm loads only when a bar is drawn
         from tqdm import tqdm
 
         bar = self.bars.get(stage)
@@ -62,6 +63,7 @@ class Reporter:
     def write(self, line: str) -> None:
         if not self.enabled:
             return
+        # lazy: CLI start-up time; tqdm loads only when a bar is drawn
         from tqdm import tqdm
 
         tqdm.write(line, file=self.stream)

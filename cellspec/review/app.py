@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.extras import require
+from cellspec.review.replay import Replay
+from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import EditResult, ReviewSession
 
@@ -135,8 +137,6 @@ class ReviewApp:
             self.twin = None
 
     def _draw_robots(self) -> str:
-        from cellspec.review.robots import draw_robots, open_twin
-
         why = "robots drawn as base markers only (--no-robots)"
         if self.robots and self.session.cell.robots:
             self.twin, why = open_twin(self.session.cell)
@@ -188,8 +188,6 @@ class ReviewApp:
             if self.twin is None:
                 self.md_help.content += " Plan replay needs the robot models: not shown."
             else:
-                from cellspec.review.replay import Replay
-
                 self.replay = Replay(self, self.plan)
                 self.replay.build(gui)
 

@@ -27,7 +27,7 @@ from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.review.robots import _quat_matrix
-from cellspec.robots.execute import _nearest
+from cellspec.robots.execute import Segment, _nearest, time_parameterise
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -91,7 +91,7 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
     """Read and validate a plan JSON (and optionally its execution record) against the
     cell's robots and, when given, the layout (its parts, each placed where the layout has
     it); CellspecError (exit 2) naming the JSON path of any problem."""
-    from cellspec.robots.execute import Segment
+    # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.models import robot_spec
 
     obj = _read_json(path)
@@ -251,8 +251,6 @@ class Replay:
 
     def __init__(self, app: Any, plan: ReplayPlan) -> None:
         """Build the timeline from the plan with the twin's velocity limits."""
-        from cellspec.robots.execute import time_parameterise
-
         self.app, self.plan = app, plan
         self.twin = app.twin
         vel = {r: self.twin.spec(r).vel_limits for r in self.twin.robot_names}

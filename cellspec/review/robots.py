@@ -118,6 +118,7 @@ class RobotShapes:
 def open_twin(cell: Cell) -> tuple[Any, str | None]:
     """A Twin of the cell (no parts), or None and why it is not available."""
     try:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import Twin
     except ImportError as exc:
         return None, f"robot models not available ({exc})"

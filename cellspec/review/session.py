@@ -26,7 +26,9 @@ from cellspec.core.geometry import MAX_ABS_COORD_M
 from cellspec.core.io import atomic_write
 from cellspec.dsl.model import Cell
 from cellspec.layout import ID_PATTERN, Layout
+from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.result import Verdict
+from cellspec.solver.verify import check
 
 AXES = ("x", "y", "z")
 _ID_RE = re.compile(ID_PATTERN)
@@ -146,8 +148,6 @@ class ReviewSession:
         return out
 
     def _verify(self) -> Verdict:
-        from cellspec.solver.verify import check
-
         return check(self.cell, self.layout(), timeout=self.timeout)
 
     def _restore(self, s: Layout) -> None:
@@ -367,8 +367,6 @@ class ReviewSession:
                progress: Callable[[str], None] | None = None) -> RepairOutcome:
         """Run the minimal-change CP-SAT repair (the same call as ``cellspec repair``; its
         progress lines go to ``progress``); apply it (undoable) when one was found."""
-        from cellspec.solver.cpsat.repair import repair
-
         tl = self.repair_time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
         try:

@@ -322,6 +322,7 @@ class _ExecWorld:
     """The execution client: robots, table, parts (dynamic), blocked regions."""
 
     def __init__(self, twin: Any) -> None:
+        # lazy: the twin extra (pybullet), also through cellspec.robots
         import pybullet as p
 
         from cellspec.robots.twin import connect
@@ -335,6 +336,7 @@ class _ExecWorld:
             raise
 
     def _build(self, twin: Any, p: Any) -> None:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import load_robot, surface_slabs
 
         cid = self.cid

@@ -18,13 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
+from cellspec.batch.cluster import dask_client
+from cellspec.batch.stream import dask_map
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
+from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
 from cellspec.solver.result import Verdict, Violation
+from cellspec.solver.verify import check
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,6 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
                     timeout: float | None = None) -> tuple[str, dict]:
     """`robust T` / `not robust T`: prove (Z3) or refute that the verdict survives every
     x/y placement error up to T; ``unknown`` fails the test."""
-    from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
-
     tol = float(test.robust)  # type: ignore[arg-type]
     r = prove_robust(cell, layout, tol, timeout=timeout or DEFAULT_TIMEOUT)
     want = "robust" if test.robust_expected else "not robust"
@@ -196,8 +198,6 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     """Run the tests of one file; bad input comes back as diagnostics, never raised.
     ``text``: the file's content when the caller has it (an editor's unsaved buffer);
     ``on_result`` is called with each result as it completes (progress)."""
-    from cellspec.solver.verify import check
-
     p = Path(path)
     shown = display_path(p)
     try:
@@ -220,6 +220,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
         try:
             if test.plan_path is not None:  # a RoCo plan checked in the twin
                 require_extra("twin", verb=f"test ({tid} checks a plan in the twin)")
+                # lazy: the twin extra (pybullet), through cellspec.robots
                 from cellspec.robots.roco import evaluate_plan_test
 
                 status, det = evaluate_plan_test(cell, test)
@@ -280,9 +281,6 @@ def _run_on_dask(scheduler: str, files: list[Path], pattern: str | None,
                  timeout: float | None, connect_timeout: float) -> list:
     """Each file's tests as one task on a Dask cluster, results in file order. Workers read
     the files at the same absolute paths and name them as seen from this directory."""
-    from cellspec.batch.cluster import dask_client
-    from cellspec.batch.stream import dask_map
-
     cwd = os.getcwd()
     jobs = [(str(f.resolve()), display_path(f), pattern, timeout) for f in files]
 

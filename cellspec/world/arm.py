@@ -26,6 +26,7 @@ class ArmDriver:
     """Pad targets along the TCP path of one robot arm of the twin."""
 
     def __init__(self, cell: Cell, pad_half_height: float, robot: str | None = None) -> None:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.ik import grasp_quat
         from cellspec.robots.twin import Twin
 
@@ -50,6 +51,7 @@ class ArmDriver:
 
     def solve(self, pad_pos: np.ndarray, q_init: np.ndarray) -> np.ndarray | None:
         """Joint angles putting the pad centre at pad_pos (tool down), or None."""
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.ik import solve_ik
 
         self.ik_calls += 1

@@ -28,7 +28,7 @@ from cellspec.world.association import (
     parse_observation,
 )
 from cellspec.world.db import PHASES, RELATIONS, Entity, Relation
-from cellspec.world.rules import MEASURES
+from cellspec.world.rules import MEASURES, diagnose_facts
 
 DRIFT_TOL_M = 0.01  # drift above this is a discrepancy
 MAX_OBJECTS = 2000  # objects per state file
@@ -344,8 +344,6 @@ class Diagnosis:
 
 def diagnose(cell: Any, expected: State, observed: State) -> Diagnosis:
     """Δ(expected, observed) and the causes the cell's diagnose rules derive (clingo)."""
-    from cellspec.world.rules import diagnose_facts
-
     d = delta(expected, observed)
     found = diagnose_facts(cell, d.facts()) if d.significant() or d.measures else []
     causes: dict[str, set[str]] = {}

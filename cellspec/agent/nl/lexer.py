@@ -19,6 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from rapidfuzz import fuzz, process
+
 from cellspec.agent.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
@@ -291,8 +293,6 @@ def understood(toks: list[Tok]) -> str:
 
 def unknown_message(unknown: list[tuple[str, int]], toks: list[Tok], nwords: int) -> str:
     """'did not understand X (column C); did you mean Y?' for each unknown word."""
-    from rapidfuzz import fuzz, process
-
     lx = lexicon()
     bits = []
     for w, col in unknown[:5]:
