@@ -183,3 +183,22 @@ def test_core_verbs_run_without_any_extra(tmp_path):
     assert "Traceback" not in res.stderr, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "CODES [1, 0, 0, 0, 2]", res.stdout + res.stderr
     assert "needs the twin extra (pybullet is not installed)" in res.stderr
+
+
+def test_every_verb_declares_the_shared_arguments_once_in_one_order():
+    """commands.common.add_shared is the one declaration: every verb has -q, and the shared
+    options it takes come first, in one order, before the verb's own."""
+    from cellspec.cli import build_parser
+
+    shared = ["-h", "-o", "--format", "--time-limit", "--max-memory", "-q"]
+    p = build_parser()
+    for name, sp in p.verbs.items():
+        opts = [a.option_strings[0] for a in sp._actions if a.option_strings]
+        assert "-q" in opts, name
+        head = opts[:opts.index("-q") + 1]
+        assert all(o in shared for o in head), (name, head)
+        assert head == sorted(head, key=shared.index), (name, head)
+        assert not set(opts[len(head):]) & set(shared), (name, opts)
+        if "--format" in opts:
+            fmt = next(a for a in sp._actions if "--format" in a.option_strings)
+            assert set(fmt.choices) == {"pretty", "json"}, name
