@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from cellspec.commands.common import (
     EXIT_FAIL,
@@ -133,8 +134,7 @@ def _steps(path: str):
     return tuple(out)
 
 
-# complexity: checks every option before the long run, then one report per format
-def run(a: argparse.Namespace) -> int:  # noqa: C901
+def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     require_extra("twin", verb="sim")
     quiet_pybullet()
@@ -145,18 +145,7 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
     from cellspec.robots.models import check_models, robot_spec
     from cellspec.robots.sim import compare_single, simulate
 
-    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
-    check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
-    if a.seed < 0:
-        raise CellspecError("--seed must be 0 or more")
-    for path, flag in ((a.output, "-o"), (a.script, "--script"),
-                       (a.trajectories, "--trajectories"), (a.gantt, "--gantt")):
-        if path:
-            writable_file(path, flag)
-    if a.snapshots:
-        writable_dir(a.snapshots, "--snapshots")
-    if a.faults is not None and not a.faults.strip(" ;\t"):
-        raise CellspecError("--faults: no fault given (leave the option out for none)")
+    _check_options(a)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     check_models(cell)
@@ -186,22 +175,7 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
             atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
     if a.trajectories and res.execution is not None:
         atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
-    gantt = None
-    if a.gantt:
-        # lazy: CLI start-up time (every verb loads for --help; loads the charts, matplotlib)
-        from cellspec.review.plots import draw_gantt, gantt_rows
-
-        gantt = gantt_rows(cell, res)
-        if gantt:
-            sched = res.schedule
-            title = f"{cell.name}: {len(layout)} parts" + (
-                f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
-                f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
-                f" ({gantt[0]['source']})")
-            draw_gantt(gantt, a.gantt, title, [r.name for r in cell.robots])
-        else:
-            print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
-                  f"{a.gantt} not written", file=sys.stderr)
+    gantt = _gantt(a.gantt, cell, layout, res) if a.gantt else None
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
     if a.format == "json":
@@ -210,34 +184,74 @@ def run(a: argparse.Namespace) -> int:  # noqa: C901
             out["gantt"] = gantt
         print(json.dumps(out, indent=2))
     else:
-        for r in res.actions:
-            d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""
-            if r.ok:
-                print(f"{r.index + 1:4d}  {r.robot}  {r.part}  pass{d}")
-            else:
-                print(f"{r.index + 1:4d}  {r.robot or '-'}  {r.part}  FAIL {r.check}: {r.reason}")
-        if res.schedule is not None and res.schedule.makespan is not None:
-            s = res.schedule
-            sp = f", speedup {s.speedup:.2f}x over the best single arm" if s.speedup else ""
-            print(f"schedule ({s.status}): makespan {s.makespan:.2f} s{sp}")
-        if res.concurrent and res.timeline is not None:
-            print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
-                  f"({res.sequential_end:.2f} s one after another)")
-        one = res.single
-        if one is not None:
-            est = f"{one.speedup_estimated:.2f}x" if one.speedup_estimated else "-"
-            if one.executed is not None and one.speedup_executed is not None:
-                print(f"best single arm {one.arm} alone: motions take {one.executed:.2f} s "
-                      f"(estimate {one.estimated:.2f} s); speedup executed "
-                      f"{one.speedup_executed:.2f}x, estimated {est}")
-            else:
-                print(f"best single arm {one.arm} alone: {one.verdict} ({one.reason}); "
-                      f"speedup estimated {est}, not executed")
-        ex = res.execution
-        if ex is not None:
-            print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "
-                  "simulated")
-        print(f"sim: {res.verdict}" + (f" ({res.reason})" if res.reason else ""))
+        _print_pretty(res)
     if res.verdict == "pass":
         return EXIT_OK
     return EXIT_FAIL if res.verdict == "fail" else EXIT_INPUT
+
+
+def _check_options(a: argparse.Namespace) -> None:
+    """Bad options are bad input before the long run (exit 2)."""
+    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
+    check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
+    if a.seed < 0:
+        raise CellspecError("--seed must be 0 or more")
+    for path, flag in ((a.output, "-o"), (a.script, "--script"),
+                       (a.trajectories, "--trajectories"), (a.gantt, "--gantt")):
+        if path:
+            writable_file(path, flag)
+    if a.snapshots:
+        writable_dir(a.snapshots, "--snapshots")
+    if a.faults is not None and not a.faults.strip(" ;\t"):
+        raise CellspecError("--faults: no fault given (leave the option out for none)")
+
+
+def _gantt(path: str, cell: Any, layout: Any, res: Any) -> list[dict] | None:
+    """Draw the schedule into ``path`` (a note when there is none); the bars, for the JSON."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the charts, matplotlib)
+    from cellspec.review.plots import draw_gantt, gantt_rows
+
+    gantt = gantt_rows(cell, res)
+    if gantt:
+        sched = res.schedule
+        title = f"{cell.name}: {len(layout)} parts" + (
+            f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
+            f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
+            f" ({gantt[0]['source']})")
+        draw_gantt(gantt, path, title, [r.name for r in cell.robots])
+    else:
+        print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
+              f"{path} not written", file=sys.stderr)
+    return gantt
+
+
+def _print_pretty(res: Any) -> None:
+    """The pretty report of a simulation: one line per action, then the schedule."""
+    for r in res.actions:
+        d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""
+        if r.ok:
+            print(f"{r.index + 1:4d}  {r.robot}  {r.part}  pass{d}")
+        else:
+            print(f"{r.index + 1:4d}  {r.robot or '-'}  {r.part}  FAIL {r.check}: {r.reason}")
+    if res.schedule is not None and res.schedule.makespan is not None:
+        s = res.schedule
+        sp = f", speedup {s.speedup:.2f}x over the best single arm" if s.speedup else ""
+        print(f"schedule ({s.status}): makespan {s.makespan:.2f} s{sp}")
+    if res.concurrent and res.timeline is not None:
+        print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
+              f"({res.sequential_end:.2f} s one after another)")
+    one = res.single
+    if one is not None:
+        est = f"{one.speedup_estimated:.2f}x" if one.speedup_estimated else "-"
+        if one.executed is not None and one.speedup_executed is not None:
+            print(f"best single arm {one.arm} alone: motions take {one.executed:.2f} s "
+                  f"(estimate {one.estimated:.2f} s); speedup executed "
+                  f"{one.speedup_executed:.2f}x, estimated {est}")
+        else:
+            print(f"best single arm {one.arm} alone: {one.verdict} ({one.reason}); "
+                  f"speedup estimated {est}, not executed")
+    ex = res.execution
+    if ex is not None:
+        print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "
+              "simulated")
+    print(f"sim: {res.verdict}" + (f" ({res.reason})" if res.reason else ""))
