@@ -164,7 +164,8 @@ def build(n: int, height: int, seed: int) -> tuple[dict, set[tuple[str, tuple[st
 
 # --- the all-pairs pure-Python peer -------------------------------------------------------
 
-def allpairs_check(obj: dict) -> set[tuple[str, tuple[str, ...]]]:
+# complexity: the naive all-pairs peer, kept literal on purpose
+def allpairs_check(obj: dict) -> set[tuple[str, tuple[str, ...]]]:  # noqa: C901
     """Every rule of cellspec/rules/physical.cell over all N(N-1)/2 pairs, in integer
     units of 0.05 mm (a box corner is 2*centre -/+ size in 0.1 mm); no broad phase."""
     ids = [p["id"] for p in obj["parts"]]

@@ -178,7 +178,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     n = len(lay.parts)
     ids = tuple(p.id for p in lay.parts)
     seen: dict[str, int] = {}
-    diags: list[Diagnostic] = []
+    diags = []
     for i, pid in enumerate(ids):
         if pid in seen:
             diags.append(Diagnostic(path, 0, 0, f"parts[{i}].id: duplicate id '{pid}' "

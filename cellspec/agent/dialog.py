@@ -28,6 +28,7 @@ from cellspec.agent.dialog_agents import AgentView, DialogAgents
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.robots.roco_check import RocoChecker, RocoResult
+from cellspec.robots.roco_exec import execute_plan
 from cellspec.robots.roco_task import SortState, SortTask
 
 ROUNDS = 10  # run_dialog.py --tsteps
@@ -217,8 +218,6 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
                 scene_seed: int | None = None, seed: int = 0,
                 checker: RocoChecker | None = None) -> dict[str, Any]:
     """One Sort Cubes episode: dialog, check, re-plan, execute; the JSON record."""
-    from cellspec.robots.roco_exec import execute_plan
-
     if not 1 <= rounds <= MAX_ROUNDS:
         raise CellspecError(f"--rounds must be from 1 to {MAX_ROUNDS}")
     if not 1 <= replans <= MAX_REPLANS:

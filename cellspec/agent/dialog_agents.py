@@ -45,6 +45,8 @@ from cellspec.agent.openai_adapter import (
     request_hash,
 )
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require
+from cellspec.core.limits import check_output, check_seconds
 from cellspec.robots.roco_task import SortState, SortTask
 
 MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
@@ -252,10 +254,7 @@ class OpenAIAgents(DialogAgents):
                  budget: Budget | None = None, record: str | os.PathLike[str] | None = None
                  ) -> None:
         super().__init__(budget)
-        from openai import OpenAI
-
-        from cellspec.core.limits import check_output, check_seconds
-
+        OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
         check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):
             raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
@@ -278,7 +277,7 @@ class OpenAIAgents(DialogAgents):
         self.record_path = Path(record) if record else None
 
     def respond(self, view: AgentView) -> str:
-        import openai
+        openai = require("openai", extra="llm")
 
         self.check_budget()
         t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cellspec.agent.base import Budget, Feedback
+from cellspec.agent.loop import reference
 from cellspec.agent.offline import OfflineAdapter
 from cellspec.agent.openai_adapter import ChatAdapter
 from cellspec.dsl.design import DesignSpec
@@ -57,8 +58,6 @@ class FaultyAdapter(ChatAdapter):
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-        from cellspec.agent.loop import reference
-
         fault = self.faults[self.k % len(self.faults)]
         self.k += 1
         usage = {"prompt_tokens": 100, "completion_tokens": 50}

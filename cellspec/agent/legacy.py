@@ -47,8 +47,9 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from cellspec.agent.base import Adapter, Feedback, TranslateError
+from cellspec.agent.base import Adapter, Feedback, TranslateError, parse_spec
 from cellspec.dsl.design import KINDS
+from cellspec.solver.cpsat.generate import generate
 
 WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -186,7 +187,8 @@ class LegacyAdapter(Adapter):
         body = [f"    // assumed: {n}" for n in notes] + body
         return "design command {\n" + "\n".join(body) + "\n}\n"
 
-    def _structure(self, text: str, cell: Any, command: str, notes: list[str],
+    # complexity: the legacy regex translator, frozen as the comparison baseline
+    def _structure(self, text: str, cell: Any, command: str, notes: list[str],  # noqa: C901
                    max_h: float | None = None, tallest: bool = False) -> list[Any]:
         c = _Chunk(text)
         found = [(m.start(), KIND_WORDS[m.group(1)]) for m in
@@ -405,9 +407,6 @@ def _phrase_defaults(text: str, notes: list[str]) -> tuple[str, bool]:
 def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
     """``fill the front strip|left half with cubes``: the most parts the solver places in
     that region, one layer (found by the generator, largest count first)."""
-    from cellspec.agent.base import parse_spec
-    from cellspec.solver.cpsat.generate import generate
-
     m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"
                      r"(?: of the (?:table|workspace))? with (?:cubes?|blocks?|parts?)", text)
     if not m:

@@ -30,19 +30,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cellspec.agent.base import Adapter, Feedback, TranslateError
+from cellspec.agent.base import Adapter, Feedback, TranslateError, parse_spec
+from cellspec.agent.nl.compose import compose
 from cellspec.agent.nl.compose import fmt as _fmt
-from cellspec.agent.nl.lexer import MAX_COMMAND, check_text
+from cellspec.agent.nl.lexer import MAX_COMMAND, check_text, tokenize
+from cellspec.agent.nl.parser import parse_tokens
+from cellspec.solver.cpsat.generate import generate
 
 __all__ = ["MAX_COMMAND", "OfflineAdapter", "translate_offline"]
 
 
 def translate_offline(command: str, cell: Any) -> str:
     """The spec text of ``command`` on ``cell`` (TranslateError when it has none)."""
-    from cellspec.agent.nl.compose import compose
-    from cellspec.agent.nl.lexer import tokenize
-    from cellspec.agent.nl.parser import parse_tokens
-
     check_text(command)
     notes: list[str] = []
     flat = " ".join(re.sub(r"[^\w\s.-]", " ", command.lower()).split())
@@ -69,9 +68,6 @@ class OfflineAdapter(Adapter):
 def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
     """``fill the front strip|left half with cubes``: the most parts the solver places in
     that region, one layer (found by the generator, largest count first)."""
-    from cellspec.agent.base import parse_spec
-    from cellspec.solver.cpsat.generate import generate
-
     m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"
                      r"(?: of the (?:table|workspace))? with (?:cubes?|blocks?|parts?)", text)
     if not m:

@@ -41,6 +41,9 @@ from cellspec.agent.base import (
     TranslateError,
     parse_spec,
 )
+from cellspec.agent.nl.lexer import lexicon
+from cellspec.agent.offline import translate_offline
+from cellspec.agent.skills import SkillRegistry
 from cellspec.agent.structured import (
     MODES,
     is_loopback,
@@ -49,6 +52,9 @@ from cellspec.agent.structured import (
     with_mode,
 )
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require
+from cellspec.core.io import TooLarge, read_text_bounded
+from cellspec.core.limits import check_output, check_seconds
 from cellspec.dsl.design import KINDS, DesignSpec
 
 DEFAULT_TIMEOUT = 30.0
@@ -69,8 +75,6 @@ TRANSLATE_SYSTEM = (
 def translate_system() -> str:
     """The translate prompt: the design grammar plus the offline lexicon's canonical
     vocabulary, so a model answers in the same words the offline parser knows."""
-    from cellspec.agent.nl.lexer import lexicon
-
     raw = lexicon().raw
     kinds = "; ".join(f"{k} ({', '.join(v)})" for k, v in raw["kind"].items())
     sides = ", ".join(f"{s} = {'low' if e == 'lo' else 'high'} {a}"
@@ -301,8 +305,6 @@ class ChatAdapter(Adapter):
 
     def _fallback(self, command: str, cell: Any, why: str) -> str:
         """The offline parser's spec when the model's answer cannot be used (recorded)."""
-        from cellspec.agent.offline import translate_offline
-
         if not self.offline_fallback:
             raise TranslateError(f"cannot translate: {why}")
         try:
@@ -330,8 +332,6 @@ class ChatAdapter(Adapter):
         messages = [{"role": "system", "content": PROPOSE_SYSTEM},
                     {"role": "user", "content": user}]
         if self.use_tools:
-            from cellspec.agent.skills import SkillRegistry
-
             messages[0] = {"role": "system", "content": PROPOSE_SYSTEM + TOOLS_HINT}
             out = self._ask_tools("propose", messages, LayoutOut, SkillRegistry(cell))
         else:
@@ -361,10 +361,7 @@ class OpenAIAdapter(ChatAdapter):
                  record: str | os.PathLike[str] | None = None, use_tools: bool = False
                  ) -> None:
         super().__init__(model, budget, use_tools)
-        from openai import OpenAI
-
-        from cellspec.core.limits import check_output, check_seconds
-
+        OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
         check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
         if not (0 <= max_retries <= MAX_RETRIES):
             raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
@@ -392,7 +389,7 @@ class OpenAIAdapter(ChatAdapter):
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-        import openai
+        openai = require("openai", extra="llm")
 
         kw: dict[str, Any] = {}
         if tools:
@@ -474,7 +471,6 @@ class ReplayAdapter(ChatAdapter):
         p = Path(cassette)
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
-        from cellspec.core.io import TooLarge, read_text_bounded
 
         try:
             text = read_text_bounded(p, MAX_CASSETTE_BYTES)

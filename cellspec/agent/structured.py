@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
@@ -38,8 +39,6 @@ def names_response_format(exc: Any) -> bool:
 
 def is_loopback(url: str | None) -> bool:
     """Whether ``url`` names this machine (no API key is needed there)."""
-    from urllib.parse import urlparse
-
     host = (urlparse(url).hostname or "") if url else ""
     return host in ("localhost", "::1") or host.startswith("127.")
 

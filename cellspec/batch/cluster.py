@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import re
+import resource
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,7 @@ def scheduler_address(flag: str | None) -> str | None:
 
 def _need_distributed() -> Any:
     try:
+        # lazy: the dask extra; only batch/test on a cluster need it
         import distributed
     except ImportError:
         raise CellspecError("running on Dask needs dask distributed: pip install "
@@ -57,6 +59,7 @@ def dask_client(address: str | None, workers: int | None = None,
     """A connected ``distributed.Client``: to ``address``, or to a LocalCluster of
     ``workers`` processes (default: one per CPU) torn down on exit."""
     distributed = _need_distributed()
+    # lazy: the dask extra; only batch/test on a cluster need it
     import dask
 
     if address is not None:
@@ -114,6 +117,5 @@ def _peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -91,6 +91,7 @@ def dask_map(client: Any, fn: Callable[..., list[Any]], prefix: tuple[Any, ...],
              stats: Stats | None = None, tag: str = "cellspec") -> Iterator[Any]:
     """``fn(*prefix, chunk_items)`` over every chunk on the cluster; one result per item,
     in input order, yielded as soon as every earlier item's result is in."""
+    # lazy: the dask extra; only batch/test on a cluster need it
     from distributed import as_completed
 
     stats = stats if stats is not None else Stats()

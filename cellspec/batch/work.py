@@ -20,10 +20,17 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
+from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
+from cellspec.robots import settle as _s
+from cellspec.solver.cpsat.repair import repair
+from cellspec.solver.cpsat.sequence import plan
+from cellspec.solver.verify import check
 
 VERBS = ("check", "repair", "plan", "settle")
 CRASH_ENV = "CELLSPEC_BATCH_CRASH_ID"
@@ -70,8 +77,6 @@ class CellPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
 
     def setup(self, worker: Any) -> None:
         """Called by Dask on each worker: unpickle the cell once, for every chunk to come."""
-        from cellspec import __version__
-
         if __version__ != self.version:
             return  # run_chunk reports the mismatch for every layout
         warm(install_cell(self.key, self.blob))
@@ -80,10 +85,6 @@ class CellPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
 def warm(cell: Cell) -> None:
     """Import the solvers and compile the cell's rules (with and without an order) now,
     once per worker, instead of in the first layout's time."""
-    import numpy as np
-
-    from cellspec.solver.verify import check
-
     empty = np.zeros((0, 3))
     lay = Layout(ids=(), types=(), pos=empty, size=empty.copy(), grippers=(), order=None)
     check(cell, lay)
@@ -94,8 +95,6 @@ def run_chunk(key: str, verb: str, options: dict[str, Any], version: str | None,
               items: list[Item]) -> list[dict[str, Any]]:
     """One record per item, in the chunk's order; bad input and failures of one layout
     become that layout's record, so a chunk never fails because of its data."""
-    from cellspec import __version__
-
     cell = _CELLS.get(key)
     if cell is None:
         why = (f"this worker runs cellspec {__version__}, the client {version}"
@@ -110,6 +109,7 @@ def run_chunk(key: str, verb: str, options: dict[str, Any], version: str | None,
 
 def _in_dask_worker() -> bool:
     try:
+        # lazy: the dask extra; only batch/test on a cluster need it
         from distributed import get_worker
 
         get_worker()
@@ -196,8 +196,6 @@ def _no_constant(name: str) -> float:
 
 
 def _check(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
-    from cellspec.solver.verify import check
-
     v = check(cell, layout, timeout=o.get("timeout"))
     rec: dict[str, Any] = {"verdict": v.verdict,
                            "violations": [x.to_json() for x in v.violations]}
@@ -209,8 +207,6 @@ def _check(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
 
 
 def _repair(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
-    from cellspec.solver.cpsat.repair import repair
-
     r = repair(cell, layout, time_limit=o.get("time_limit", 10.0))
     before = r.before.violations if r.before is not None else ()
     verdict = {"optimal": "pass", "feasible": "pass", "infeasible": "fail"}.get(r.status,
@@ -226,8 +222,6 @@ def _repair(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plan(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
-    from cellspec.solver.cpsat.sequence import plan
-
     r = plan(cell, layout, time_limit=o.get("time_limit", 10.0))
     verdict = {"optimal": "pass", "infeasible": "fail"}.get(r.status, "unknown")
     rec: dict[str, Any] = {"verdict": verdict, "violations": [], "status": r.status}
@@ -242,6 +236,7 @@ def settle_available() -> str | None:
     """None when this build has the physics settle test, else why not (said by ``--verb
     settle`` before any work)."""
     try:
+        # lazy: the twin extra (pybullet); its absence is reported here
         from cellspec.robots import settle  # noqa: F401
     except ImportError:
         return ("--verb settle is not available in this build: cellspec.robots.settle "
@@ -255,8 +250,6 @@ def settle_available() -> str | None:
 def _settle(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
     """The pybullet settle test (``cellspec.robots.settle``): ``stand`` is a pass, ``fall``
     a fail naming the part that fell first."""
-    from cellspec.robots import settle as _s
-
     r = _s.settle(cell, layout)
     out = r.to_json()
     first = out.get("first_fall") or {}

@@ -16,8 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, atomic_write
+from cellspec import __version__
+from cellspec.commands.common import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    add_shared,
+    atomic_write,
+)
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
 
 KINDS = ("pass", "fail", "unknown", "bad input", "error")
@@ -34,17 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cluster with --scheduler, or in process with --serial. Exit 0 all pass, 1 any fail, "
         "2 bad input or unknown (in any layout, or in the command), 3 a layout hit an internal "
         "error or crashed its worker (the batch is still complete).")
-    c.add_argument("cell", help="the .cell file")
+    add_shared(c, cell=True, fmt="json",
+               output=("FILE", "write the JSON lines here (atomically, when the batch is done)"),
+               fmt_help="json (default): one JSON object per line; pretty: one line per layout",
+               time_limit=(10.0, "--verb repair/plan: CP-SAT time limit per layout (default 10)"))
     c.add_argument("layouts", nargs="+", metavar="LAYOUTS",
                    help="layout .json files, directories, .jsonl files, or - (stdin)")
     c.add_argument("--verb", choices=("check", "repair", "plan", "settle"), default="check",
                    help="what to run per layout (default check)")
-    c.add_argument("-o", "--output", metavar="FILE",
-                   help="write the JSON lines here (atomically, when the batch is done)")
     c.add_argument("--out-dir", metavar="DIR",
                    help="--verb repair: write each repaired layout here as NNNNNN-ID.json")
-    c.add_argument("--format", choices=("json", "pretty"), default="json",
-                   help="json (default): one JSON object per line; pretty: one line per layout")
     where = c.add_mutually_exclusive_group()
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: "
@@ -58,8 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="give up on an unreachable scheduler after S seconds (default 5)")
     c.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="--verb check: solver time limit per layout (verdict unknown when hit)")
-    c.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="--verb repair/plan: CP-SAT time limit per layout (default 10)")
     c.add_argument("--no-timings", action="store_true",
                    help="leave out seconds, so equal inputs give byte-identical output")
     c.add_argument("--stats", action="store_true",
@@ -69,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _validate(a: argparse.Namespace) -> None:
+    # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
     from cellspec.batch.inputs import check_paths
 
     if a.workers is not None and a.workers < 1:
@@ -97,6 +104,8 @@ def _validate(a: argparse.Namespace) -> None:
             raise CellspecError(f"--out-dir {a.out_dir}: not writable")
     check_paths(a.layouts)
     if a.verb == "settle":
+        require_extra("twin", verb="batch --verb settle")
+        # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
         from cellspec.batch.work import settle_available
 
         why = settle_available()
@@ -106,7 +115,7 @@ def _validate(a: argparse.Namespace) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec import __version__
+    # lazy: CLI start-up time (every verb loads for --help; loads the batch runner, textX)
     from cellspec.batch import stream
     from cellspec.batch.cluster import dask_client, scheduler_address, worker_peak_memory
     from cellspec.batch.inputs import iter_items

@@ -14,6 +14,7 @@ anything. Inputs that are small run the same way (a fork costs milliseconds).
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import pickle
@@ -64,8 +65,6 @@ class LimitHit:
 def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
     """Print the ``unknown`` of a stopped verb from plain data (importing the result models
     would cost the parent half a second after the deadline); returns exit code 2."""
-    import json
-
     if fmt == "json":
         print(json.dumps(obj, indent=2))
     else:

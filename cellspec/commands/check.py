@@ -12,9 +12,7 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_max_memory,
-    add_time_limit,
+    add_shared,
     atomic_write,
 )
 from cellspec.core.errors import CellspecError
@@ -32,11 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Print pass, or every violated rule with its parts, an "
                        "explanation and the file:line:col of the rule. Exit 0 pass, "
                        "1 violations, 2 bad input (and for unknown: a solver limit).")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    add_format(c)
-    add_time_limit(c, None, "time limit of the whole verb in seconds (verdict unknown when "
-                   "hit; --timeout is an alias)", alias=True)
+    add_shared(c, cell=True, layout=True, alias=True, max_memory=True,
+               time_limit=(None, "time limit of the whole verb in seconds (verdict unknown "
+                           "when hit; --timeout is an alias)"))
     c.add_argument("--backend", choices=BACKENDS, default="clingo",
                    help="clingo (default), the brute-force reference evaluator (small "
                    "layouts) or z3; a rule the backend cannot decide gives unknown "
@@ -49,7 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "it; exit 0 only for a robust pass")
     c.add_argument("--robust-timeout", type=float, default=60.0, metavar="S",
                    help="Z3 time limit for --robust in seconds (default 60; unknown when hit)")
-    add_max_memory(c)
     c.add_argument("--witness", default=None, metavar="FILE",
                    help="with --robust: write the counterexample layout (JSON) to FILE")
 

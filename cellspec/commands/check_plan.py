@@ -6,8 +6,10 @@ import argparse
 import json
 import math
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
+from cellspec.robots import quiet_pybullet
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "cellspec's own checks follow, labelled. Exit 0 pass, 1 a check "
                        "fails (including a response RoCo cannot parse), 2 bad input (with "
                        "--strict: any format problem, with file:line:col).")
-    c.add_argument("cell", help="the .cell file (robots, reach boxes, panels, objects)")
+    add_shared(c, cell="the .cell file (robots, reach boxes, panels, objects)")
     c.add_argument("plan", help="the plan or response text file")
     c.add_argument("--mode", choices=("action_only", "action_and_path"), default=None,
                    help="RoCo's output mode (default: the plan file's `# cellspec: mode M` "
@@ -39,15 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest std of PATH step lengths, metres (default: the plan's "
                    "`# cellspec: spacing-std M` line, else RoCo's Sort threshold 1.0)")
     c.add_argument("--seed", type=int, default=0, help="IK restart seed (default 0)")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.robots import quiet_pybullet
-
+    require_extra("twin", verb="check-plan")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the twin)
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.robots.models import check_models
     from cellspec.robots.roco import load_plan_text, parse_plan, plan_mode, plan_spacing_std
@@ -69,6 +70,8 @@ def run(a: argparse.Namespace) -> int:
                                        "robots to plan for"))
     check_models(cell)
     text = load_plan_text(a.plan)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core.stdio import STDIN_NAME, is_stdin
 
     shown = STDIN_NAME if is_stdin(a.plan) else display_path(a.plan)

@@ -1,5 +1,7 @@
-"""Shared pieces of the command-line verbs: exit codes, diagnostics, limit flags, outputs
-(``atomic_write`` lives in :mod:`cellspec.core.io` and is re-exported here)."""
+"""Shared pieces of the command-line verbs: exit codes, diagnostics, the arguments every verb
+declares (:func:`add_shared`: cell, layout, ``-o``, ``--format``, ``--time-limit``,
+``--max-memory``, ``-q``), outputs (``atomic_write`` lives in :mod:`cellspec.core.io` and is
+re-exported here)."""
 
 from __future__ import annotations
 
@@ -41,3 +43,38 @@ def add_format(p: argparse.ArgumentParser) -> None:
     """Add ``--format pretty|json`` (every verb has it; pretty by default)."""
     p.add_argument("--format", choices=("pretty", "json"), default="pretty",
                    help="output: pretty (for people, the default) or json (for programs)")
+
+
+# --- the arguments every verb declares, declared once ------------------------------------
+CELL_HELP = "the .cell file"
+LAYOUT_HELP = "the layout JSON file"
+QUIET_HELP = "no progress bars (they are drawn on stderr, only on a terminal)"
+
+
+def add_shared(p: argparse.ArgumentParser, *, cell: str | bool = False,
+               layout: str | bool = False, output: tuple[str, str] | None = None,
+               fmt: str | None = "pretty", fmt_help: str | None = None,
+               time_limit: tuple[float | None, str] | None = None, alias: bool = False,
+               max_memory: bool = False, quiet: str = QUIET_HELP) -> argparse.ArgumentParser:
+    """Declare the shared arguments a verb takes, in one order and with one spelling: the
+    ``cell`` and ``layout`` positionals (True: the usual help, a string: the verb's own),
+    ``-o/--output`` (metavar, help), ``--format`` (default ``fmt``; None: the verb's output
+    has one form, e.g. a protocol or a shell script), ``--time-limit``
+    (default, help; ``alias`` adds ``--timeout``), ``--max-memory`` and ``-q/--quiet``.
+    Call it right after ``add_parser`` so the verb's own positionals come after these."""
+    if cell:
+        p.add_argument("cell", help=CELL_HELP if cell is True else cell)
+    if layout:
+        p.add_argument("layout", help=LAYOUT_HELP if layout is True else layout)
+    if output is not None:
+        p.add_argument("-o", "--output", metavar=output[0], default=None, help=output[1])
+    if fmt == "pretty":
+        add_format(p)
+    elif fmt is not None:
+        p.add_argument("--format", choices=(fmt, "pretty"), default=fmt, help=fmt_help)
+    if time_limit is not None:
+        add_time_limit(p, time_limit[0], time_limit[1], alias=alias)
+    if max_memory:
+        add_max_memory(p)
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    return p

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cellspec.commands.common import EXIT_OK
+from cellspec.commands.common import EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -24,12 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print the completion script of a shell on stdout. Install: "
                        + "; ".join(f"{s}: {cmd}" for s, cmd in INSTALL.items()) + ".")
+    add_shared(c, fmt=None)
     c.add_argument("shell", choices=SHELLS, help="the shell to complete for")
     c.set_defaults(func=run)
 
 
 def _annotate(parser: argparse.ArgumentParser) -> None:
     """Complete file arguments with file names and folder arguments with folders."""
+    # lazy: CLI start-up time (only `completion` needs shtab)
     import shtab
 
     for act in parser._actions:
@@ -45,6 +47,7 @@ def _annotate(parser: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     try:
+        # lazy: CLI start-up time (only `completion` needs shtab)
         import shtab
     except ImportError:
         raise CellspecError("cellspec completion needs shtab: pip install shtab") from None

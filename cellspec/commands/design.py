@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, add_time_limit, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "built by the solver), verify, repair or re-prompt, and re-verify the "
                        "result with clingo. Exit 0 a verified layout, 1 the command cannot be "
                        "translated or built (the reason is printed), 2 bad input or usage.")
+    add_shared(c, output=("OUT", "write the layout JSON here"),
+               time_limit=(10.0, "solver time limit in seconds (default 10)"))
     c.add_argument("command", help="the command, in quotes")
     c.add_argument("--cell", required=True, help="the .cell file")
     c.add_argument("--adapter", choices=("auto", "offline", "openai", "replay"),
@@ -49,7 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seed sent to the model with each request (default 0)")
     c.add_argument("--t-max", type=int, default=3, metavar="N",
                    help="proposals before the solver generates (default 3)")
-    add_time_limit(c, 10.0, "solver time limit in seconds (default 10)")
     c.add_argument("--tools", action="store_true",
                    help="openai/replay: let the model call the skill registry (verify, "
                    "sequence, shift, flatten, ...) while proposing")
@@ -64,8 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--execute", action="store_true",
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    add_format(c)
     c.set_defaults(func=run)
 
 
@@ -102,6 +102,8 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     kind = a.adapter
     if kind == "auto":
         kind = "openai" if a.model else "offline"
+    if kind == "openai":
+        require_extra("llm", verb="design --adapter openai")
     if kind == "offline":
         if a.tools or a.llm_routing:
             raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
@@ -145,6 +147,8 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 
+    if a.execute:
+        require_extra("twin", verb="design --execute")
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
     if a.execute:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,15 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(clingo). Two causes for one object are both reported, ranked, and "
                        "the rules are flagged as ambiguous. Exit 0 no discrepancy, 1 a "
                        "discrepancy (diagnosed or not), 2 bad input or ambiguous rules.")
-    c.add_argument("cell", help="the .cell file (its diagnose rules; `import diagnosis`)")
+    add_shared(c, cell="the .cell file (its diagnose rules; `import diagnosis`)")
     c.add_argument("expected", help="expected state JSON")
     c.add_argument("observed", help="observed state JSON")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the world model)
     from cellspec.dsl.parser import load_cell
     from cellspec.world.discrepancy import cell_part_sizes, cell_surfaces, diagnose, load_state
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds
+from cellspec.robots import quiet_pybullet
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "on its goal panel or the rounds run out. Exit 0 the task is done, 1 "
                        "it is not, 2 bad input. The offline and faulty agents are built-in "
                        "planners, not models.")
-    c.add_argument("cell", help="the .cell file (robots, reach boxes, panels, objects)")
+    add_shared(c, cell="the .cell file (robots, reach boxes, panels, objects)",
+               output=("JSON", "also write the transcript here"))
     c.add_argument("--task", choices=("sort",), default="sort", help="RoCo's task (sort)")
     c.add_argument("--adapter", choices=("offline", "faulty", "openai", "replay"),
                    default="offline", help="who speaks for the robots (default offline)")
@@ -48,13 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
     c.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature of the LLM adapter, 0 to 2 (default 0)")
-    c.add_argument("-o", "--output", metavar="JSON", help="also write the transcript here")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The dialog agents the options ask for."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators)
     from cellspec.agent.base import Budget
     from cellspec.agent.dialog_agents import (
         FaultyAgents,
@@ -91,9 +94,11 @@ def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.robots import quiet_pybullet
-
+    require_extra("twin", verb="dialog")
+    if a.adapter == "openai":
+        require_extra("llm", verb="dialog --adapter openai")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads the translators, textX, the twin)
     from cellspec.agent.dialog import run_episode
     from cellspec.dsl.parser import load_cell
     from cellspec.robots.models import check_models
@@ -112,10 +117,6 @@ def run(a: argparse.Namespace) -> int:
                       max_calls=a.max_calls_per_round, scene_seed=a.scene_seed, seed=a.seed)
     text = json.dumps(rec, indent=2, sort_keys=True)
     if a.output:
-        from pathlib import Path
-
-        from cellspec.commands.common import atomic_write
-
         atomic_write(Path(a.output), text + "\n")
     if a.format == "json":
         print(text)

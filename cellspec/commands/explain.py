@@ -10,9 +10,7 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_max_memory,
-    add_time_limit,
+    add_shared,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
@@ -26,12 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "and parts that alone already fails (a Z3 unsat core, made minimal by "
                        "deletion), each rule with its file:line:col. Exit 0 the layout passes, "
                        "1 explained, 2 bad input or unknown (a solver limit).")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    add_format(c)
-    add_time_limit(c, 60.0, "time limit of the whole verb in seconds (default 60; unknown "
-                   "when hit; --timeout is an alias)", alias=True)
-    add_max_memory(c)
+    add_shared(c, cell=True, layout=True, alias=True, max_memory=True,
+               time_limit=(60.0, "time limit of the whole verb in seconds (default 60; "
+                           "unknown when hit; --timeout is an alias)"))
     c.add_argument("--no-minimise", action="store_true",
                    help="report Z3's unsat core as is (faster, not always minimal)")
     c.add_argument("--causes", type=int, default=1, metavar="N",

@@ -17,14 +17,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Rewrite .cell files in one canonical style (comments kept; "
                        "the result is re-parsed and must mean the same). With --check, write "
                        "nothing and exit 1 if any file would change.")
+    common.add_shared(f)
     f.add_argument("paths", nargs="+", help=".cell files or directories")
     f.add_argument("--check", action="store_true", help="only report files that would change")
-    common.add_format(f)
     f.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, the test runner)
     from cellspec.dsl.formatter import FormatError, format_source
     from cellspec.dsl.parser import display_path, parse_text, read_rule_file
     from cellspec.testing.runner import collect

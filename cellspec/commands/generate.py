@@ -24,21 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "of the cell holds, with an assembly order; the result is re-verified "
                        "with clingo. Exit 0 built, 1 proved impossible (the reason is "
                        "printed), 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
+    common.add_shared(c, cell=True, output=("OUT", "write the layout JSON here"),
+                      max_memory=True,
+                      time_limit=(DEFAULT_TIME_LIMIT, f"time limit of the whole verb in seconds "
+                                  f"(default {DEFAULT_TIME_LIMIT:g}; unknown when hit without a "
+                                  "layout)"))
     c.add_argument("spec", help="the .cell file holding the design(s) (may be CELL itself)")
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout JSON here")
-    common.add_format(c)
-    common.add_time_limit(c, DEFAULT_TIME_LIMIT, f"time limit of the whole verb in seconds "
-                          f"(default {DEFAULT_TIME_LIMIT:g}; unknown when hit without a layout)")
-    common.add_max_memory(c)
     c.set_defaults(func=run)
 
 
 def _compute(a: argparse.Namespace) -> Any:
     """The verb's work (in the bounded worker): load, generate within what is left of the
     verb's budget, re-verify independently (a failure here is a bug, never success)."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.design import load_designs, pick_design
     from cellspec.dsl.parser import display_path, load_cell
     from cellspec.layout import layout_from_obj
@@ -48,6 +48,8 @@ def _compute(a: argparse.Namespace) -> Any:
     cell = load_cell(a.cell)
     designs = load_designs(a.spec)
     design = pick_design(designs, a.design, display_path(a.spec))
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
     with progress.elapsed("generate", quiet=getattr(a, "quiet", False)):  # TTY stderr

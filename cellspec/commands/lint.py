@@ -11,9 +11,7 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_max_memory,
-    add_time_limit,
+    add_shared,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
@@ -28,14 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "sets of conflicting rules (file:line:col). Also warn about rules that "
                        "can never fire and error rules implied by the others. Exit 0 clean, "
                        "1 findings, 2 bad input or undecided (a time limit).")
+    add_shared(c, alias=True, max_memory=True,
+               time_limit=(30.0, "time limit of the whole verb in seconds (default 30; "
+                           "unknown when hit; --timeout is an alias)"))
     c.add_argument("files", nargs="+", help=".cell files")
     c.add_argument("--parts", action="append", default=None, metavar="TYPE=N",
                    help="the part set, e.g. --parts cube=12 (repeatable; default: the largest "
                    "inline test layout of the file)")
-    add_format(c)
-    add_time_limit(c, 30.0, "time limit of the whole verb in seconds (default 30; unknown "
-                   "when hit; --timeout is an alias)", alias=True)
-    add_max_memory(c)
     c.add_argument("--no-redundancy", action="store_true",
                    help="skip the (slower) check for rules implied by the others")
     c.set_defaults(func=run)

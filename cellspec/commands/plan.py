@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cellspec.commands import common
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 
@@ -20,13 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(the grip axis is chosen per part), or prove that no order exists. The "
                        "order is re-verified with clingo. The layout's own order is ignored. "
                        "Exit 0 found, 1 proved impossible, 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the layout with the order here")
-    common.add_format(c)
-    common.add_time_limit(c, 10.0, "time limit of the whole verb in seconds (default 10; "
-                          "unknown when hit)")
-    common.add_max_memory(c)
+    common.add_shared(c, cell=True, layout=True, max_memory=True,
+                      output=("OUT", "write the layout with the order here"),
+                      time_limit=(10.0, "time limit of the whole verb in seconds (default "
+                                  "10; unknown when hit)"))
     c.add_argument("--compare", action="store_true",
                    help="also run the paper's greedy sink-node sequencer (Algorithm 4)")
     c.set_defaults(func=run)
@@ -34,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _compute(a: argparse.Namespace):
     """The verb's work (in the bounded worker): the plan, the layout, the paper's greedy."""
-    from cellspec.commands.bounded import remaining
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.sequence import greedy_sink, order_problem, plan
@@ -42,6 +40,8 @@ def _compute(a: argparse.Namespace):
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
     with progress.elapsed("plan", quiet=getattr(a, "quiet", False)):  # TTY stderr, past 1 s
@@ -57,8 +57,6 @@ def _compute(a: argparse.Namespace):
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    from cellspec.commands.bounded import LimitHit, print_stopped, run_bounded
-
     limits.check_seconds(a.time_limit)
     limits.check_output(a.output, "-o")
     a.max_memory = limits.parse_memory(a.max_memory)

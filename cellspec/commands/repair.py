@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "--time-limit allows (then 'feasible': not proved minimal). The result "
                        "is re-verified with clingo. Exit 0 repaired or already valid, 1 proved "
                        "impossible, 2 bad input or unknown.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="OUT", help="write the repaired layout JSON here")
+    common.add_shared(c, cell=True, layout=True,
+                      output=("OUT", "write the repaired layout JSON here"),
+                      max_memory=True,
+                      time_limit=(10.0, "time limit of the whole verb in seconds (default 10); "
+                                  "at the limit the best verified repair so far is returned"))
     c.add_argument("--block", action="append", default=[], metavar="REGION",
                    help="add a blocked region as a keep-out, in metres: 'x > 0.6', "
                    "'x + y > 0.7' or 'box x [0.3, 0.4] y [0.1, 0.2]' (repeatable)")
@@ -43,10 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
                    "a given N: two runs give the same repair")
-    common.add_format(c)
-    common.add_time_limit(c, 10.0, "time limit of the whole verb in seconds (default 10); "
-                          "at the limit the best verified repair so far is returned")
-    common.add_max_memory(c)
     c.set_defaults(func=run)
 
 
@@ -57,9 +57,6 @@ def _p(v: tuple[float, ...]) -> str:
 def _progress():
     """A progress printer for stderr when it is a terminal, silent for the first
     PROGRESS_AFTER seconds (a fast repair prints nothing); None otherwise."""
-    import sys
-    import time
-
     if not sys.stderr.isatty():
         return None
     t0 = time.perf_counter()
@@ -74,6 +71,7 @@ def _progress():
 def _compute(a: argparse.Namespace) -> Any:
     """The verb's work (in the bounded worker): load and repair within what is left of the
     verb's budget (the parent writes the output, so a stopped worker writes nothing)."""
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.solver.cpsat.repair import parse_blocked, repair

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
+from cellspec.commands.sim import MAX_SECONDS
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output
 
 
@@ -22,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Repair runs the CP-SAT repair (undoable). Accept writes the layout (only if it "
         "verifies) and exits 0; Reject exits 1 and writes nothing; Ctrl-C writes nothing "
         "and exits 1.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
+    add_shared(c, cell=True, layout=True,
+               output=("OUT.json", "where Accept writes the layout (default: LAYOUT itself)"))
     c.add_argument("--plan", metavar="PLAN.json", default=None,
                    help="a plan written by `cellspec sim -o PLAN.json`: replay its robot "
                    "motions on a timeline")
@@ -34,23 +37,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="port (default 8080; the next free one if taken; 0: any free port)")
     c.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
-    c.add_argument("-o", "--output", metavar="OUT.json", default=None,
-                   help="where Accept writes the layout (default: LAYOUT itself)")
     c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="verification time limit per edit in seconds (unknown when hit)")
     c.add_argument("--repair-time-limit", type=float, default=10.0, metavar="S",
                    help="time limit of the Repair button in seconds (default 10)")
     c.add_argument("--no-robots", action="store_true",
                    help="draw robot base markers only (skip loading the robot models)")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def check_bindable(host: str) -> None:
     """Bad input at once unless ``host`` resolves and this machine can bind it (the server
     library would otherwise retry silently, looking like a hang)."""
-    import socket
-
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, ValueError) as exc:
@@ -70,13 +68,16 @@ def check_bindable(host: str) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("review", verb="review")
+    if not a.no_robots:
+        require_extra("twin", verb="review (its robots; --no-robots draws base markers only)")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the review page)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.review.session import ReviewSession
 
     if not (0 <= a.port <= 65535):
         raise CellspecError(f"--port {a.port}: must be between 0 and 65535")
-    from cellspec.commands.sim import MAX_SECONDS
 
     if not (0 < a.timeout <= MAX_SECONDS) or not (0 < a.repair_time_limit <= MAX_SECONDS):
         raise CellspecError("--timeout and --repair-time-limit must be positive seconds, at "
@@ -85,11 +86,13 @@ def run(a: argparse.Namespace) -> int:
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     if not a.no_robots:  # an unknown model is a cell error (exit 2), not a silent marker
+        # lazy: CLI start-up time (every verb loads for --help; loads the twin)
         from cellspec.robots.models import check_models
 
         check_models(cell)
     plan = None
     if a.plan is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the review page)
         from cellspec.review.replay import load_plan
 
         plan = load_plan(a.plan, cell, a.trajectories, layout=layout)
@@ -102,6 +105,7 @@ def run(a: argparse.Namespace) -> int:
     session = ReviewSession(cell, layout, timeout=a.timeout,
                             repair_time_limit=a.repair_time_limit)
 
+    # lazy: CLI start-up time (every verb loads for --help; loads the review page)
     from cellspec.review.app import ReviewApp
 
     app = ReviewApp(session, out, host=a.host, port=a.port, plan=plan,

@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
+from cellspec.core.extras import require_extra
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "NOTE: with the arm engine the twin's arm drives a gripper pad; the "
                        "physics contacts are the pad's and the parts', not the arm links'. "
                        "Exit 0 built, 1 not built, 2 bad input.")
-    c.add_argument("cell", help="the .cell file (commit and diagnose rules: `import diagnosis`)")
-    c.add_argument("layout", help="the layout JSON file (its order, else the planner's)")
+    add_shared(c, cell="the .cell file (commit and diagnose rules: `import diagnosis`)",
+               layout="the layout JSON file (its order, else the planner's)")
     c.add_argument("--world", required=True, metavar="DB",
                    help="the world database to create (SQLite, WAL)")
     c.add_argument("--faults", default=None, metavar="LIST",
@@ -42,12 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="arm: the twin's robot arm drives the gripper pad (IK along every "
                    "path); gripper: a kinematic gripper body on straight paths; auto "
                    "(default): arm when the twin is available")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="run")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the world model)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.world.run import ENGINE_NOTE, parse_faults, run_layout
@@ -57,6 +59,8 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--seed must not be negative")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only

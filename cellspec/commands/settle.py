@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_format, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
+from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output
 
 
@@ -26,15 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "`check`: it is the ground truth the physics-agreement benchmark "
                        "compares check against. Exit 0 every part stands, 1 something "
                        "fell, 2 bad input.")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
-    c.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
-    add_format(c)
+    add_shared(c, cell=True, layout=True, output=("FILE", "also write the JSON result here"))
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="settle")
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.settle import settle

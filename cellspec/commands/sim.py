@@ -7,16 +7,18 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_time_limit,
+    add_shared,
     atomic_write,
 )
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_seconds
 from cellspec.robots import quiet_pybullet
 
@@ -33,15 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "and executed joint trajectories (δ ≤ ε). Only a layout that verifies "
                        "is simulated (else: fail). Exit 0 all actions pass, 1 any fails or the "
                        "layout fails its rules, 2 bad input or unknown (a time limit).")
-    c.add_argument("cell", help="the .cell file")
-    c.add_argument("layout", help="the layout JSON file")
+    add_shared(c, cell=True, layout=True, output=("PLAN.json", "write the plan JSON here"),
+               time_limit=(10.0, "sequencer and scheduler time limit (default 10)"))
     c.add_argument("--plan", metavar="PLAN", help="a plan JSON with `steps` (from `cellspec plan "
                    "--format json` or `cellspec sim -o`) instead of the sequencer's plan")
     c.add_argument("--faults", metavar="SPEC", help="inject execution faults, `;`-separated: "
                    "offset:ROBOT:J:RAD, slow:FACTOR, slow:ROBOT:FACTOR, drop:PART, "
                    "block:X0,Y0,Z0,X1,Y1,Z1")
     c.add_argument("--snapshots", metavar="DIR", help="write planned.png and final.png here")
-    c.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan JSON here")
     c.add_argument("--script", metavar="OUT.py", help="write the executable robot script here")
     c.add_argument("--gantt", metavar="FILE.png",
                    help="draw the dual-arm schedule here (per robot: actions over time, the "
@@ -50,7 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--trajectories", metavar="FILE.json",
                    help="write every recorded (t, q_plan, q_exec) sample here")
     c.add_argument("--seed", type=int, default=0, help="seed of IK restarts and RRT (default 0)")
-    add_time_limit(c, 10.0, "sequencer and scheduler time limit (default 10)")
     c.add_argument("--motion-time-limit", type=float, default=5.0, metavar="S",
                    help="RRT-Connect time limit per motion (default 5)")
     c.add_argument("--compare-single", action="store_true",
@@ -60,7 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--unverified", action="store_true",
                    help="simulate even a layout that fails the cell's rules (by default it "
                    "is not simulated: verdict fail); the verdict is then never pass")
-    add_format(c)
     c.set_defaults(func=run)
 
 
@@ -94,7 +93,7 @@ def writable_dir(path: str, flag: str) -> Path:
 
 
 def _steps(path: str):
-    from cellspec.core.io import TooLarge, read_text_bounded
+    # lazy: CLI start-up time (every verb loads for --help; loads pydantic, the solvers)
     from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
     from cellspec.layout import MAX_LAYOUT_BYTES
     from cellspec.solver.cpsat.results import Step
@@ -137,31 +136,24 @@ def _steps(path: str):
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    require_extra("twin", verb="sim")
     quiet_pybullet()
+    # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
     from cellspec.robots.execute import parse_faults
     from cellspec.robots.models import check_models, robot_spec
     from cellspec.robots.sim import compare_single, simulate
 
-    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
-    check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
-    if a.seed < 0:
-        raise CellspecError("--seed must be 0 or more")
-    for path, flag in ((a.output, "-o"), (a.script, "--script"),
-                       (a.trajectories, "--trajectories"), (a.gantt, "--gantt")):
-        if path:
-            writable_file(path, flag)
-    if a.snapshots:
-        writable_dir(a.snapshots, "--snapshots")
-    if a.faults is not None and not a.faults.strip(" ;\t"):
-        raise CellspecError("--faults: no fault given (leave the option out for none)")
+    _check_options(a)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     check_models(cell)
     dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
@@ -177,26 +169,13 @@ def run(a: argparse.Namespace) -> int:
         if res.timeline is None:
             print(f"note: no robot script written: {res.reason}", file=sys.stderr)
         else:
+            # lazy: CLI start-up time (every verb loads for --help; loads the twin)
             from cellspec.robots.script import script_text
 
             atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
     if a.trajectories and res.execution is not None:
         atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
-    gantt = None
-    if a.gantt:
-        from cellspec.review.plots import draw_gantt, gantt_rows
-
-        gantt = gantt_rows(cell, res)
-        if gantt:
-            sched = res.schedule
-            title = f"{cell.name}: {len(layout)} parts" + (
-                f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
-                f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
-                f" ({gantt[0]['source']})")
-            draw_gantt(gantt, a.gantt, title, [r.name for r in cell.robots])
-        else:
-            print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
-                  f"{a.gantt} not written", file=sys.stderr)
+    gantt = _gantt(a.gantt, cell, layout, res) if a.gantt else None
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
     if a.format == "json":
@@ -205,34 +184,74 @@ def run(a: argparse.Namespace) -> int:
             out["gantt"] = gantt
         print(json.dumps(out, indent=2))
     else:
-        for r in res.actions:
-            d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""
-            if r.ok:
-                print(f"{r.index + 1:4d}  {r.robot}  {r.part}  pass{d}")
-            else:
-                print(f"{r.index + 1:4d}  {r.robot or '-'}  {r.part}  FAIL {r.check}: {r.reason}")
-        if res.schedule is not None and res.schedule.makespan is not None:
-            s = res.schedule
-            sp = f", speedup {s.speedup:.2f}x over the best single arm" if s.speedup else ""
-            print(f"schedule ({s.status}): makespan {s.makespan:.2f} s{sp}")
-        if res.concurrent and res.timeline is not None:
-            print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
-                  f"({res.sequential_end:.2f} s one after another)")
-        one = res.single
-        if one is not None:
-            est = f"{one.speedup_estimated:.2f}x" if one.speedup_estimated else "-"
-            if one.executed is not None and one.speedup_executed is not None:
-                print(f"best single arm {one.arm} alone: motions take {one.executed:.2f} s "
-                      f"(estimate {one.estimated:.2f} s); speedup executed "
-                      f"{one.speedup_executed:.2f}x, estimated {est}")
-            else:
-                print(f"best single arm {one.arm} alone: {one.verdict} ({one.reason}); "
-                      f"speedup estimated {est}, not executed")
-        ex = res.execution
-        if ex is not None:
-            print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "
-                  "simulated")
-        print(f"sim: {res.verdict}" + (f" ({res.reason})" if res.reason else ""))
+        _print_pretty(res)
     if res.verdict == "pass":
         return EXIT_OK
     return EXIT_FAIL if res.verdict == "fail" else EXIT_INPUT
+
+
+def _check_options(a: argparse.Namespace) -> None:
+    """Bad options are bad input before the long run (exit 2)."""
+    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
+    check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
+    if a.seed < 0:
+        raise CellspecError("--seed must be 0 or more")
+    for path, flag in ((a.output, "-o"), (a.script, "--script"),
+                       (a.trajectories, "--trajectories"), (a.gantt, "--gantt")):
+        if path:
+            writable_file(path, flag)
+    if a.snapshots:
+        writable_dir(a.snapshots, "--snapshots")
+    if a.faults is not None and not a.faults.strip(" ;\t"):
+        raise CellspecError("--faults: no fault given (leave the option out for none)")
+
+
+def _gantt(path: str, cell: Any, layout: Any, res: Any) -> list[dict] | None:
+    """Draw the schedule into ``path`` (a note when there is none); the bars, for the JSON."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the charts, matplotlib)
+    from cellspec.review.plots import draw_gantt, gantt_rows
+
+    gantt = gantt_rows(cell, res)
+    if gantt:
+        sched = res.schedule
+        title = f"{cell.name}: {len(layout)} parts" + (
+            f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
+            f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
+            f" ({gantt[0]['source']})")
+        draw_gantt(gantt, path, title, [r.name for r in cell.robots])
+    else:
+        print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
+              f"{path} not written", file=sys.stderr)
+    return gantt
+
+
+def _print_pretty(res: Any) -> None:
+    """The pretty report of a simulation: one line per action, then the schedule."""
+    for r in res.actions:
+        d = f"  δ = {r.delta:.4f} rad" if r.delta is not None else ""
+        if r.ok:
+            print(f"{r.index + 1:4d}  {r.robot}  {r.part}  pass{d}")
+        else:
+            print(f"{r.index + 1:4d}  {r.robot or '-'}  {r.part}  FAIL {r.check}: {r.reason}")
+    if res.schedule is not None and res.schedule.makespan is not None:
+        s = res.schedule
+        sp = f", speedup {s.speedup:.2f}x over the best single arm" if s.speedup else ""
+        print(f"schedule ({s.status}): makespan {s.makespan:.2f} s{sp}")
+    if res.concurrent and res.timeline is not None:
+        print(f"executed concurrently: motions take {res.timeline.end:.2f} s "
+              f"({res.sequential_end:.2f} s one after another)")
+    one = res.single
+    if one is not None:
+        est = f"{one.speedup_estimated:.2f}x" if one.speedup_estimated else "-"
+        if one.executed is not None and one.speedup_executed is not None:
+            print(f"best single arm {one.arm} alone: motions take {one.executed:.2f} s "
+                  f"(estimate {one.estimated:.2f} s); speedup executed "
+                  f"{one.speedup_executed:.2f}x, estimated {est}")
+        else:
+            print(f"best single arm {one.arm} alone: {one.verdict} ({one.reason}); "
+                  f"speedup estimated {est}, not executed")
+    ex = res.execution
+    if ex is not None:
+        print(f"execution: δ = {ex.delta:.4f} rad (ε = {ex.epsilon:g}), {ex.duration:.1f} s "
+              "simulated")
+    print(f"sim: {res.verdict}" + (f" ({res.reason})" if res.reason else ""))

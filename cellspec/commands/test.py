@@ -11,8 +11,8 @@ from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
     EXIT_OK,
-    add_format,
-    add_time_limit,
+    QUIET_HELP,
+    add_shared,
     atomic_write,
 )
 from cellspec.core.errors import CellspecError
@@ -25,8 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run every `test` block in every .cell file under the given "
                        "paths, with no network and no model. Exit 0 all passed, 1 any failed, "
                        "2 bad input.")
+    add_shared(t, alias=True, quiet=QUIET_HELP + " and no PASS lines",
+               time_limit=(None, "solver time limit per test in seconds (--timeout is an "
+                           "alias)"))
     t.add_argument("paths", nargs="+", help=".cell files or directories")
-    add_format(t)
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
                    help="run tests whose id (file::name) contains or glob-matches PATTERN")
@@ -36,8 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run on this Dask cluster (e.g. tcp://10.0.0.5:8786), one task per "
                    "file; every worker needs the rule files at the same paths")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
-    add_time_limit(t, None, "solver time limit per test in seconds (--timeout is an alias)",
-                   alias=True)
     t.add_argument("--coverage", action="store_true",
                    help="also report rule coverage: per rule, the passing tests where it holds "
                    "and where it fires as expected, and which disjuncts of its negated body "
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
     from cellspec.testing.runner import junit_xml, pretty, run_tests
 
     check_count(a.workers, "--workers", 1, 1024)
@@ -60,12 +61,15 @@ def run(a: argparse.Namespace) -> int:
     check_output(a.junit_xml, "--junit-xml")
     scheduler = None
     if a.scheduler is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
         from cellspec.batch.cluster import scheduler_address
 
         if a.workers != 1:
             raise CellspecError("--workers is the local process pool; with --scheduler the "
                                 "cluster's workers run the tests")
         scheduler = scheduler_address(a.scheduler)
+
+    # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
@@ -86,6 +90,7 @@ def run(a: argparse.Namespace) -> int:
             f" by -k {a.pattern!r}" if a.pattern else " (no test blocks found)"))
     cov = None
     if a.coverage or a.fail_under is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
         from cellspec.testing.coverage import run_coverage
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
@@ -102,6 +107,7 @@ def run(a: argparse.Namespace) -> int:
     else:
         sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
         if cov is not None:
+            # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
             from cellspec.testing.coverage import pretty as pretty_coverage
 
             sys.stdout.write("\n" + pretty_coverage(cov))

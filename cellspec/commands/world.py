@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_format
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
 
 
@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(committed, rolled back, with cause and recovery); relations: the "
                        "relation graph. The database is opened read-only in effect (nothing "
                        "is written). Exit 0, 2 bad input (missing, corrupt or foreign file).")
+    add_shared(c)
     c.add_argument("what", choices=("show", "history", "relations", "trace"),
                    help="show the entities, the history, the relation graph, or validate "
                    "a reasoning trace")
@@ -25,12 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with `trace`: a reasoning trace JSON validated against the model "
                    "(syntax, semantics, physics); exit 0 accepted, 1 rejected by physics, "
                    "2 bad syntax or unknown entities")
-    add_format(c)
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the world model)
     from cellspec.world.db import open_world
 
     if (a.what == "trace") != (a.trace is not None):
@@ -77,6 +78,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 def _trace(a: argparse.Namespace, w: object) -> int:
+    # lazy: CLI start-up time (every verb loads for --help; loads the world model)
     from cellspec.world.trace import load_trace, validate_trace
 
     v = validate_trace(load_trace(a.trace), w)  # type: ignore[arg-type]

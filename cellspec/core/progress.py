@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -42,6 +43,7 @@ class Reporter:
     def tick(self, stage: str, done: int, total: int | None, what: str = "") -> None:
         if not self.enabled:
             return
+        # lazy: CLI start-up time; tqdm loads only when a bar is drawn
         from tqdm import tqdm
 
         bar = self.bars.get(stage)
@@ -61,6 +63,7 @@ class Reporter:
     def write(self, line: str) -> None:
         if not self.enabled:
             return
+        # lazy: CLI start-up time; tqdm loads only when a bar is drawn
         from tqdm import tqdm
 
         tqdm.write(line, file=self.stream)
@@ -121,8 +124,6 @@ def reporting(quiet: bool = False, stream: TextIO | None = None,
 def elapsed(stage: str, after: float = 1.0, quiet: bool = False) -> Iterator[None]:
     """Show ``stage: N.N s`` on a TTY's stderr while the block runs longer than ``after``
     seconds (solvers that report nothing themselves: generate, repair, plan)."""
-    import time
-
     if not wanted(quiet=quiet):
         yield
         return

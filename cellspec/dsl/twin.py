@@ -46,7 +46,8 @@ def _box(b: CellBuilder, item: Any, what: str, need: str = "xyz") -> Box | None:
                hi=tuple(rs.get(a, (-big, big))[1] for a in "xyz"))
 
 
-def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],
+# complexity: one branch per twin item kind of the grammar
+def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noqa: C901
                part_types: dict[str, Any], claim: Any) -> TwinSpec:
     """The twin spec of a cell from its twin items (``b``: the cell builder)."""
     supplies: list[BoxZone] = []

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.dsl.parser import display_path, load_cell, load_cell_text, parse_text
+from cellspec.lsp.index import Workspace, build_index, resolve
 
 MAX_LIVE_BYTES = 2 * 1024 * 1024  # past this, live diagnostics say so and stop
 _PROBE = "\ncell __lsp_probe__ { workspace x [0, 1] y [0, 1] z [0, 1] }\n"
@@ -44,8 +46,6 @@ def _span(text_lines: list[str], line: int, col: int) -> tuple[int, int, int]:
 
 def analyse(text: str, path: str) -> list[Item]:
     """Every syntax and semantic diagnostic of the document (never raises)."""
-    from cellspec.dsl.parser import display_path
-
     shown = display_path(path) if path else "<untitled>"
     rows = text.split("\n")
     if len(text) > MAX_LIVE_BYTES:
@@ -74,8 +74,6 @@ def analyse(text: str, path: str) -> list[Item]:
 
 
 def _load(text: str, path: str, shown: str) -> list[Diagnostic]:
-    from cellspec.dsl.parser import load_cell, load_cell_text, parse_text
-
     try:
         model = parse_text(text, shown)
     except CellspecError as exc:
@@ -120,8 +118,6 @@ def _import_span(rows: list[str], d: Diagnostic) -> tuple[int, int, int]:
 def import_warnings(text: str, path: str) -> list[Item]:
     """Cheap lint of the imports: a file imported twice, or already imported through
     another import (its rules are loaded once either way, so the line does nothing)."""
-    from cellspec.lsp.index import Workspace, build_index, resolve
-
     idx = build_index(text, path)
     ws = Workspace()
     targets = []

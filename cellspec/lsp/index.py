@@ -7,12 +7,14 @@ completion all come from here. Positions are 0-based (line, character) in code p
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cellspec.core.ir import NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
+from cellspec.dsl.parser import STDLIB, display_path, stdlib_path
 
 MAX_INDEX_BYTES = 8 * 1024 * 1024  # larger documents get no index (the CLI refuses them too)
 MAX_SYMBOLS = 5000
@@ -144,8 +146,6 @@ class _Lines:
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def pos(self, offset: int) -> tuple[int, int]:
-        import bisect
-
         k = bisect.bisect_right(self.starts, offset) - 1
         return k, offset - self.starts[k]
 
@@ -244,8 +244,6 @@ def build_index(text: str, path: str) -> DocIndex:
 def resolve(ref: FileRef, base: str) -> Path | None:
     """The file a reference names (a standard library, or relative to ``base``'s folder)."""
     if ref.target.startswith("std:"):
-        from cellspec.dsl.parser import STDLIB, stdlib_path
-
         name = ref.target[4:]
         return stdlib_path(name) if name in STDLIB else None
     return (Path(base).parent / ref.target).resolve()
@@ -352,8 +350,6 @@ def here(idx: DocIndex, line: int, char: int) -> Here | None:
 
 
 def _where(s: Symbol) -> str:
-    from cellspec.dsl.parser import display_path
-
     return f"{display_path(s.path)}:{s.name_line + 1}:{s.name_col + 1}"
 
 

@@ -21,7 +21,11 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from cellspec import __version__
+from cellspec.core.errors import CellspecError
+from cellspec.dsl.formatter import FormatError, format_source
+from cellspec.dsl.parser import parse_text
 from cellspec.lsp import diagnose, index
+from cellspec.testing.runner import run_file
 
 DEBOUNCE_S = 0.25
 RUN_TEST = "cellspec.runTest"
@@ -278,10 +282,6 @@ def completion(ls: CellServer, params: T.CompletionParams) -> T.CompletionList:
 @server.feature(T.TEXT_DOCUMENT_FORMATTING)
 @_safe()
 def formatting(ls: CellServer, params: T.DocumentFormattingParams) -> list[T.TextEdit] | None:
-    from cellspec.core.errors import CellspecError
-    from cellspec.dsl.formatter import FormatError, format_source
-    from cellspec.dsl.parser import parse_text
-
     doc = ls.workspace.get_text_document(params.text_document.uri)
     text = doc.source
     try:
@@ -323,8 +323,6 @@ def code_lens(ls: CellServer, params: T.CodeLensParams) -> list[T.CodeLens]:
 
 
 def _run(text: str, path: str, name: str | None) -> dict:
-    from cellspec.testing.runner import run_file
-
     pattern = f"*::{name}" if name else None
     results, errors = run_file(path, pattern=pattern, text=text)
     return {"tests": [r.to_json() for r in results], "errors": [str(d) for d in errors]}

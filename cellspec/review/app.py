@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.extras import require
+from cellspec.review.replay import Replay
+from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import EditResult, ReviewSession
 
@@ -78,7 +81,7 @@ class ReviewApp:
 
     def start(self) -> str:
         """Start the server, build the scene and the panel; returns the address."""
-        import viser
+        viser = require("viser", extra="review")  # the review extra; says so when missing
 
         with _quiet():
             self.server = viser.ViserServer(host=self.host, port=self.port, verbose=False,
@@ -134,8 +137,6 @@ class ReviewApp:
             self.twin = None
 
     def _draw_robots(self) -> str:
-        from cellspec.review.robots import draw_robots, open_twin
-
         why = "robots drawn as base markers only (--no-robots)"
         if self.robots and self.session.cell.robots:
             self.twin, why = open_twin(self.session.cell)
@@ -187,8 +188,6 @@ class ReviewApp:
             if self.twin is None:
                 self.md_help.content += " Plan replay needs the robot models: not shown."
             else:
-                from cellspec.review.replay import Replay
-
                 self.replay = Replay(self, self.plan)
                 self.replay.build(gui)
 

@@ -8,19 +8,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cellspec.core.errors import CellspecError
+from cellspec.robots.sim import _in_zone
+
 DPI = 100
 SIZE_IN = (10.0, 4.0)  # 1000 x 400 pixels
 
 
 def _plt():
     try:
+        # lazy: the plot extra (matplotlib); drawing is optional
         import matplotlib
     except ImportError as exc:  # an optional dependency: say what to install
-        from cellspec.core.errors import CellspecError
-
         raise CellspecError(f"drawing needs matplotlib: pip install matplotlib ({exc})") \
             from None
     matplotlib.use("Agg", force=True)
+    # lazy: the plot extra (matplotlib); drawing is optional
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "cellspec"  # deterministic output
@@ -31,8 +34,6 @@ def gantt_rows(cell: Any, res: Any) -> list[dict]:
     """The bars of the schedule: per action its robot, part, start and end (s), and whether
     it enters the shared zone; the executed timeline when there is one, else CP-SAT's
     schedule. Idle gaps between a robot's actions are ``wait`` rows."""
-    from cellspec.robots.sim import _in_zone
-
     compiled = {a.index: a for a in getattr(res, "compiled", [])}
     by_part = {a.part: a for a in compiled.values()}
     rows: list[dict] = []
@@ -96,6 +97,7 @@ def draw_gantt(rows: list[dict], path: str | Path, title: str,
     ax.set_xlim(0, max([r["end"] for r in rows] + [1.0]) * 1.02)
     ax.set_xlabel("time (s)")
     ax.set_title(title)
+    # lazy: the plot extra (matplotlib); drawing is optional
     from matplotlib.patches import Patch
 
     legend = [Patch(facecolor="#4878cf", label="action" if rows and rows[0]["source"] ==

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.review.robots import _quat_matrix
-from cellspec.robots.execute import _nearest
+from cellspec.robots.execute import Segment, _nearest, time_parameterise
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -55,8 +56,6 @@ def _bad(path: str, msg: str) -> CellspecError:
 
 
 def _read_json(path: str | Path) -> Any:
-    from cellspec.core.io import TooLarge, read_text_bounded
-
     try:
         text = read_text_bounded(path, MAX_BYTES)
     except TooLarge:
@@ -86,12 +85,13 @@ def _vec(path: str, where: str, v: Any, n: int) -> np.ndarray:
     return np.array(v, dtype=np.float64)
 
 
-def load_plan(path: str, cell: Cell, trajectories: str | None = None,
+# complexity: validates every field of a plan JSON in one place, one message each
+def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C901
               layout: Layout | None = None) -> ReplayPlan:
     """Read and validate a plan JSON (and optionally its execution record) against the
     cell's robots and, when given, the layout (its parts, each placed where the layout has
     it); CellspecError (exit 2) naming the JSON path of any problem."""
-    from cellspec.robots.execute import Segment
+    # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.models import robot_spec
 
     obj = _read_json(path)
@@ -251,8 +251,6 @@ class Replay:
 
     def __init__(self, app: Any, plan: ReplayPlan) -> None:
         """Build the timeline from the plan with the twin's velocity limits."""
-        from cellspec.robots.execute import time_parameterise
-
         self.app, self.plan = app, plan
         self.twin = app.twin
         vel = {r: self.twin.spec(r).vel_limits for r in self.twin.robot_names}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cellspec.core.extras import require
 from cellspec.dsl.model import Cell
 from cellspec.review.scene import yaw_wxyz
 
@@ -38,7 +39,7 @@ def _quat_matrix(q: Any) -> np.ndarray:
 
 def _primitive(kind: int, dims: Any, filename: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Vertices and faces of one collision shape in its own frame (None: not drawable)."""
-    import trimesh
+    trimesh = require("trimesh", extra="review")  # the review extra; says so when missing
 
     d = [float(v) for v in dims]
     if kind == _GEOM_BOX:
@@ -69,7 +70,7 @@ class RobotShapes:
 
     def __init__(self, twin: Any, robot: str) -> None:
         """Read the shapes of ``robot`` from the twin's pybullet client once."""
-        import pybullet as p
+        p = require("pybullet", extra="twin")  # the twin extra; says so when missing
 
         self.twin, self.robot = twin, robot
         rb = twin.robot(robot)
@@ -87,7 +88,7 @@ class RobotShapes:
 
     def mesh(self, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One triangle mesh (world coordinates) of the robot at q (default: current q)."""
-        import pybullet as p
+        p = require("pybullet", extra="twin")  # the twin extra; says so when missing
 
         cid = self.twin.client
         if q is not None:
@@ -117,6 +118,7 @@ class RobotShapes:
 def open_twin(cell: Cell) -> tuple[Any, str | None]:
     """A Twin of the cell (no parts), or None and why it is not available."""
     try:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import Twin
     except ImportError as exc:
         return None, f"robot models not available ({exc})"

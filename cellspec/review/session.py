@@ -23,9 +23,12 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M
+from cellspec.core.io import atomic_write
 from cellspec.dsl.model import Cell
 from cellspec.layout import ID_PATTERN, Layout
+from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.result import Verdict
+from cellspec.solver.verify import check
 
 AXES = ("x", "y", "z")
 _ID_RE = re.compile(ID_PATTERN)
@@ -141,8 +144,6 @@ class ReviewSession:
         return out
 
     def _verify(self) -> Verdict:
-        from cellspec.solver.verify import check
-
         return check(self.cell, self.layout(), timeout=self.timeout)
 
     def _restore(self, s: Layout) -> None:
@@ -362,8 +363,6 @@ class ReviewSession:
                progress: Callable[[str], None] | None = None) -> RepairOutcome:
         """Run the minimal-change CP-SAT repair (the same call as ``cellspec repair``; its
         progress lines go to ``progress``); apply it (undoable) when one was found."""
-        from cellspec.solver.cpsat.repair import repair
-
         tl = self.repair_time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
         try:
@@ -411,8 +410,6 @@ class ReviewSession:
     # ------------------------------------------------------- accept / reject
     def accept(self, out: str | Path) -> EditResult:
         """Re-verify and, only on a pass, write the layout JSON atomically to ``out``."""
-        from cellspec.core.io import atomic_write
-
         if not self.ids:  # an empty layout verifies trivially: nothing was checked
             return EditResult(False, "not accepted: the layout has no parts; nothing written",
                               self.verdict)

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Iterator
 
+from cellspec.core.extras import require
+
 
 @contextlib.contextmanager
 def quiet_stdout() -> Iterator[None]:
@@ -35,8 +37,9 @@ def quiet_stdout() -> Iterator[None]:
 
 
 def quiet_pybullet() -> None:
-    """Import pybullet with its build-time banner kept off stdout (stdout carries data)."""
-    if "pybullet" in sys.modules:
+    """Import pybullet with its build-time banner kept off stdout (stdout carries data); a
+    missing pybullet is :class:`~cellspec.core.extras.MissingExtra` naming the twin extra."""
+    if sys.modules.get("pybullet") is not None:
         return
     with quiet_stdout():
-        import pybullet  # noqa: F401
+        require("pybullet", extra="twin")

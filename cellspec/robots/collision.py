@@ -135,7 +135,8 @@ class CollisionChecker:
         except _FirstHit as h:
             return [h.contact]
 
-    def _scan(self, q: dict[str, np.ndarray] | None, ignore: frozenset[str],
+    # complexity: the hot loop over pybullet contact points, kept inline for speed
+    def _scan(self, q: dict[str, np.ndarray] | None, ignore: frozenset[str],  # noqa: C901
               first: bool) -> list[Contact]:
         t = self.twin
         if q:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 
 HZ = 240
@@ -321,6 +322,7 @@ class _ExecWorld:
     """The execution client: robots, table, parts (dynamic), blocked regions."""
 
     def __init__(self, twin: Any) -> None:
+        # lazy: the twin extra (pybullet), also through cellspec.robots
         import pybullet as p
 
         from cellspec.robots.twin import connect
@@ -334,6 +336,7 @@ class _ExecWorld:
             raise
 
     def _build(self, twin: Any, p: Any) -> None:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import load_robot, surface_slabs
 
         cid = self.cid
@@ -463,7 +466,8 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
         w.close()
 
 
-def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],
+# complexity: the execution loop with every fault kind inline (one timeline pass)
+def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
          faults: tuple[Fault, ...], eps: float) -> Execution:
     robots = list(tl.t)
     slow = {r: 1.0 for r in robots}
@@ -501,7 +505,6 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     blocked: dict[str, float] = {}
     ai = 0
     ev = 0
-    from cellspec.core import progress
 
     for k in range(n):
         t = k * DT

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as p
 
+from cellspec.robots.collision import CollisionChecker
+
 POS_TOL = 1e-3
 ROT_TOL = 1e-3
 STEP_CAP = 0.4
@@ -103,8 +105,6 @@ def grasp_quat(axis: str = "z", yaw: float = 0.0) -> np.ndarray:
 
 def default_checker(twin):
     """The CollisionChecker cached on the twin (created on first use)."""
-    from cellspec.robots.collision import CollisionChecker
-
     chk = getattr(twin, "_default_checker", None)
     if chk is None:
         chk = CollisionChecker(twin)

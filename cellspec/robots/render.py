@@ -41,6 +41,7 @@ def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
 
 def render(cid: int, cell: Cell, width: int = WIDTH, height: int = HEIGHT) -> np.ndarray:
     """An RGB image of a pybullet client's scene, looking at the cell."""
+    # lazy: the twin extra (pybullet)
     import pybullet as p
 
     lo = np.array([float(v) for v in cell.workspace.lo])

@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.io import TooLarge, read_text_bounded
+from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
 from cellspec.dsl.model import Cell
+from cellspec.dsl.parser import display_path
+from cellspec.robots.roco_check import RocoChecker
+from cellspec.robots.roco_parse import MODES
 
 MAX_PLAN_BYTES = 1 << 20
 MAX_PATH_POINTS = 200  # per robot: each point is an IK and collision check
@@ -169,9 +174,6 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
 def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
     """Read and strictly parse a plan file (``-``: standard input; exit-2 errors with
     file:line:col)."""
-    from cellspec.core.stdio import STDIN_NAME, is_stdin
-    from cellspec.dsl.parser import display_path
-
     shown = STDIN_NAME if is_stdin(path) else display_path(Path(path))
     return parse_plan(load_plan_text(path), shown, cell)
 
@@ -179,14 +181,10 @@ def load_plan(path: str | Path, cell: Cell) -> RocoPlan:
 def load_plan_text(path: str | Path) -> str:
     """Read a plan file (``-``: standard input): at most ``MAX_PLAN_BYTES``, UTF-8 text
     without NUL (else exit 2)."""
-    from cellspec.core.stdio import is_stdin, read_stdin_text
-    from cellspec.dsl.parser import display_path
-
     if is_stdin(path):
         return read_stdin_text(MAX_PLAN_BYTES, "the plan")
     p = Path(path)
     shown = display_path(p)
-    from cellspec.core.io import TooLarge, read_text_bounded
 
     try:
         text = read_text_bounded(p, MAX_PLAN_BYTES)
@@ -229,9 +227,6 @@ def plan_spacing_std(text: str) -> float | None:
 def evaluate_plan_test(cell: Cell, test: Any) -> tuple[str, dict]:
     """A rule-file test ``plan "file" expect pass | fail CHECK(ROBOT, ...)``: RoCo's checks,
     then cellspec's; the first failure's check and robots must match."""
-    from cellspec.robots.roco_check import RocoChecker
-    from cellspec.robots.roco_parse import MODES
-
     try:
         text = load_plan_text(test.plan_path)
     except CellspecError as exc:

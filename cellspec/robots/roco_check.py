@@ -111,6 +111,7 @@ class RocoChecker:
     def __init__(self, cell: Cell, *, mode: str = "action_only",
                  max_failed_waypoints: int = MAX_FAILED_WAYPOINTS,
                  step_std: float = STEP_STD_THRESHOLD, seed: int = 0) -> None:
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.collision import CollisionChecker
         from cellspec.robots.twin import Twin
 
@@ -158,6 +159,7 @@ class RocoChecker:
               waiting: set[str], label: str, step: int
               ) -> tuple[str, Failure | None, dict[str, tuple[float, ...]]]:
         """RoCo's ``single_step_feedback``: reach, then IK, then collision, all robots."""
+        # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.ik import grasp_quat, solve_ik
 
         text = f"{label} Step " + "; ".join(f"{a} {_ps(p)}" for a, p in poses.items())

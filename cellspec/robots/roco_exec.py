@@ -55,6 +55,7 @@ def _landing(ch: RocoChecker, state: SortState, obj: str, pos) -> tuple[float, f
 def execute_plan(ch: RocoChecker, state: SortState, result: RocoResult,
                  seed: int = 0) -> Executed:
     """Move the arms through the plan's sub-steps in the checker's twin; the new state."""
+    # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.motion import densify, plan_motion
 
     if not result.ok:

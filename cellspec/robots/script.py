@@ -110,6 +110,7 @@ def _r(v: float) -> float:
 
 def _base_frame(cell: Cell, robot: str, pos, quat) -> tuple[list[float], list[float]]:
     """A world pose expressed in the robot's base frame."""
+    # lazy: the twin extra (pybullet), also through cellspec.robots
     import pybullet as p
 
     from cellspec.robots.twin import yaw_quat

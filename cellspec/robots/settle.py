@@ -52,6 +52,8 @@ import numpy as np
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.robots import quiet_pybullet
+from cellspec.solver.instance import build_instance
 
 HZ = 240
 SPAWN_STEPS = 72  # at least 0.3 s after each part is placed ...
@@ -159,8 +161,6 @@ def _bad(layout: Layout, msg: str) -> CellspecError:
 def _inputs(cell: Cell, layout: Layout) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
                                                   float]:
     """Placement order, sizes (m), masses (kg) and friction, checked (bad input: exit 2)."""
-    from cellspec.solver.instance import build_instance
-
     if len(layout) == 0:
         raise _bad(layout, "parts: the layout has no parts; nothing to settle")
     if len(layout) > MAX_PARTS:
@@ -208,9 +208,8 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
     """Spawn the layout's parts in order in a fresh physics client, let each settle, then
     the whole; report per part the largest displacement and whether it fell. A stage runs
     its minimum steps, then on while some part still moves, up to its maximum."""
-    from cellspec.robots import quiet_pybullet
-
     quiet_pybullet()
+    # lazy: the twin extra (pybullet), also through cellspec.robots
     import pybullet as p
 
     from cellspec.robots.twin import connect, surface_slabs

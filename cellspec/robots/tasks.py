@@ -100,6 +100,7 @@ def supply_centre(zone: BoxZone, size) -> tuple[float, float, float]:
 
 def grasp_orientation(cell: Cell, robot: str, axis: str | None) -> np.ndarray:
     """TCP orientation: pointing down; parallel jaws closing along the sequencer's axis."""
+    # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.ik import grasp_quat
 
     r = next(x for x in cell.robots if x.name == robot)
@@ -146,6 +147,7 @@ def supplies_by_distance(cell: Cell, robot: str) -> list[BoxZone]:
 def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0
                ) -> tuple[BoxZone | None, str]:
     """The nearest supply whose approach and grasp poses the robot reaches, or why none."""
+    # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.ik import solve_ik
 
     cell: Cell = twin.cell

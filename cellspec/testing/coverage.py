@@ -19,7 +19,14 @@ from pathlib import Path
 
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.geometry import U
 from cellspec.dsl.model import Cell, Rule
+from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
+from cellspec.solver.asp.backend import run
+from cellspec.solver.asp.compile import compile_rules
+from cellspec.solver.instance import build_instance
+from cellspec.solver.verify import check
+from cellspec.testing.runner import _selected, collect, evaluate, layout_of_test
 
 _HEAD = re.compile(r"^violation\((\d+),\(")
 
@@ -131,10 +138,6 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
                   ) -> tuple[list[Rule], dict[int, set[int]], str | None]:
     """The rules ``check`` evaluates on this layout, and for each (by position) the numbers
     of the disjuncts that fired; the reason when the solver hit a limit."""
-    from cellspec.solver.asp.backend import run
-    from cellspec.solver.asp.compile import compile_rules
-    from cellspec.solver.instance import build_instance
-
     inst = build_instance(cell, layout)
     rules = list(cell.rules)
     if layout.order is None:  # as check(): order rules need an order
@@ -152,9 +155,6 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
 
 
 def _disjuncts_of(cell: Cell, rules: list[Rule]) -> dict[str, tuple[Disjunct, ...]]:
-    from cellspec.core.geometry import U
-    from cellspec.solver.asp.compile import compile_rules
-
     eps = int(cell.epsilon / U)
     op = cell.default_gripper.opening
     prog = compile_rules(tuple(rules), eps, int(op / U) if op is not None else None,
@@ -169,10 +169,6 @@ def _disjuncts_of(cell: Cell, rules: list[Rule]) -> dict[str, tuple[Disjunct, ..
 def cover_file(path: str, pattern: str | None = None, timeout: float | None = None
                ) -> tuple[list[dict], list[Diagnostic]]:
     """Run one file's tests for coverage: per rule evaluation, one record per test."""
-    from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
-    from cellspec.solver.verify import check
-    from cellspec.testing.runner import _selected, evaluate, layout_of_test
-
     p = Path(path)
     shown = display_path(p)
     try:
@@ -217,8 +213,6 @@ def _cover_args(args: tuple[str, str | None, float | None]):
 def run_coverage(paths: list[str], pattern: str | None = None, workers: int = 1,
                  timeout: float | None = None) -> tuple[CoverageReport, list[Diagnostic]]:
     """Coverage of every rule the tests under ``paths`` load (deterministic order)."""
-    from cellspec.testing.runner import collect
-
     jobs = [(str(f), pattern, timeout) for f in collect(paths)]
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs), os.cpu_count() or 1)) as ex:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import threading
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -16,11 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
+from cellspec.batch.cluster import dask_client
+from cellspec.batch.stream import dask_map
+from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.extras import require_extra
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
+from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
 from cellspec.solver.result import Verdict, Violation
+from cellspec.solver.verify import check
 
 
 @dataclass(frozen=True)
@@ -161,8 +169,6 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
                     timeout: float | None = None) -> tuple[str, dict]:
     """`robust T` / `not robust T`: prove (Z3) or refute that the verdict survives every
     x/y placement error up to T; ``unknown`` fails the test."""
-    from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
-
     tol = float(test.robust)  # type: ignore[arg-type]
     r = prove_robust(cell, layout, tol, timeout=timeout or DEFAULT_TIMEOUT)
     want = "robust" if test.robust_expected else "not robust"
@@ -182,8 +188,6 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
 
 
 def _unordered(rule) -> bool:
-    from cellspec.core import ir
-
     chain, _ = ir.top_foralls(rule.body) if rule else ([], None)
     return any(q.unordered for q in chain)
 
@@ -194,10 +198,6 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     """Run the tests of one file; bad input comes back as diagnostics, never raised.
     ``text``: the file's content when the caller has it (an editor's unsaved buffer);
     ``on_result`` is called with each result as it completes (progress)."""
-    import time
-
-    from cellspec.solver.verify import check
-
     p = Path(path)
     shown = display_path(p)
     try:
@@ -219,6 +219,8 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
         t0 = time.perf_counter()
         try:
             if test.plan_path is not None:  # a RoCo plan checked in the twin
+                require_extra("twin", verb=f"test ({tid} checks a plan in the twin)")
+                # lazy: the twin extra (pybullet), through cellspec.robots
                 from cellspec.robots.roco import evaluate_plan_test
 
                 status, det = evaluate_plan_test(cell, test)
@@ -279,9 +281,6 @@ def _run_on_dask(scheduler: str, files: list[Path], pattern: str | None,
                  timeout: float | None, connect_timeout: float) -> list:
     """Each file's tests as one task on a Dask cluster, results in file order. Workers read
     the files at the same absolute paths and name them as seen from this directory."""
-    from cellspec.batch.cluster import dask_client
-    from cellspec.batch.stream import dask_map
-
     cwd = os.getcwd()
     jobs = [(str(f.resolve()), display_path(f), pattern, timeout) for f in files]
 
@@ -321,8 +320,6 @@ def run_files_at(cwd: str, jobs: list[tuple]) -> list[tuple[list[TestResult], li
 
 def junit_xml(report: RunReport, timings: bool = False) -> str:
     """JUnit XML (one testsuite per file) for CI dashboards."""
-    import xml.etree.ElementTree as ET
-
     root = ET.Element("testsuites", name="cellspec", tests=str(len(report.results)),
                       failures=str(report.failed), errors=str(len(report.errors)))
     by_file: dict[str, list[TestResult]] = {}

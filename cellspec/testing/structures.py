@@ -31,12 +31,14 @@ a small cube and a block, all of the cube's density, 800 kg/m^3). Families:
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from cellspec.dsl.parser import load_cell
 from cellspec.layout import Layout, layout_from_obj
 
 DENSITY = 800.0  # kg/m^3: the station's cube, 0.1 kg for 0.05 m
@@ -94,10 +96,6 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
 def load_cell_variant(*, margin: float | None = None, import_stability: bool = False):
     """:func:`cell_text` loaded as a Cell (written to a temporary ``physics_agreement.cell``:
     a cell that imports needs a file)."""
-    import tempfile
-
-    from cellspec.dsl.parser import load_cell
-
     with tempfile.TemporaryDirectory(prefix="cellspec-structures-") as d:
         path = Path(d) / "physics_agreement.cell"
         path.write_text(cell_text(margin=margin, import_stability=import_stability),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from ortools.graph.python import linear_sum_assignment
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
@@ -72,8 +73,6 @@ def hungarian(cost: np.ndarray, allowed: np.ndarray, unmatched: float) -> list[t
     The square (n+m) problem: row i -> column j at its cost, row i -> its own dummy column,
     and dummy row j -> column j, both at ``unmatched``; dummy rows to dummy columns cost 0.
     """
-    from ortools.graph.python import linear_sum_assignment
-
     n, m = cost.shape
     if n == 0 or m == 0:
         return []

@@ -303,7 +303,8 @@ def _bad(path: str, msg: str) -> CellspecError:
     return CellspecError(Diagnostic(path, 0, 0, msg))
 
 
-def open_world(path: str | os.PathLike[str], *, create: bool = False,
+# complexity: every refusal of a corrupt or foreign file, in order
+def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C901
                cell: str | None = None, check: bool = True) -> World:
     """Open (or, with ``create``, make) a world database, refusing corrupt or foreign files.
 

@@ -110,7 +110,8 @@ def read_json(path: str, what: str = "file") -> Any:
         raise CellspecError(f"{path}: the {what} JSON is nested too deeply") from None
 
 
-def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...],
+# complexity: validates every field of a state file in one place, one message each
+def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...],  # noqa: C901
                     part_sizes: dict[str, tuple[float, float, float]] | None = None) -> State:
     """Validate a state file (see docs/world.md); relations are derived when not given."""
     if not isinstance(obj, dict):

@@ -206,7 +206,8 @@ def _limits(limits: list[Phrase], c: Cell) -> float | None:
     return out
 
 
-def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],
+# complexity: one case per structure kind and phrase of the command grammar
+def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa: C901
                command: str) -> Struct:
     ph = list(f.phrases)
     kind = f.kind or f.weak

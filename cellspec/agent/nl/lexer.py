@@ -19,6 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from rapidfuzz import fuzz, process
+
 from cellspec.agent.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
@@ -162,7 +164,8 @@ def _singular(w: str, known: Any) -> str | None:
     return None
 
 
-def tokenize(command: str, notes: list[str]) -> list[Tok]:
+# complexity: one pass over the words with a case per lexicon rule
+def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
     """Lexicon tokens of ``command`` (see the module docstring); ``notes`` gets the
     visible assumptions. TranslateError names an unknown word with a suggestion."""
     lx = lexicon()
@@ -290,8 +293,6 @@ def understood(toks: list[Tok]) -> str:
 
 def unknown_message(unknown: list[tuple[str, int]], toks: list[Tok], nwords: int) -> str:
     """'did not understand X (column C); did you mean Y?' for each unknown word."""
-    from rapidfuzz import fuzz, process
-
     lx = lexicon()
     bits = []
     for w, col in unknown[:5]:

@@ -19,6 +19,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput
+
 from cellspec.agent.base import TranslateError
 from cellspec.agent.nl.lexer import Tok, understood
 
@@ -69,8 +72,6 @@ class Parsed:
 
 @lru_cache(maxsize=1)
 def _parser() -> Any:
-    from lark import Lark
-
     text = resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8")
     return Lark(text, parser="lalr", lexer="basic")
 
@@ -78,9 +79,6 @@ def _parser() -> Any:
 def parse_tokens(toks: list[Tok], command: str) -> Parsed:
     """The phrases of ``toks`` grouped into frames (TranslateError when they do not parse,
     naming the words and what was understood)."""
-    from lark import Token, Tree
-    from lark.exceptions import UnexpectedInput
-
     stream, starts = [], {}
     pos = 0
     for k, t in enumerate(toks):

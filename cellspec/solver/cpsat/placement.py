@@ -28,7 +28,8 @@ def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
 class _Geo:
     """The CP-SAT model of the geometric rules."""
 
-    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,
+    # complexity: builds the whole CP-SAT placement model, one constraint family per rule kind
+    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,  # noqa: C901
                  keep_shape: bool = False, grip_clear: bool = False,
                  rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
                  must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,

@@ -295,7 +295,9 @@ def _report(layout: Layout, clusters: list[Cluster], sols: list[_Sol]) -> tuple[
                              proved=s.proved) for c, s in zip(clusters, sols, strict=True))
 
 
-def repair(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
+# complexity: one pipeline (clusters, move bounds, widening, re-verification); split later
+def repair(cell: Cell, layout: Layout, *,  # noqa: C901
+           time_limit: float = DEFAULT_TIME_LIMIT,
            blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
            keep_shape: bool = False, decompose: bool = True,
            progress: Callable[[str], None] | None = None,
