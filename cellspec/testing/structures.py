@@ -53,7 +53,7 @@ PART_TYPES: dict[str, tuple[float, float, float]] = {
     "plate": (0.20, 0.15, 0.02),
 }
 CX, CY = 0.45, 0.275  # the structures' centre: the middle of the station's workspace
-STATION = Path(__file__).resolve().parent.parent / "rules" / "cells" / "dual_arm_station.cell"
+STATION = Path(__file__).resolve().parents[2] / "rules" / "cells" / "dual_arm_station.cell"
 
 
 @dataclass(frozen=True)
