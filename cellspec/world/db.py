@@ -375,6 +375,10 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
+        if not exists and ("locked" in str(exc) or "busy" in str(exc)):
+            # SQLite can refuse the WAL switch at once (no busy wait) while another process
+            # is creating the same file: that process won the race
+            raise _bad(shown, RACE_MSG) from None
         if "locked" in str(exc) or "busy" in str(exc):
             raise _bad(shown, "the world database is locked by another writer (tried for "
                        f"{BUSY_S:g} s); nothing was changed") from None
