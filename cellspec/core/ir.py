@@ -29,7 +29,8 @@ SYMBOL_ATTRS: dict[str, str] = {"type": "part type name", "gripper": "vacuum or 
 
 # Built-in relations: argument kinds. "part" is a part variable, "zone" a keep-out
 # name, `workspace` or a keep-out variable, "surface_or_part" a surface name or a
-# part variable, "length" a constant in metres, "axis" x or y.
+# part variable, "length" a constant in metres, "axis" x or y, "robot" a robot name or
+# a robot variable (`forall r in robot`, language version 2).
 RELATIONS: dict[str, tuple[str, ...]] = {
     "contact": ("part", "part"),
     "overlaps": ("part", "part"),
@@ -44,6 +45,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "grounded": ("part",),
     "stable": ("part",),
     "placed_stable": ("part",),
+    "reachable": ("part", "robot"),
 }
 RELATION_DOCS: dict[str, str] = {
     "contact": "boxes touch or overlap: on every axis the gap is at most eps",
@@ -65,6 +67,15 @@ RELATION_DOCS: dict[str, str] = {
     "part resting on nothing is gravity's to report (cellspec/solver/stability.py)",
     "placed_stable": "placed_stable(p): when p is placed (the layout's order), the structure it "
     "joins stands as stable() defines, with the margin: every stage of construction",
+    "reachable": "reachable(p, r): p's grasp point (the centre of its top face) is within "
+    "robot r's declared reach of its base (straight-line distance) and inside r's "
+    "`reachable` box when the cell declares one; a robot with neither reaches everywhere",
+}
+# what the quantifier domains range over (`forall v in DOMAIN`; parts without `in`)
+DOMAIN_DOCS: dict[str, str] = {
+    "part": "the layout's parts (`forall p:`, `forall p in TYPE:` for one part type)",
+    "keepout": "the cell's keep-out zones (`forall k in keepout:`)",
+    "robot": "the cell's robots (`forall r in robot:`, language version 2)",
 }
 PAIR_RELATIONS = frozenset({"contact", "overlaps", "supports", "near", "flanks"})
 COLUMN_RELATIONS = frozenset({"above"})
@@ -179,7 +190,8 @@ class Or(Node):
 
 @dataclass(frozen=True)
 class Quant(Node):
-    """forall/exists over parts (domain "part") or keep-out zones (domain "keepout")."""
+    """forall/exists over parts (domain "part"), keep-out zones ("keepout") or robots
+    ("robot")."""
 
     kind: str
     vars: tuple[str, ...]
@@ -243,6 +255,39 @@ def top_foralls(node: Node) -> tuple[list[Quant], Node]:
 
 
 def top_domains(node: Node) -> dict[str, str]:
-    """Outer forall variables mapped to their domain ("part" or "keepout"), in order."""
+    """Outer forall variables mapped to their domain ("part", "keepout" or "robot"), in
+    order."""
     chain, _ = top_foralls(node)
     return {v: q.domain for q in chain for v in q.vars}
+
+
+def rename(node: Node, names: dict[str, str]) -> Node:
+    """The tree with variables renamed by ``names`` (free and bound alike): a predicate's
+    parameters become the arguments of its use, clashing bound variables fresh names."""
+    def v(x: str) -> str:
+        return names.get(x, x)
+
+    if isinstance(node, Cmp):
+        return Cmp(node.op, Lin(tuple((Attr(v(a.var), a.attr), c) for a, c in node.expr.terms),
+                                node.expr.const))
+    if isinstance(node, SymEq):
+        return SymEq(v(node.var), node.attr, node.value, node.equal)
+    if isinstance(node, Rel):
+        return Rel(node.name, tuple(VarArg(v(a.name)) if isinstance(a, VarArg) else a
+                                    for a in node.args))
+    if isinstance(node, Not):
+        return Not(rename(node.operand, names))
+    if isinstance(node, And | Or):
+        return type(node)(tuple(rename(o, names) for o in node.ops))
+    if isinstance(node, Quant):
+        return Quant(node.kind, tuple(v(x) for x in node.vars), node.domain, node.unordered,
+                     rename(node.body, names))
+    if isinstance(node, CountCmp):
+        return CountCmp(tuple(v(x) for x in node.vars), node.domain, node.unordered,
+                        rename(node.body, names), node.op, node.n)
+    return node
+
+
+def bound_vars(node: Node) -> set[str]:
+    """Every variable a quantifier or count of the tree binds."""
+    return {x for n in walk(node) if isinstance(n, Quant | CountCmp) for x in n.vars}

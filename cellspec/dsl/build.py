@@ -22,6 +22,7 @@ from cellspec.core.errors import CellspecError, DiagnosticSink
 from cellspec.core.geometry import halfspace_u
 from cellspec.dsl.cases import build_test
 from cellspec.dsl.cellblock import CellItems
+from cellspec.dsl.defs import Definitions
 from cellspec.dsl.load import STDLIB, SourceFile, path_key, stdlib_path
 from cellspec.dsl.lower import lower_rule
 from cellspec.dsl.model import Cell, Gripper, HalfSpaceZone, Rule, Source, TestCase
@@ -32,13 +33,14 @@ STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off
 
 
 def halfspace_zone(half: Any, name: str, length: Any, source: Source,
-                   what: str | None = None) -> HalfSpaceZone:
+                   what: str | None = None, number: Any = Fraction) -> HalfSpaceZone:
     """The zone of a parsed half-space ``[k] axis (+|- [k] axis)* op rhs`` (``length`` reads
-    the rhs in the file's units). ValueError, with the message for the user naming ``what``,
-    when it has no x, y or z term or is too fine for exact 32-bit integers."""
+    the rhs in the file's units, ``number`` a coefficient). ValueError, with the message for
+    the user naming ``what``, when it has no x, y or z term or is too fine for exact 32-bit
+    integers."""
     coef = {"x": Fraction(0), "y": Fraction(0), "z": Fraction(0)}
     for sign, t in zip(["+", *half.signs], half.terms, strict=True):
-        k = Fraction(t.coef) if t.coef else Fraction(1)
+        k = number(t.coef) if t.coef else Fraction(1)
         coef[t.axis] += -k if sign == "-" else k
     if all(k == 0 for k in coef.values()):
         raise ValueError(f"{what or 'the zone'} has no x, y or z term")
@@ -63,6 +65,9 @@ class CellBuilder:
         self.order = order
         self.sink = sink
         self.cur: SourceFile | None = None
+        self.defs: Definitions | None = None  # consts and predicates (language version 2)
+        # predicate expansions under way, innermost last: (name, defined at, used at)
+        self.expanding: list[tuple[str, Source, Source]] = []
 
     # -- helpers -------------------------------------------------------------
     def src(self, obj: Any) -> Source:
@@ -71,8 +76,11 @@ class CellBuilder:
         return Source(file=self.cur.shown if self.cur else "", line=loc["line"], col=loc["col"])
 
     def err(self, obj: Any, msg: str) -> None:
-        """Report a problem at a textX object of the current file."""
+        """Report a problem at a textX object of the current file (inside a predicate's
+        expansion: at the definition, naming the use)."""
         s = self.src(obj)
+        for name, defined, used in reversed(self.expanding):
+            msg = f"in predicate '{name}' defined at {defined}, used at {used}: {msg}"
         self.sink.add(s.file, s.line, s.col, msg)
 
     def error_count(self) -> int:
@@ -101,13 +109,22 @@ class CellBuilder:
         """The length scale of the current file (1/1000 for `units mm`)."""
         return self.cur.scale if self.cur else Fraction(1)
 
-    def n(self, text: str) -> Fraction:
-        """A number of the current file, lengths in metres."""
-        return Fraction(text) * self.scale
+    def n(self, text: str, obj: Any = None) -> Fraction:
+        """A number of the current file (a literal or a const, written at ``obj``) read as
+        a length, in metres."""
+        if self.defs is None:
+            return Fraction(text) * self.scale
+        return self.defs.length(text, obj)
+
+    def num(self, text: str, obj: Any = None) -> Fraction:
+        """A plain number of the current file (a factor, mass or angle), const resolved."""
+        if self.defs is None:
+            return Fraction(text)
+        return self.defs.number(text, obj)
 
     def length(self, obj: Any, text: str) -> Fraction:
         """A cell length; absurd magnitudes are an error (they would overflow the grid)."""
-        v = self.n(text)
+        v = self.n(text, obj)
         if abs(v) > MAX_CELL_COORD_M:
             self.err(obj, f"{text} is absurd for a cell (at most {MAX_CELL_COORD_M} m)")
         return v
@@ -139,8 +156,13 @@ class CellBuilder:
                 self.err(st, f"a second cell '{st.name}': '{first[1].name}' is already defined "
                          f"at {first[0].shown}:{loc['line']}:{loc['col']}")
         cf, cst = own[0] if own else cells[0]
+        self.defs = Definitions(self)
         self.cur = cf
         cell_parts = self.build_cell(cst)
+        self.defs.check_cell_names({*(z.name for z in cell_parts["keepouts"]),
+                                    *(s.name for s in cell_parts["surfaces"]),
+                                    *(r.name for r in cell_parts["robots"]),
+                                    *cell_parts["part_types"]})
         rules: list[Rule] = []
         seen: dict[str, Rule] = {}
         stdlib_files = {path_key(stdlib_path(name)) for name in STDLIB}
@@ -198,12 +220,12 @@ class CellBuilder:
 
     def vec(self, v: Any) -> tuple[Fraction, Fraction, Fraction]:
         """A parsed (x, y, z) in the current file's units, as metres."""
-        return (self.n(v.x), self.n(v.y), self.n(v.z))
+        return (self.n(v.x, v), self.n(v.y, v), self.n(v.z, v))
 
     def gripper(self, g: Any) -> Gripper:
         """A parsed gripper, checked."""
-        opening = self.n(g.opening) if g.opening else None
-        depth = self.n(g.depth) if g.depth else None
+        opening = self.n(g.opening, g) if g.opening else None
+        depth = self.n(g.depth, g) if g.depth else None
         if g.kind == "vacuum" and (opening is not None or depth is not None):
             self.err(g, "a vacuum gripper has no opening or finger depth")
         if opening is not None and opening <= 0:
@@ -215,8 +237,9 @@ class CellBuilder:
     def halfspace(self, item: Any) -> HalfSpaceZone | None:
         """The half-space keep-out of ``item``, or None after reporting why not."""
         try:
-            return halfspace_zone(item.half, item.name, self.n, self.src(item),
-                                  f"keep-out '{item.name}'")
+            return halfspace_zone(item.half, item.name, lambda t: self.n(t, item.half),
+                                  self.src(item), f"keep-out '{item.name}'",
+                                  lambda t: self.num(t, item.half))
         except ValueError as exc:
             self.err(item, str(exc))
             return None

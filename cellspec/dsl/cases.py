@@ -141,7 +141,7 @@ class _TestItems:
         """``robust TOL`` or ``not robust TOL``."""
         if self.robust is not None:
             self.b.err(item, "robust is given twice")
-        self.robust = self.b.n(item.tol)
+        self.robust = self.b.n(item.tol, item)
         self.robust_expected = not item.negated
         if self.robust < 0 or self.robust > Fraction(1, 10):
             self.b.err(item, "robust tolerance must be between 0 and 0.1 m")

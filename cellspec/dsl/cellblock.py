@@ -102,7 +102,7 @@ class CellItems:
         if any(s <= 0 for s in size):
             b.err(item, f"part type '{item.name}' needs a positive size on every axis")
             return
-        mass = Fraction(item.mass) if item.mass else None
+        mass = b.num(item.mass, item) if item.mass else None
         if mass is not None and mass <= 0:
             b.err(item, f"part type '{item.name}' needs a positive mass")
         elif mass is not None and mass > MAX_PART_MASS_KG:
@@ -116,12 +116,12 @@ class CellItems:
         """``robot NAME MODEL at (x, y, z) [yaw D] [reach R] gripper ...``."""
         b = self.b
         g = b.gripper(item.gripper)
-        reach = b.n(item.reach) if item.reach else None
+        reach = b.n(item.reach, item) if item.reach else None
         if reach is not None and reach <= 0:
             b.err(item, f"robot '{item.name}' needs a positive reach")
         if self.claim(item, item.name, "robot"):
             self.robots.append(Robot(name=item.name, model=item.model, base=b.vec(item.base),
-                                     yaw_deg=Fraction(item.yaw) if item.yaw else Fraction(0),
+                                     yaw_deg=b.num(item.yaw, item) if item.yaw else Fraction(0),
                                      reach=reach, gripper=g, source=b.src(item)))
 
     def default_gripper(self, item: Any) -> None:
@@ -161,7 +161,7 @@ class CellItems:
         b = self.b
         if self.friction is not None:
             b.err(item, "friction is given twice")
-        self.friction = Fraction(item.mu)
+        self.friction = self.b.num(item.mu, item)
         if self.friction <= 0:
             b.err(item, "friction must be positive: with frictionless contacts "
                   "nothing resists the smallest sideways push (e.g. friction 0.3)")
@@ -189,7 +189,7 @@ class CellItems:
         b = self.b
         if self.eps is not None:
             b.err(item, "tolerance contact is given twice")
-        self.eps = b.n(item.eps)
+        self.eps = b.n(item.eps, item)
         if self.eps < 0:
             b.err(item, "tolerance contact must not be negative")
 

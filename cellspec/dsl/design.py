@@ -20,6 +20,7 @@ from textx import get_location
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
 from cellspec.dsl.build import halfspace_zone
+from cellspec.dsl.defs import NUMBER
 from cellspec.dsl.load import display_path, parse_text, path_key, read_rule_file
 from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone
 
@@ -168,7 +169,11 @@ class _DesignBuilder:
         s = self.src(obj)
         self.sink.add(s.file, s.line, s.col, msg)
 
-    def n(self, text: str) -> Fraction:
+    def n(self, text: str, obj: Any = None) -> Fraction:
+        if not NUMBER.fullmatch(text):  # the shared Range reads a const name; designs do not
+            self.err(obj, f"'{text}': a design takes numbers, not consts (constants of "
+                     "language version 2 are usable in rules, cells and tests)")
+            return Fraction(0)
         return Fraction(text) * self.scale
 
     def design(self, st: Any) -> DesignSpec:
@@ -193,7 +198,7 @@ class _DesignBuilder:
     def ranges(self, rs: Any) -> tuple[tuple[str, Fraction, Fraction], ...]:
         out: dict[str, tuple[Fraction, Fraction]] = {}
         for r in rs:
-            lo, hi = self.n(r.lo), self.n(r.hi)
+            lo, hi = self.n(r.lo, r), self.n(r.hi, r)
             if r.axis in out:
                 self.err(r, f"axis {r.axis} is given twice")
             elif lo >= hi:
@@ -330,7 +335,8 @@ class _DesignBuilder:
 
     def halfspace(self, c: Any, name: str, s: Source) -> HalfSpaceZone | None:
         try:
-            return halfspace_zone(c.half, name, self.n, s)
+            return halfspace_zone(c.half, name, lambda t: self.n(t, c), s,
+                                  number=lambda t: self.n(t, c) / self.scale)
         except ValueError as exc:
             self.err(c, str(exc))
             return None

@@ -92,6 +92,22 @@ class _AttrSymT:
 
 
 @dataclass(frozen=True)
+class _ConstLin(ir.Lin):
+    """A const used in an expression: a length (``const``, metres) that also remembers the
+    number as written (``raw``), which is what it means as a factor or a count."""
+
+    raw: Fraction = Fraction(0)
+
+    def scale(self, k: Fraction) -> ir.Lin:
+        return _ConstLin((), self.const * k, self.raw * k)
+
+
+def _plain(t: ir.Lin, unit: Fraction) -> Fraction:
+    """A constant term as a plain number (a factor or a count)."""
+    return t.raw if isinstance(t, _ConstLin) else t.const / unit
+
+
+@dataclass(frozen=True)
 class _CountT:
     vars: tuple[str, ...]
     domain: str
@@ -107,6 +123,9 @@ class _ExprCtx:
         self.cell = cell
         self.zones = {z.name for z in cell["keepouts"]}
         self.surfaces = {s.name for s in cell["surfaces"]}
+        self.robots = {r.name for r in cell["robots"]}
+        self.consts = b.defs.consts if b.defs is not None else {}
+        self.predicates = b.defs.predicates if b.defs is not None else {}
 
     def err(self, obj: Any, msg: str) -> None:
         self.b.err(obj, msg)
@@ -171,8 +190,13 @@ class _ExprCtx:
             if v in scope:
                 self.err(qv, f"variable '{v}' is already bound by an enclosing quantifier")
                 ok = False
-            if v in self.zones or v in self.surfaces or v in ("workspace", "x", "y", "z"):
+            if v in self.zones or v in self.surfaces or v in self.robots or \
+                    v in ("workspace", "x", "y", "z"):
                 self.err(qv, f"variable '{v}' shadows a name of the cell; pick another name")
+                ok = False
+            elif v in self.consts or v in self.predicates:
+                what = "const" if v in self.consts else "predicate"
+                self.err(qv, f"variable '{v}' shadows the {what} {v}; pick another name")
                 ok = False
         if len(set(names)) != len(names):
             self.err(qv, "a quantifier binds the same variable twice")
@@ -182,15 +206,15 @@ class _ExprCtx:
             ok = False
         domain, tfilter = "part", None
         if qv.domain:
-            if qv.domain == "keepout":
-                domain = "keepout"
+            if qv.domain in ("keepout", "robot"):
+                domain = qv.domain
                 if qv.unordered:
                     self.err(qv, "unordered pairs range over parts only")
                     ok = False
             elif qv.domain in self.cell["part_types"]:
                 tfilter = qv.domain
             else:
-                known = ", ".join(["keepout", *sorted(self.cell["part_types"])])
+                known = ", ".join(["keepout", "robot", *sorted(self.cell["part_types"])])
                 self.err(qv, f"unknown domain '{qv.domain}' (known: {known})")
                 ok = False
         return (names, domain, bool(qv.unordered), tfilter) if ok else None
@@ -231,7 +255,7 @@ class _ExprCtx:
         if isinstance(right, _CountT) and not isinstance(left, _CountT):
             left, right, op = right, left, flip[op]
         if isinstance(left, _CountT):
-            raw = right.const / self._unit() if isinstance(right, ir.Lin) and right.is_const \
+            raw = _plain(right, self._unit()) if isinstance(right, ir.Lin) and right.is_const \
                 else None
             if raw is None or raw.denominator != 1:
                 self.err(node, "count(...) can only be compared with a whole number")
@@ -294,9 +318,9 @@ class _ExprCtx:
             if acc is None:
                 acc = t
             elif acc.is_const:
-                acc = t.scale(acc.const / self._unit())
+                acc = t.scale(_plain(acc, self._unit()))
             elif t.is_const:
-                acc = acc.scale(t.const / self._unit())
+                acc = acc.scale(_plain(t, self._unit()))
             else:
                 self.err(node, "multiplication needs a constant factor (the rules stay "
                          "linear)")
@@ -318,7 +342,8 @@ class _ExprCtx:
             self.err(node, f"unknown variable '{node.var}'")
             return None
         if scope[node.var] != "part":
-            self.err(node, f"'{node.var}' is a keep-out zone; attributes belong to parts")
+            what = "a robot" if scope[node.var] == "robot" else "a keep-out zone"
+            self.err(node, f"'{node.var}' is {what}; attributes belong to parts")
             return None
         attr = ".".join(node.path)
         if attr in ir.NUMERIC_ATTRS:
@@ -334,7 +359,17 @@ class _ExprCtx:
             self.err(node, f"'{node.name}' is a {scope[node.name]} variable, not a value; "
                      f"use an attribute such as {node.name}.x")
             return None
+        if node.name in self.consts:
+            return self._const(node.name, node)
         return _SymT(node.name, node)
+
+    def _const(self, name: str, node: Any) -> ir.Lin | None:
+        """A const as a term: its length in metres, remembering the number as written."""
+        assert self.b.defs is not None
+        c = self.b.defs.const(name, node)
+        if c is None:
+            return None
+        return _ConstLin((), c.metres, c.raw)
 
     def _paren(self, node: Any, scope: dict[str, str]):
         inner = self._unwrap(node.expr)
@@ -384,6 +419,8 @@ class _ExprCtx:
 
     def call(self, node: Any, scope: dict[str, str]) -> ir.Node | None:
         name = node.name
+        if name in self.predicates and name not in ir.RELATIONS:
+            return self.expand(node, scope)
         if name not in ir.RELATIONS:
             known = ", ".join(sorted(ir.RELATIONS))
             self.err(node, f"unknown relation '{name}' (built-in relations: {known})")
@@ -423,17 +460,75 @@ class _ExprCtx:
                              "variable")
                     return None
             elif kind == "length":
-                if acls != "NumLit":
+                if acls == "Ref" and aname in self.consts and aname not in scope:
+                    c = self._const(aname, a)
+                    if c is None:
+                        return None
+                    d = c.const
+                elif acls != "NumLit":
                     self.err(a, f"the distance of {name} must be a number")
                     return None
-                d = self.b.n(a.value)
+                else:
+                    d = self.b.n(a.value)
                 if d < 0:
                     self.err(a, f"the distance of {name} must not be negative")
                     return None
                 args.append(ir.NumArg(d))
+            elif kind == "robot":
+                if acls == "Ref" and scope.get(aname) == "robot":
+                    args.append(ir.VarArg(aname))
+                elif acls == "Ref" and aname in self.robots and aname not in scope:
+                    args.append(ir.NameArg(aname))
+                else:
+                    known = ", ".join(sorted(self.robots)) or "none defined"
+                    self.err(a, f"argument of {name} must be a robot (robots: {known}) or a "
+                             "robot variable (forall r in robot)")
+                    return None
             elif kind == "axis":
                 if acls != "Ref" or aname not in ("x", "y"):
                     self.err(a, f"the axis of {name} must be x or y")
                     return None
                 args.append(ir.NameArg(aname))
         return ir.Rel(name, tuple(args))
+
+    def expand(self, node: Any, scope: dict[str, str]) -> ir.Node | None:
+        """A predicate's use: its body lowered with the parameters bound to the arguments'
+        domains, then renamed to the arguments (bound variables that would clash get
+        fresh names). Errors inside name the definition and this use."""
+        assert self.b.defs is not None
+        pred = self.predicates[node.name]
+        if not self.b.defs.visible(pred, node):
+            return None
+        if len(node.args) != len(pred.params):
+            self.err(node, f"predicate '{pred.name}' (defined at {pred.source}) takes "
+                     f"{len(pred.params)} argument(s), got {len(node.args)}")
+            return None
+        inner: dict[str, str] = {}
+        names: dict[str, str] = {}
+        for k, (param, a) in enumerate(zip(pred.params, node.args, strict=True), 1):
+            aname = getattr(a, "name", None)
+            if type(a).__name__ != "Ref" or aname not in scope:
+                self.err(a, f"argument {k} of predicate '{pred.name}' must be a variable (of "
+                         "a part, a keep-out zone or a robot)")
+                return None
+            inner[param] = scope[aname]
+            names[param] = aname
+        used = self.b.src(node)
+        f = self.b.files[pred.file]
+        self.b.expanding.append((pred.name, pred.source, used))
+        try:
+            with self.b.in_file(f):
+                body = self.boolean(pred.body, inner)
+        finally:
+            self.b.expanding.pop()
+        if body is None:
+            return None
+        taken = set(scope) | set(names.values())
+        for v in sorted(ir.bound_vars(body)):
+            if v in taken:
+                k = 1
+                while f"{v}_{k}" in taken or f"{v}_{k}" in ir.bound_vars(body):
+                    k += 1
+                names[v] = f"{v}_{k}"
+                taken.add(names[v])
+        return ir.rename(body, names)

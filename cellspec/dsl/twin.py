@@ -68,7 +68,7 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
         elif kind == "TrajectoryEpsilon":
             if eps is not None:
                 b.err(item, "trajectory epsilon is given twice")
-            eps = Fraction(item.eps)
+            eps = b.num(item.eps, item)
             if not 0 < eps <= 1:  # beyond 1 rad the trajectory check would check nothing
                 b.err(item, "trajectory epsilon must be positive and at most 1 (radians)")
         elif kind == "Home":
@@ -78,7 +78,7 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
             elif item.robot in homes:
                 b.err(item, f"home of robot '{item.robot}' is given twice")
             else:
-                homes[item.robot] = tuple(Fraction(q) for q in item.q)
+                homes[item.robot] = tuple(b.num(q, item) for q in item.q)
                 home_sources[item.robot] = b.src(item)
         elif kind == "SharedZone":
             if shared is not None:
