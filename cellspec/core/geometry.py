@@ -194,6 +194,46 @@ def inside_half(a: np.ndarray, h: HalfSpaceU, eps: int) -> np.ndarray:
     return hi - slack <= h.rhs
 
 
+@dataclass(frozen=True)
+class ReachU:
+    """What ``reachable(p, r)`` reads of a robot: its base (U, rounded to the grid), its
+    declared reach squared in (2U)^2 (exact, rounded down: the grasp point is on the 2U
+    grid) or None, and its ``reachable`` box (U) or None."""
+
+    base: tuple[int, int, int]
+    reach2: int | None
+    lo: tuple[int, int, int] | None = None
+    hi: tuple[int, int, int] | None = None
+
+
+def reach_u(base_m: Any, reach_m: Fraction | None, box_m: Any = None) -> ReachU:
+    """A robot's reach on the integer grid (``box_m``: (lo, hi) in metres, or None)."""
+    r2 = None
+    if reach_m is not None:
+        r2 = math.floor((2 * to_u(reach_m)) ** 2)
+    lo = hi = None
+    if box_m is not None:
+        lo = tuple(to_u_int(v) for v in box_m[0])
+        hi = tuple(to_u_int(v) for v in box_m[1])
+    return ReachU(tuple(to_u_int(v) for v in base_m), r2, lo, hi)  # type: ignore[arg-type]
+
+
+def reachable(a: np.ndarray, r: ReachU) -> np.ndarray:
+    """Each box's grasp point (its top-face centre) is within the robot's reach of its base
+    (straight-line distance) and inside its reach box, when it declares them."""
+    gx = a[..., 0] + a[..., 1]  # 2U: the centre in x and y, twice the top in z
+    gy = a[..., 2] + a[..., 3]
+    gz = 2 * a[..., 5]
+    ok = np.ones(a.shape[:-1], dtype=bool)
+    if r.reach2 is not None:
+        dx, dy, dz = gx - 2 * r.base[0], gy - 2 * r.base[1], gz - 2 * r.base[2]
+        ok &= dx * dx + dy * dy + dz * dz <= r.reach2
+    if r.lo is not None and r.hi is not None:
+        for k, c in enumerate((gx, gy, gz)):
+            ok &= (c >= 2 * r.lo[k]) & (c <= 2 * r.hi[k])
+    return ok
+
+
 def on_surface(a: np.ndarray, z: int, eps: int) -> np.ndarray:
     """The box's bottom is within eps of the surface height z."""
     return np.abs(a[..., 4] - z) <= eps

@@ -459,37 +459,47 @@ class _ExprCtx:
                     self.err(a, f"argument of {name} must be a zone ({known}) or a keep-out "
                              "variable")
                     return None
-            elif kind == "length":
-                if acls == "Ref" and aname in self.consts and aname not in scope:
-                    c = self._const(aname, a)
-                    if c is None:
-                        return None
-                    d = c.const
-                elif acls != "NumLit":
-                    self.err(a, f"the distance of {name} must be a number")
+            elif kind in ("length", "robot"):
+                arg = (self._length_arg if kind == "length" else self._robot_arg)(name, a, scope)
+                if arg is None:
                     return None
-                else:
-                    d = self.b.n(a.value)
-                if d < 0:
-                    self.err(a, f"the distance of {name} must not be negative")
-                    return None
-                args.append(ir.NumArg(d))
-            elif kind == "robot":
-                if acls == "Ref" and scope.get(aname) == "robot":
-                    args.append(ir.VarArg(aname))
-                elif acls == "Ref" and aname in self.robots and aname not in scope:
-                    args.append(ir.NameArg(aname))
-                else:
-                    known = ", ".join(sorted(self.robots)) or "none defined"
-                    self.err(a, f"argument of {name} must be a robot (robots: {known}) or a "
-                             "robot variable (forall r in robot)")
-                    return None
+                args.append(arg)
             elif kind == "axis":
                 if acls != "Ref" or aname not in ("x", "y"):
                     self.err(a, f"the axis of {name} must be x or y")
                     return None
                 args.append(ir.NameArg(aname))
         return ir.Rel(name, tuple(args))
+
+    def _length_arg(self, name: str, a: Any, scope: dict[str, str]) -> ir.Arg | None:
+        """A distance argument: a number or a const, not negative."""
+        aname = getattr(a, "name", None)
+        if type(a).__name__ == "Ref" and aname in self.consts and aname not in scope:
+            c = self._const(aname, a)
+            if c is None:
+                return None
+            d = c.const
+        elif type(a).__name__ != "NumLit":
+            self.err(a, f"the distance of {name} must be a number")
+            return None
+        else:
+            d = self.b.n(a.value)
+        if d < 0:
+            self.err(a, f"the distance of {name} must not be negative")
+            return None
+        return ir.NumArg(d)
+
+    def _robot_arg(self, name: str, a: Any, scope: dict[str, str]) -> ir.Arg | None:
+        """A robot argument: a robot variable or a robot of the cell."""
+        aname = getattr(a, "name", None)
+        if type(a).__name__ == "Ref" and scope.get(aname) == "robot":
+            return ir.VarArg(aname)
+        if type(a).__name__ == "Ref" and aname in self.robots and aname not in scope:
+            return ir.NameArg(aname)
+        known = ", ".join(sorted(self.robots)) or "none defined"
+        self.err(a, f"argument of {name} must be a robot (robots: {known}) or a robot "
+                 "variable (forall r in robot)")
+        return None
 
     def expand(self, node: Any, scope: dict[str, str]) -> ir.Node | None:
         """A predicate's use: its body lowered with the parameters bound to the arguments'

@@ -47,6 +47,8 @@ class Instance:
     friction: Fraction | None = None  # the cell's friction coefficient; for stable(p)
     stability_margin: Fraction | None = None  # m, the cell's `stability margin`; for stable(p)
     default_gripper: str = "parallel"  # the cell's default gripper kind (the ASP encoding)
+    robots: tuple[str, ...] = ()  # the cell's robots, in order (`forall r in robot`)
+    reach: dict[str, g.ReachU] | None = None  # robot -> its reach (reachable(p, r))
 
     @property
     def n(self) -> int:
@@ -69,6 +71,17 @@ class CellU:
     opening: int | None  # parallel gripper opening, U
     depth: int | None  # parallel finger depth, U
     notes: tuple[str, ...]
+    robots: tuple[str, ...] = ()
+    reach: dict[str, g.ReachU] | None = None
+
+
+def robots_u(cell: Cell) -> dict[str, g.ReachU]:
+    """Each robot's base, reach and reach box on the integer grid (reachable(p, r))."""
+    out = {}
+    for r in cell.robots:
+        box = cell.twin.reach_boxes.get(r.name) if cell.twin is not None else None
+        out[r.name] = g.reach_u(r.base, r.reach, (box.lo, box.hi) if box is not None else None)
+    return out
 
 
 def cell_u(cell: Cell) -> CellU:
@@ -95,6 +108,8 @@ def cell_u(cell: Cell) -> CellU:
         opening=g.to_u_int(grip.opening) if grip.opening is not None else None,
         depth=g.to_u_int(grip.depth) if grip.depth is not None else None,
         notes=tuple(notes),
+        robots=tuple(r.name for r in cell.robots),
+        reach=robots_u(cell),
     )
 
 
@@ -142,6 +157,8 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         friction=getattr(cell, "friction", None),
         stability_margin=getattr(cell, "stability_margin", None),
         default_gripper=default,
+        robots=cu.robots,
+        reach=cu.reach,
     )
 
 

@@ -98,6 +98,15 @@ class Reference:
             self._zone[key] = m
         return m
 
+    def reach(self, robot: str) -> np.ndarray:
+        """reachable(p, robot) for every part (the numpy kernel, cellspec/core/geometry.py)."""
+        key = ("reachable", robot)
+        m = self._zone.get(key)
+        if m is None:
+            m = g.reachable(self.B, (self.inst.reach or {})[robot])
+            self._zone[key] = m
+        return m
+
     def attr(self, a: str) -> np.ndarray:
         v = self._attr.get(a)
         if v is None:
@@ -137,8 +146,9 @@ class Reference:
 
     def bindings(self, vars_: tuple[str, ...], domain: str, unordered: bool, used: set[str],
                  env: dict[str, object]) -> Iterator[dict[str, object]]:
-        if domain == "keepout":
-            for combo in itertools.product(self.inst.keepouts, repeat=len(vars_)):
+        if domain in ("keepout", "robot"):
+            names = self.inst.keepouts if domain == "keepout" else self.inst.robots
+            for combo in itertools.product(names, repeat=len(vars_)):
                 yield dict(zip(vars_, combo, strict=True))
             return
         exclude = {env[v] for v in used if v in env and self.domains.get(v) == "part"}
@@ -177,6 +187,9 @@ class Reference:
         if name == "grounded":
             return any(bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
                        for z in self.inst.surfaces.values())
+        if name == "reachable":
+            robot = args[1] if isinstance(args[1], str) else args[1].name
+            return bool(self.reach(robot)[args[0]])
         if name == "stable":
             return bool(stability.instance_stable(self.inst)[args[0]])
         if name == "placed_stable":

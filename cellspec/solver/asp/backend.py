@@ -55,7 +55,8 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces")
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces",
+           "reach")
 
 
 def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
@@ -111,6 +112,11 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
                 else:
                     m = (g.inside_half if rel == "inside" else g.intersects_half)(boxes, z, eps)
                 out.append(_unary(f'{rel}({{}},"{zname}")', m))
+        elif name == "reach":  # reachable(p, r): the grasp point within the robot's reach
+            out.append("#defined reachable/2.")
+            for rname in inst.robots:
+                m = g.reachable(boxes, (inst.reach or {})[rname])
+                out.append(_unary(f'reachable({{}},"{rname}")', m))
         elif name == "surfaces":
             out.append("#defined on_surface/2. #defined grounded/1.")
             any_s = np.zeros(len(boxes), dtype=bool)
@@ -186,6 +192,9 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
             out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
+    out.append("#defined robot/1.")
+    for name in inst.robots:
+        out.append(f'robot("{name}").')
     if prog.stable:  # static equilibrium, decided by an LP (cellspec/solver/stability.py)
         mask = stability.instance_stable(inst)
         if perm is not None:

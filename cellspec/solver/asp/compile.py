@@ -89,7 +89,7 @@ class _Compiler:
         self.opening = opening
 
     def var(self, name: str) -> str:
-        return ("P_" if self.domains.get(name, "part") == "part" else "K_") + name
+        return {"part": "P_", "robot": "R_"}.get(self.domains.get(name, "part"), "K_") + name
 
     # NNF/DNF -----------------------------------------------------------------
     def dnf(self, node: ir.Node, positive: bool, scope: tuple[str, ...]) -> list[list[Lit]]:
@@ -190,7 +190,9 @@ class _Compiler:
             used |= self.lit_vars(lit)
         dom: list[str] = []
         for v in sorted(used):
-            if self.domains.get(v, "part") != "part":
+            if self.domains.get(v, "part") == "robot":
+                dom.append(f"robot({self.var(v)})")
+            elif self.domains.get(v, "part") != "part":
                 dom.append(f"keepout({self.var(v)})")  # always: zones include the workspace
             elif v not in bound:
                 dom.append(f"part({self.var(v)})")
@@ -316,6 +318,11 @@ class _Compiler:
         if r.name == "grounded":
             self.prog.parts.add(("surfaces",))
             return f"{neg}grounded({vs[0]})", names, set(), []
+        if r.name == "reachable":  # facts decided by the numpy kernel (geometry.reachable)
+            self.prog.parts.add(("reach",))
+            rob = r.args[1]
+            rt = vs[1] if isinstance(rob, ir.VarArg) else f'"{rob.name}"'  # type: ignore[union-attr]
+            return f"{neg}reachable({vs[0]},{rt})", names, set(), []
         if r.name == "stable":  # facts computed by cellspec/solver/stability.py
             self.prog.stable = True
             return f"{neg}stable({vs[0]})", names, set(), []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cellspec.core import ir
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
@@ -16,6 +17,20 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_BINDINGS = 5_000_000
 # relations decided by the stability LP, which Z3 does not encode
 STABILITY_RELATIONS = frozenset({"stable", "placed_stable"})
+# relations Z3 decides for fixed positions only (robust and lint move the parts)
+FIXED_ONLY_RELATIONS = frozenset({"reachable"})
+
+
+def moving_refusal(rules: list[Rule], what: str) -> str | None:
+    """The ``unsupported`` reason naming every rule that ``what`` (a check that moves the
+    parts) cannot decide, or None when it decides them all."""
+    bad = [r for r in rules if ir.uses_relation(r.body, FIXED_ONLY_RELATIONS)]
+    if not bad:
+        return None
+    named = ", ".join(f"'{r.name}' ({r.source})" for r in bad)
+    return (f"unsupported: {what} cannot decide rule {named}: it uses reachable(p, r), whose "
+            "distance to the robot's base is not linear in the parts' positions (check the "
+            "layout itself with `cellspec check`)")
 
 
 def timeout_ms(timeout: float | None) -> int:

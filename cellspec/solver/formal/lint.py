@@ -17,6 +17,7 @@ from cellspec.solver.formal.common import (
     DEFAULT_MAX_BINDINGS,
     STABILITY_RELATIONS,
     deletion_mus,
+    moving_refusal,
     seeded_solver,
     timeout_ms,
     var_name,
@@ -109,6 +110,10 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     # the stability rules need the LP, which Z3 does not encode: lint is about the others
     rules = [r for r in cell.rules if not ir.uses_relation(r.body, STABILITY_RELATIONS)]
     check_fragment(rules)
+    refused = moving_refusal(rules, "lint (which lets every part move)")
+    if refused:
+        return LintReport(status="unknown", reason=refused, seconds=time.perf_counter() - t0,
+                          cell=cell.name, part_set=part_set)
     prob, bounds, single = _free_problem(cell, part_set)
     builder = Builder(bounds)
     base = {"cell": cell.name, "part_set": part_set}

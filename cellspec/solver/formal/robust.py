@@ -48,6 +48,7 @@ from cellspec.solver.formal.common import (
     DEFAULT_TIMEOUT,
     STABILITY_RELATIONS,
     error_rules,
+    moving_refusal,
     seeded_solver,
     timeout_ms,
     var_name,
@@ -127,6 +128,10 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     stab_rules = [r for r in rules if ir.uses_relation(r.body, STABILITY_RELATIONS)]
     rules = [r for r in rules if r not in stab_rules]
     check_fragment(rules)
+    refused = moving_refusal(rules, "the robustness proof")
+    if refused:
+        return RobustResult(status=Status.UNKNOWN, reason=refused, notes=tuple(notes),
+                            seconds=time.perf_counter() - t0, **base)
     if stab_rules:
         why = _stability_not_robust(inst, steps, nominal, stab_rules)
         if why:

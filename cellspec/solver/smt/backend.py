@@ -27,7 +27,7 @@ from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, cell_fi
 # the relations this backend encodes (geometry.py semantics); anything else, e.g. a
 # relation computed by another solver such as stable(p), is refused by name
 RELATIONS = frozenset({"contact", "overlaps", "supports", "above", "on", "near", "inside",
-                       "intersects", "before", "flanks", "grounded"})
+                       "intersects", "before", "flanks", "grounded", "reachable"})
 FEATURES = frozenset({"forall", "exists", "count", "linear arithmetic", "type", "gripper",
                       *RELATIONS})
 

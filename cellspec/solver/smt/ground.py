@@ -22,6 +22,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
+
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.dsl.model import Rule
@@ -67,13 +69,19 @@ class Problem:
     before: object  # callable (i, j) -> formula
     neighbours: list | None = None  # list of sets, or None: every part is a neighbour
     presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
+    robots: tuple[str, ...] = ()  # the cell's robots (`forall r in robot`)
+    reach: dict | None = None  # robot -> geometry.ReachU (reachable(p, r))
+
+    def names(self, domain: str) -> tuple[str, ...]:
+        """The members of a named domain: the keep-out zones or the robots."""
+        return self.robots if domain == "robot" else self.keepouts
 
 
 def cell_fields(src) -> dict:  # noqa: ANN001 (an Instance or a CellU)
     """The cell's constants of a Problem (eps, zones, keep-outs, surfaces, gripper sizes),
     taken from an Instance or from :func:`cellspec.solver.instance.cell_u`."""
     return {k: getattr(src, k) for k in ("eps", "zones", "keepouts", "surfaces", "opening",
-                                         "depth")}
+                                         "depth", "robots", "reach")}
 
 
 def pair_margin(rules, boxes, eps: int, opening: int | None, depth: int | None) -> int:
@@ -186,6 +194,16 @@ class Grounder:
             return b.cmp(add(lo_e, const(slack - z.rhs)), ">=")
         return b.cmp(add(hi_e, const(-slack - z.rhs)), "<=")
 
+    def reachable(self, i: int, robot: str):
+        """reachable(p, r) of a part at a fixed position, decided by the numpy kernel; a
+        part that may move (robust, lint) is refused: the distance is not linear."""
+        c = self.p.corners[i]
+        if any(x[1] for x in c):
+            raise NotInFragment("relation reachable needs fixed positions (its distance to "
+                                "the robot's base is not linear in a displacement)")
+        box = np.array([[x[0] for x in c]], dtype=np.int64)
+        return bool(g.reachable(box, (self.p.reach or {})[robot])[0])
+
     def on_surface(self, i: int, z: int):
         b, e = self.b, self.p.eps
         c0 = self.p.corners[i][4]
@@ -266,6 +284,8 @@ class Grounder:
             return self.on_surface(args[0], self.p.surfaces[args[1].name])
         if name == "grounded":
             return self.b.or_(self.on_surface(args[0], z) for z in self.p.surfaces.values())
+        if name == "reachable":
+            return self.reachable(args[0], args[1] if isinstance(args[1], str) else args[1].name)
         raise NotInFragment(f"relation {name} is not supported by the Z3 backend")
 
     # quantifiers ---------------------------------------------------------------------------
@@ -301,7 +321,7 @@ class Grounder:
         return [k for k in range(lo, self.p.n) if k not in s and k not in excl_anchor]
 
     def quant(self, node: ir.Quant, env: dict):
-        if node.domain == "keepout":
+        if node.domain in ("keepout", "robot"):
             return self._quant_zones(node, env)
         for v in node.vars:
             self.domains[v] = "part"
@@ -309,9 +329,9 @@ class Grounder:
 
     def _quant_zones(self, node: ir.Quant, env: dict):
         for v in node.vars:
-            self.domains[v] = "keepout"
+            self.domains[v] = node.domain
         fs = []
-        for combo in itertools.product(self.p.keepouts, repeat=len(node.vars)):
+        for combo in itertools.product(self.p.names(node.domain), repeat=len(node.vars)):
             self._tick()
             fs.append(self.holds(node.body, {**env, **dict(zip(node.vars, combo, strict=True))}))
         return self.b.or_(fs) if node.kind == "exists" else self.b.and_(fs)
@@ -368,11 +388,11 @@ class Grounder:
     def count_items(self, vars_, domain, unordered, body, env, taken, prev) -> list:
         """(formula, weight) pairs whose weights sum to the count."""
         b = self.b
-        if domain == "keepout":
+        if domain in ("keepout", "robot"):
             for v in vars_:
-                self.domains[v] = "keepout"
+                self.domains[v] = domain
             out = []
-            for combo in itertools.product(self.p.keepouts, repeat=len(vars_)):
+            for combo in itertools.product(self.p.names(domain), repeat=len(vars_)):
                 self._tick()
                 out.append((self.holds(body, {**env, **dict(zip(vars_, combo, strict=True))}), 1))
             return out
@@ -446,8 +466,8 @@ class Grounder:
                     out.append((tuple(env[v] for v in order), f))
                 return
             v, dom, unordered, gi = flat[k]
-            if dom == "keepout":
-                for z in self.p.keepouts:
+            if dom in ("keepout", "robot"):
+                for z in self.p.names(dom):
                     self._tick()
                     rec(k + 1, {**env, v: z}, prev)
                 return
