@@ -62,9 +62,12 @@ KEYWORDS = frozenset(
     "import cell rule test forall exists in and or not implies severity expect pass fail "
     "only layout order at size true false count design".split()
 )
-_TOP = frozenset({"import", "cell", "rule", "test", "design", "commit", "diagnose"})
+_TOP = frozenset({"import", "cell", "rule", "test", "design", "commit", "diagnose", "const",
+                  "predicate"})
 # statements with a header, a colon and an expression body (world.tx adds commit, diagnose)
-_RULE_LIKE = frozenset({"rule", "commit", "diagnose"})
+_RULE_LIKE = frozenset({"rule", "commit", "diagnose", "predicate"})
+# statements written one per line with no blank line between neighbours of the same kind
+_GROUPED = frozenset({"import", "const"})
 _CELL_ITEMS = frozenset(
     {"units", "workspace", "surface", "part", "robot", "default", "keepout", "tolerance",
      "friction", "supply", "trajectory", "home", "shared", "reachable", "panel", "object",
@@ -267,7 +270,7 @@ class _Emitter:
                     blank = 1 if t.nl >= 2 else 0
                 else:
                     next_stmt = nt.text if nt is not None else None
-                    blank = 0 if self.prev_stmt == next_stmt == "import" else 1
+                    blank = 0 if self.prev_stmt == next_stmt in _GROUPED else 1
                 self._newline(0, blank)
                 self.stmt = None
                 self._put(t.text)
@@ -299,7 +302,7 @@ class _Emitter:
             elif self.after_top_comment:
                 blank = 1 if t.nl >= 2 else 0
             else:
-                blank = 0 if self.prev_stmt == text == "import" else 1
+                blank = 0 if self.prev_stmt == text in _GROUPED else 1
             self._newline(0, blank)
             self.stmt = self.prev_stmt = text
             self.after_top_comment = False
@@ -342,8 +345,9 @@ class _Emitter:
             if raw_indent:
                 self.cur = " " * raw_indent
 
-        glue_before = text in (",", ")", "]", ".", "=")
-        glue_after = text in ("(", "[", ".", "=")
+        spaced = text == "=" and self.stmt == "const"  # `const W = 0.05`
+        glue_before = text in (",", ")", "]", ".", "=") and not spaced
+        glue_after = text in ("(", "[", ".", "=") and not spaced
         if text in ("(", "["):
             self.depth += 1
         elif text in (")", "]"):

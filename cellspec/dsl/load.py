@@ -70,7 +70,8 @@ def read_rule_file(path: Path) -> str:
             from None
 
 
-_STATEMENT_START = re.compile(r"^(import|cell|rule|test|design|commit|diagnose)\b", re.M)
+_STATEMENT_START = re.compile(r"^(import|cell|rule|test|design|commit|diagnose|const|predicate)\b",
+                              re.M)
 
 
 def parse_text(text: str, shown: str) -> Any:

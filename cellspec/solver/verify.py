@@ -110,6 +110,7 @@ ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
     "overlaps": frozenset({"overlaps"}),
     "supports": frozenset({"supports", "on", "stable"}),
     "workspace": frozenset({"inside"}),
+    "reachable": frozenset({"reachable"}),
 }
 
 
@@ -170,4 +171,10 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     for k in diff[:limit]:
         out.append(f"rounding to the 0.1 mm grid decides whether {inst.ids[k]} is inside the "
                    "workspace")
+    for robot, reach in sorted((inst.reach or {}).items()):
+        diff = np.nonzero(g.reachable(inst.boxes, reach) != g.reachable(exact, reach))[0]
+        if len(diff) and "reachable" not in changed:
+            changed.append("reachable")
+        for k in diff[:limit]:
+            out.append(f"rounding to the 0.1 mm grid decides reachable({inst.ids[k]}, {robot})")
     return out[: 3 * limit]
