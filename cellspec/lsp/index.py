@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cellspec.core.ir import NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
+from cellspec.core.ir import DOMAIN_DOCS, NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
 from cellspec.dsl.parser import STDLIB, display_path, stdlib_path
 
 MAX_INDEX_BYTES = 8 * 1024 * 1024  # larger documents get no index (the CLI refuses them too)
@@ -22,7 +22,8 @@ MAX_IMPORT_DEPTH = 16
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _WORD = re.compile(NAME)
 _MASK = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
-_STATEMENT = re.compile(r"^[ \t]*(import|cell|rule|test|design|commit|diagnose)\b", re.M)
+_STATEMENT = re.compile(r"^[ \t]*(import|cell|rule|test|design|commit|diagnose|const|predicate)\b",
+                        re.M)
 _ITEMS = {
     "part": re.compile(rf"^[ \t]*part[ \t]+({NAME})", re.M),
     "robot": re.compile(rf"^[ \t]*robot[ \t]+({NAME})", re.M),
@@ -46,12 +47,18 @@ KEYWORD_DOCS: dict[str, str] = {
     "test": "`test NAME { layout ... order (...) expect pass | expect fail RULE(parts) ... "
     "[only] }`: a regression test run by `cellspec test`",
     "forall": "`forall p: ...` over parts; `forall p, q:` ordered distinct pairs; "
-    "`forall {p, q}:` unordered pairs; `forall p in TYPE:`; `forall k in keepout:`",
+    "`forall {p, q}:` unordered pairs; `forall p in TYPE:`; `forall k in keepout:`; "
+    "`forall r in robot:`",
     "exists": "`exists q: ...`: some part (other than the outer parts the body mentions)",
     "count": "`count(q: ...) >= N`: how many bindings satisfy the body",
     "implies": "`a implies b`: not a, or b (right-associative)",
     "and": "both hold", "or": "either holds", "not": "negation",
-    "in": "restricts a quantifier to a part type or to `keepout` zones",
+    "in": "restricts a quantifier: " + "; ".join(DOMAIN_DOCS.values()),
+    "const": "`const NAME = NUMBER` (language version 2): a number in this file's units, "
+    "usable wherever a number is allowed in rules, cells and tests, and in the files that "
+    "import this one",
+    "predicate": "`predicate NAME(p, q) : EXPR` (language version 2): a named condition, "
+    "expanded where it is used (`forall p: NAME(p, p)`); it may not call itself",
     "severity": "`severity warning` reports the rule without failing the verdict",
     "expect": "`expect pass` or `expect fail RULE(parts...) ...`: the verdict the test expects",
     "pass": "the layout must have no error violation",
@@ -341,7 +348,7 @@ def here(idx: DocIndex, line: int, char: int) -> Here | None:
                 var = path_m.group(1) if path_m else ""
                 sub = path_m.group(2).lstrip(".") if path_m else ""
                 return Here(f"{sub}.{w}" if sub else w, line, m.start(), m.end(), "attr", var)
-            if after.startswith("(") and w not in KEYWORD_DOCS:
+            if after.startswith("(") and (w not in KEYWORD_DOCS or w in RELATIONS):
                 return Here(w, line, m.start(), m.end(), "call")
             if w in KEYWORD_DOCS and not after.startswith("."):
                 return Here(w, line, m.start(), m.end(), "keyword")
@@ -363,7 +370,8 @@ KIND_WORDS = {"rule": "rule", "test": "test", "cell": "cell", "part": "part type
               "robot": "robot", "keepout": "keep-out zone", "surface": "surface",
               "supply": "supply area", "panel": "panel", "force": "force threshold",
               "design": "design", "commit": "commit condition", "diagnose": "diagnosis rule",
-              "import": "import", "inline": "test part"}
+              "import": "import", "inline": "test part", "const": "const",
+              "predicate": "predicate"}
 
 
 def hover(ws: Workspace, idx: DocIndex, line: int, char: int) -> tuple[str, Here] | None:
@@ -386,6 +394,8 @@ def hover(ws: Workspace, idx: DocIndex, line: int, char: int) -> tuple[str, Here
     if h.context == "call" and h.word in RELATIONS:
         args = ", ".join(RELATIONS[h.word])
         return f"**relation** `{h.word}({args})`\n\n{RELATION_DOCS.get(h.word, '')}", h
+    if h.word in DOMAIN_DOCS and re.search(r"\bin\s*$", idx.lines[line][:h.start]):
+        return f"**domain** `{h.word}`: {DOMAIN_DOCS[h.word]}", h  # `forall r in robot`
     if h.context == "keyword" and not ws.find(idx, h.word):
         return f"**{h.word}**: {KEYWORD_DOCS[h.word]}", h
     syms = ws.find(idx, h.word, None)
@@ -469,12 +479,13 @@ def completions(ws: Workspace, idx: DocIndex, line: int, char: int
         out += [(r, "rule", "rule") for r in rules]
     if re.search(rf"\bin\s+({NAME})?$", before):
         out += [(s.name, "part", "part type") for s in syms if s.kind == "part"]
-        out.append(("keepout", "keyword", "the cell's keep-out zones"))
+        out.append(("keepout", "keyword", DOMAIN_DOCS["keepout"]))
+        out.append(("robot", "keyword", DOMAIN_DOCS["robot"]))
         return _dedupe(out)
     out += [(k, "keyword", KEYWORD_DOCS[k]) for k in KEYWORDS]
     out += [(r, "relation", f"{r}({', '.join(a)})") for r, a in RELATIONS.items()]
     kinds = {"part": "part type", "robot": "robot", "keepout": "keep-out zone",
-             "surface": "surface"}
+             "surface": "surface", "const": "const", "predicate": "predicate"}
     out += [(s.name, s.kind, kinds[s.kind]) for s in syms if s.kind in kinds]
     if not in_expect:
         out += [(r, "rule", "rule") for r in rules]

@@ -40,14 +40,17 @@ _SYMBOL_KINDS = {"cell": T.SymbolKind.Module, "rule": T.SymbolKind.Function,
                  "robot": T.SymbolKind.Object, "keepout": T.SymbolKind.Constant,
                  "surface": T.SymbolKind.Constant, "supply": T.SymbolKind.Constant,
                  "panel": T.SymbolKind.Constant, "force": T.SymbolKind.Constant,
-                 "inline": T.SymbolKind.Variable}
+                 "inline": T.SymbolKind.Variable, "const": T.SymbolKind.Constant,
+                 "predicate": T.SymbolKind.Function}
 _COMPLETION_KINDS = {"keyword": T.CompletionItemKind.Keyword,
                      "relation": T.CompletionItemKind.Function,
                      "attribute": T.CompletionItemKind.Field,
                      "rule": T.CompletionItemKind.Reference, "part": T.CompletionItemKind.Struct,
                      "robot": T.CompletionItemKind.Value,
                      "keepout": T.CompletionItemKind.Constant,
-                     "surface": T.CompletionItemKind.Constant}
+                     "surface": T.CompletionItemKind.Constant,
+                     "const": T.CompletionItemKind.Constant,
+                     "predicate": T.CompletionItemKind.Function}
 
 
 class CellServer(LanguageServer):
