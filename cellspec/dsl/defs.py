@@ -74,6 +74,8 @@ class Definitions:
         self.consts: dict[str, Const] = {}
         self.predicates: dict[str, Predicate] = {}
         self._sees: dict[Path, set[Path]] = {}
+        self.refused: set[str] = set()
+        self._reported: set[tuple[str, int, int, str]] = set()
         for key in b.order:
             self._collect(b.files[key])
         self._refuse_recursion()
@@ -135,6 +137,7 @@ class Definitions:
                                 "itself, directly or through another")
         for name in bad:
             del self.predicates[name]
+        self.refused = bad  # their uses are not expanded (the definition is the error)
 
     @staticmethod
     def _cycle(start: str, calls: dict[str, list[str]]) -> list[str] | None:
@@ -186,11 +189,19 @@ class Definitions:
     def const(self, name: str, obj: Any) -> Const | None:
         """The const ``name`` as seen from ``obj`` (None after reporting why not)."""
         c = self.consts.get(name)
+        src = self.b.src(obj)
+        key = (src.file, src.line, src.col, name)
+        if key in self._reported:  # e.g. the three coordinates of one (x, y, z)
+            return None
         if c is None:
+            self._reported.add(key)
             known = ", ".join(sorted(self.consts)) or "none defined"
             self.b.err(obj, f"'{name}' is not a number or a known const (consts: {known})")
             return None
-        return c if self.visible(c, obj) else None
+        if not self.visible(c, obj):
+            self._reported.add(key)
+            return None
+        return c
 
     def length(self, text: str, obj: Any) -> Fraction:
         """A number of the current file read as a length in metres (0 after an error)."""

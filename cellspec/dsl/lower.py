@@ -126,6 +126,14 @@ class _ExprCtx:
         self.robots = {r.name for r in cell["robots"]}
         self.consts = b.defs.consts if b.defs is not None else {}
         self.predicates = b.defs.predicates if b.defs is not None else {}
+        # inside a predicate's expansion: parameters given a name (a robot, a zone, a
+        # surface) rather than a variable, mapped to that name
+        self.alias: dict[str, str] = {}
+
+    def name_of(self, node: Any) -> str | None:
+        """The name a Ref (or argument) spells, a predicate parameter's alias resolved."""
+        name = getattr(node, "name", None)
+        return self.alias.get(name, name) if name is not None else None
 
     def err(self, obj: Any, msg: str) -> None:
         self.b.err(obj, msg)
@@ -266,6 +274,12 @@ class _ExprCtx:
                          f"are compared exactly up to {MAX_COUNT_CONST} (32-bit integers)")
                 return None
             return ir.CountCmp(left.vars, left.domain, left.unordered, left.body, op, n)
+        for side, other in ((left, right), (right, left)):
+            if isinstance(side, _SymT) and isinstance(other, ir.Lin):
+                known = ", ".join(sorted(self.consts)) or "none defined"
+                self.err(side.obj, f"'{side.name}' is not a number, a const or an attribute "
+                         f"(consts: {known})")
+                return None
         self.err(node, "these two sides cannot be compared (a length with a name, or a "
                  "condition with a number)")
         return None
@@ -421,6 +435,8 @@ class _ExprCtx:
         name = node.name
         if name in self.predicates and name not in ir.RELATIONS:
             return self.expand(node, scope)
+        if self.b.defs is not None and name in self.b.defs.refused:
+            return None  # a recursive predicate: reported at its definition
         if name not in ir.RELATIONS:
             known = ", ".join(sorted(ir.RELATIONS))
             self.err(node, f"unknown relation '{name}' (built-in relations: {known})")
@@ -432,7 +448,7 @@ class _ExprCtx:
         args: list[ir.Arg] = []
         for kind, a in zip(sig, node.args, strict=True):
             acls = type(a).__name__
-            aname = getattr(a, "name", None)
+            aname = self.name_of(a)
             if kind == "part":
                 if acls != "Ref" or scope.get(aname) != "part":
                     self.err(a, f"argument of {name} must be a part variable")
@@ -473,7 +489,7 @@ class _ExprCtx:
 
     def _length_arg(self, name: str, a: Any, scope: dict[str, str]) -> ir.Arg | None:
         """A distance argument: a number or a const, not negative."""
-        aname = getattr(a, "name", None)
+        aname = self.name_of(a)
         if type(a).__name__ == "Ref" and aname in self.consts and aname not in scope:
             c = self._const(aname, a)
             if c is None:
@@ -491,7 +507,7 @@ class _ExprCtx:
 
     def _robot_arg(self, name: str, a: Any, scope: dict[str, str]) -> ir.Arg | None:
         """A robot argument: a robot variable or a robot of the cell."""
-        aname = getattr(a, "name", None)
+        aname = self.name_of(a)
         if type(a).__name__ == "Ref" and scope.get(aname) == "robot":
             return ir.VarArg(aname)
         if type(a).__name__ == "Ref" and aname in self.robots and aname not in scope:
@@ -515,21 +531,29 @@ class _ExprCtx:
             return None
         inner: dict[str, str] = {}
         names: dict[str, str] = {}
+        alias: dict[str, str] = {}
+        fixed = self.robots | self.zones | self.surfaces | {"workspace"}
         for k, (param, a) in enumerate(zip(pred.params, node.args, strict=True), 1):
-            aname = getattr(a, "name", None)
-            if type(a).__name__ != "Ref" or aname not in scope:
+            aname = self.name_of(a)
+            if type(a).__name__ == "Ref" and aname in scope:
+                inner[param] = scope[aname]
+                names[param] = aname
+            elif type(a).__name__ == "Ref" and aname in fixed:
+                alias[param] = aname  # a robot, zone or surface of the cell, by name
+            else:
                 self.err(a, f"argument {k} of predicate '{pred.name}' must be a variable (of "
-                         "a part, a keep-out zone or a robot)")
+                         "a part, a keep-out zone or a robot) or a robot, zone or surface "
+                         "of the cell")
                 return None
-            inner[param] = scope[aname]
-            names[param] = aname
         used = self.b.src(node)
         f = self.b.files[pred.file]
         self.b.expanding.append((pred.name, pred.source, used))
+        was, self.alias = self.alias, alias
         try:
             with self.b.in_file(f):
                 body = self.boolean(pred.body, inner)
         finally:
+            self.alias = was
             self.b.expanding.pop()
         if body is None:
             return None
