@@ -58,6 +58,23 @@ def test_z3_agrees_features(features_cell, case):
     _compare(features_cell, to_obj(parts, order), naive=len(parts) <= 3)
 
 
+@pytest.fixture(scope="module")
+def robots_cell():
+    import cellspec
+    from test_differential import ROBOTS
+
+    return cellspec.load_cell(str(ROBOTS))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(layouts())
+def test_z3_agrees_robots(robots_cell, case):
+    """Language version 2 (robots, reachable, predicates): Z3, pruned and naive, meets the
+    reference (test_differential.py compares the pruned one on more layouts)."""
+    parts, order = case
+    _compare(robots_cell, to_obj(parts, order), naive=len(parts) <= 3)
+
+
 @settings(max_examples=500, **SETTINGS)
 @given(layouts(types=("cube",)))
 def test_z3_agrees_station(station_cell, case):
