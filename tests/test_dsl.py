@@ -193,3 +193,135 @@ cell c { workspace x [0, 1] y [0, 1] z [0, 1] surface table z 0
 def test_absurd_cell_coordinates_rejected(tmp_path: Path) -> None:
     errs = errors(tmp_path, "cell c { workspace x [0, 1e9] y [0, 1] z [0, 1] }\n")
     assert any("absurd" in e for e in errs)
+
+
+# --- language version 2: const and predicate errors, each at its exact file:line:col ----
+
+V2_CELL = """cell c {
+    workspace x [0, 1] y [0, 1] z [0, 1]
+    surface table z 0
+    part cube size (0.05, 0.05, 0.05)
+    keepout post box x [0.6, 0.7] y [0.4, 0.5]
+    robot arm model panda base (0, 0, 0) reach 0.5 gripper vacuum
+}
+"""  # 7 lines: what follows starts at line 8
+
+
+@pytest.mark.parametrize(("tail", "expected"), [
+    ("const W = 1\nconst W = 2", "t.cell:9:1: error: const 'W' is already defined (as a "
+     "const) at t.cell:8:1"),
+    ("const W = 1\npredicate W(p) : grounded(p)", "t.cell:9:1: error: predicate 'W' is "
+     "already defined (as a const) at t.cell:8:1"),
+    ('rule r "m" : forall p: p.x <= W\nconst W = 1', "t.cell:8:31: error: const 'W' is used "
+     "before its definition at t.cell:9:1"),
+    ('rule r "m" : forall p: p.x <= Q', "t.cell:8:31: error: 'Q' is not a number, a const or "
+     "an attribute (consts: none defined)"),
+    ("const rule = 1", "t.cell:8:1: error: const 'rule' is a keyword of the language; pick "
+     "another name"),
+    ("const robot = 1", "t.cell:8:1: error: const 'robot' is a keyword of the language; pick "
+     "another name"),
+    ("predicate contact(p) : grounded(p)", "t.cell:8:1: error: predicate 'contact' shadows "
+     "the built-in relation contact(); pick another name"),
+    ("const post = 1", "t.cell:8:1: error: const 'post' shadows a name of the cell (a zone, "
+     "surface, robot or part type); pick another name"),
+    ('const W = 1\nrule r "m" : forall W: grounded(W)', "t.cell:9:21: error: variable 'W' "
+     "shadows the const W; pick another name"),
+    ("predicate a(p) : a(p)", "t.cell:8:1: error: predicate 'a' is recursive (a -> a): "
+     "predicates are expanded at their use, so none may call itself, directly or through "
+     "another"),
+    ('predicate a(p) : b(p)\npredicate b(p) : a(p)\nrule r "m" : forall p: a(p)',
+     "t.cell:8:1: error: predicate 'a' is recursive (a -> b -> a): predicates are expanded "
+     "at their use, so none may call itself, directly or through another"),
+    ('predicate a(p) : grounded(p)\nrule r "m" : forall p: a(p, p)', "t.cell:9:24: error: "
+     "predicate 'a' (defined at t.cell:8:1) takes 1 argument(s), got 2"),
+    ('predicate a(p) : p.zz > 0\nrule r "m" : forall p: a(p)', "t.cell:8:18: error: in "
+     "predicate 'a' defined at t.cell:8:1, used at t.cell:9:24: unknown attribute 'zz'"),
+    ('predicate a(p) : p.x > 0\nrule r "m" : forall r in robot: a(r)', "t.cell:8:18: error: "
+     "in predicate 'a' defined at t.cell:8:1, used at t.cell:9:33: 'p' is a robot; "
+     "attributes belong to parts"),
+    ('rule r "m" : forall p: reachable(p, hand)', "t.cell:8:37: error: argument of reachable "
+     "must be a robot (robots: arm) or a robot variable (forall r in robot)"),
+    ('rule r "m" : forall {r, s} in robot: true', "t.cell:8:21: error: unordered pairs range "
+     "over parts only"),
+])
+def test_version2_errors_name_file_line_col(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            tail: str, expected: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    errs = errors(tmp_path, V2_CELL + tail + "\n")
+    assert any(e.startswith(expected) for e in errs), errs
+
+
+def test_const_in_the_cell_before_its_definition_and_unknown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = V2_CELL.replace("size (0.05, 0.05, 0.05)", "size (W, W, W)")
+    errs = errors(tmp_path, text + "const W = 0.05\n")
+    assert errs[0] == "t.cell:4:20: error: const 'W' is used before its definition at t.cell:8:1"
+    assert sum("before its definition" in e for e in errs) == 1  # once per (x, y, z)
+    errs = errors(tmp_path, text)
+    assert errs[0] == ("t.cell:4:20: error: 'W' is not a number or a known const (consts: "
+                       "none defined)")
+
+
+def test_const_defined_in_a_file_not_imported(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.cell").write_text("const W = 0.05\n")
+    (tmp_path / "b.cell").write_text('rule r "m" : forall p: p.x <= W\n')
+    errs = errors(tmp_path, 'import "a.cell"\nimport "b.cell"\n' + V2_CELL)
+    assert any(e.startswith("b.cell:1:31: error: const 'W' is defined at a.cell:1:1, in a file "
+                            "this one does not import") for e in errs), errs
+
+
+def test_consts_and_predicates_are_visible_through_imports(tmp_path: Path) -> None:
+    (tmp_path / "lib.cell").write_text(
+        "const W = 0.05\npredicate resting(p) : grounded(p) or exists q: supports(q, p)\n")
+    (tmp_path / "mid.cell").write_text('import "lib.cell"\n')
+    cell = load(tmp_path, 'import "mid.cell"\n' + V2_CELL.replace("(0.05, 0.05, 0.05)",
+                                                                  "(W, W, W)")
+                + 'rule r "m" : forall p: resting(p)\n')
+    assert cell.part_types["cube"].size == (Fraction(1, 20),) * 3
+    body = cell.rule("r").body.body
+    assert isinstance(body, ir.Or) and body.ops[0] == ir.Rel("grounded", (ir.VarArg("p"),))
+
+
+def test_consts_everywhere_a_number_is(tmp_path: Path) -> None:
+    cell = load(tmp_path, """const LO = 0.1
+const HI = 0.9
+const K = 2
+const T = 0.002
+cell c {
+    workspace x [LO, HI] y [0, 1] z [0, 1]
+    surface table z LO
+    part cube size (0.05, 0.05, 0.05) mass K
+    robot arm model panda base (LO, LO, 0) yaw K reach HI gripper parallel opening HI depth T
+    keepout k : K * x + y > HI
+    tolerance contact T
+}
+rule r "m" : forall p: K * p.x <= HI and count(q: near(p, q, T)) <= K
+test t {
+    layout {
+        c1 cube at (0.5, 0.5, 0.125) size (0.05, 0.05, 0.05)
+    }
+    robust T
+    expect pass
+}
+""")
+    assert cell.workspace.lo[0] == Fraction(1, 10) and cell.workspace.hi[0] == Fraction(9, 10)
+    assert cell.part_types["cube"].mass == 2 and cell.epsilon == Fraction(2, 1000)
+    assert cell.robots[0].reach == Fraction(9, 10) and cell.robots[0].yaw_deg == 2
+    assert cell.keepouts[0].coef[0] == 2 and cell.keepouts[0].rhs == Fraction(9, 10)
+    rule = cell.rule("r").body.body
+    assert rule.ops[0].expr.terms[0][1] == 2 and rule.ops[1].n == 2
+    assert cell.tests[0].robust == Fraction(2, 1000)
+
+
+def test_design_refuses_consts_clearly(tmp_path: Path) -> None:
+    from cellspec.dsl.design import load_designs
+
+    p = tmp_path / "d.cell"
+    p.write_text(CELL + "const W = 0.1\ndesign d {\n    packing(n=2, region x [0.2, W] "
+                 "y [0.2, 0.4])\n}\n")
+    with pytest.raises(CellspecError) as info:
+        load_designs(str(p))
+    assert "a design takes numbers, not consts" in str(info.value)

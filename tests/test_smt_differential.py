@@ -60,8 +60,9 @@ def test_z3_agrees_features(features_cell, case):
 
 @pytest.fixture(scope="module")
 def robots_cell():
-    import cellspec
     from test_differential import ROBOTS
+
+    import cellspec
 
     return cellspec.load_cell(str(ROBOTS))
 
