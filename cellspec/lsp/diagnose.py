@@ -19,7 +19,7 @@ MAX_LIVE_BYTES = 2 * 1024 * 1024  # past this, live diagnostics say so and stop
 _PROBE = "\ncell __lsp_probe__ { workspace x [0, 1] y [0, 1] z [0, 1] }\n"
 # a library's rules may name part types or zones of the cells that import it
 _PROBE_NOISE = re.compile(r"^unknown (domain|part type|keep-out|zone|surface)|"
-                          r"__lsp_probe__")
+                          r"__lsp_probe__|must be a robot \(robots: none defined\)")
 
 
 @dataclass(frozen=True)
