@@ -5,8 +5,11 @@ model with the original's (:func:`check_roundtrip`) before handing text back.
 
 Canonical style
 ---------------
-* Top-level statements (``import``, ``cell``, ``rule``, ``test``) start at column 1
-  and are separated by exactly one blank line; consecutive imports have none.
+* Top-level statements (``import``, ``cell``, ``rule``, ``test``, and in language
+  version 2 ``const`` and ``predicate``) start at column 1 and are separated by exactly
+  one blank line; consecutive imports, and consecutive consts, have none.
+  ``const NAME = VALUE`` has a space either side of ``=``; a predicate is laid out like a
+  rule (``predicate NAME(p, q) : EXPR``).
 * A comment on its own line stays on its own line, a comment after code stays after
   that code (one space before it). Comments are copied verbatim (only trailing
   whitespace is dropped). A top-level comment block gets one blank line before it
