@@ -407,3 +407,54 @@ async def test_survives_hostile_input(client, files: Path):
         text_document=T.TextDocumentIdentifier(uri=uri(files / "demo.cell")),
         position=T.Position(line=10_000, character=5)))
     assert h is None
+
+
+V2 = """const GAP = 0.002
+predicate resting(p) : grounded(p) or exists q: supports(q, p)
+
+cell v2 {
+    workspace x [0, 1] y [0, 1] z [0, 1]
+    surface table z 0
+    part cube size (0.05, 0.05, 0.05)
+    robot arm model panda base (0, 0, 0) reach 0.8 gripper vacuum
+}
+
+rule rest "{p} floats" : forall p: resting(p) and not near(p, p, GAP)
+rule reach "{p}" : forall p: exists r in robot: reachable(p, r)
+"""
+
+
+async def test_version2_hover_completion_and_diagnostics(client, files: Path):
+    from cellspec.core.ir import DOMAIN_DOCS, RELATION_DOCS
+
+    path = files / "v2.cell"
+    path.write_text(V2)
+    u = await open_doc(client, path)
+    assert not client.diagnostics[u]
+
+    async def hov(needle: str, offset: int = 0) -> str:
+        h = await client.text_document_hover_async(T.HoverParams(
+            text_document=T.TextDocumentIdentifier(uri=u), position=at(V2, needle, offset)))
+        assert h is not None, needle
+        return h.contents.value
+
+    assert RELATION_DOCS["reachable"] in await hov("reachable(p, r)")
+    assert DOMAIN_DOCS["robot"] in await hov("robot: reachable")
+    assert (await hov("GAP)")).startswith("**const** `GAP`")
+    assert "grounded(p) or exists q" in await hov("resting(p) and")
+    r = await client.text_document_completion_async(T.CompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=u), position=at(V2, "robot: reachable")))
+    labels = [i.label for i in r.items]
+    assert "robot" in labels and "keepout" in labels
+    r = await client.text_document_completion_async(T.CompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=u),
+        position=T.Position(line=at(V2, "rule reach").line, character=0)))
+    labels = [i.label for i in r.items]
+    for word in ("const", "predicate", "GAP", "resting", "reachable"):
+        assert word in labels
+    bad = V2.replace("const GAP = 0.002\n", "").replace("resting(p) and", "resting(p, p) and")
+    await change(client, u, bad, 2)
+    await until(client, lambda: len(client.diagnostics.get(u, [])) >= 2)
+    msgs = sorted(d.message for d in client.diagnostics[u])
+    assert any("takes 1 argument(s), got 2" in m for m in msgs), msgs
+    assert any("'GAP' is not a number or a known const" in m for m in msgs), msgs

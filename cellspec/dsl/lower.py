@@ -495,6 +495,11 @@ class _ExprCtx:
             if c is None:
                 return None
             d = c.const
+        elif type(a).__name__ == "Ref" and aname not in scope:
+            known = ", ".join(sorted(self.consts)) or "none defined"
+            self.err(a, f"the distance of {name}: '{aname}' is not a number or a known const "
+                     f"(consts: {known})")
+            return None
         elif type(a).__name__ != "NumLit":
             self.err(a, f"the distance of {name} must be a number")
             return None
