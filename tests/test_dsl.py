@@ -295,7 +295,7 @@ cell c {
     surface table z LO
     part cube size (0.05, 0.05, 0.05) mass K
     robot arm model panda base (LO, LO, 0) yaw K reach HI gripper parallel opening HI depth T
-    keepout k : K * x + y > HI
+    keepout k : 2 * x + y > HI
     tolerance contact T
 }
 rule r "m" : forall p: K * p.x <= HI and count(q: near(p, q, T)) <= K

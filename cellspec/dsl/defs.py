@@ -30,11 +30,15 @@ if TYPE_CHECKING:  # the builder owns the definitions: a run-time import would b
 
 LANGUAGE_VERSION = 2
 # words a const or predicate may not be called: the grammar's keywords, the words that
-# start a statement or an item, the quantifier domains, the axes and the workspace
+# start a statement or a cell or test item (a const may stand where an item reads a number,
+# so `opening depth` would be ambiguous), the quantifier domains, the axes, the workspace
 RESERVED = frozenset(
     "import cell rule test forall exists in and or not implies severity expect pass fail "
     "only layout order at size true false count design commit diagnose const predicate "
-    "robot keepout workspace x y z".split())
+    "robot keepout workspace x y z units surface part model base yaw reach gripper opening "
+    "depth default box tolerance friction stability margin off supply trajectory epsilon "
+    "home shared zone reachable panel object on goal force mass robust plan vacuum parallel "
+    "mm m".split())
 NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 
 
