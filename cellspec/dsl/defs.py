@@ -224,7 +224,8 @@ class Definitions:
     def check_cell_names(self, names: set[str]) -> None:
         """A definition named like a zone, surface, robot or part type of the cell is an
         error (``inside(p, NAME)`` or ``p.type == NAME`` would be ambiguous)."""
-        for d in [*self.consts.values(), *self.predicates.values()]:
+        defs: list[Const | Predicate] = [*self.consts.values(), *self.predicates.values()]
+        for d in defs:
             if d.name in names:
                 what = "const" if isinstance(d, Const) else "predicate"
                 self.b.sink.add(d.source.file, d.source.line, d.source.col,

@@ -130,10 +130,11 @@ class _ExprCtx:
         # surface) rather than a variable, mapped to that name
         self.alias: dict[str, str] = {}
 
-    def name_of(self, node: Any) -> str | None:
-        """The name a Ref (or argument) spells, a predicate parameter's alias resolved."""
+    def name_of(self, node: Any) -> str:
+        """The name a Ref (or argument) spells, a predicate parameter's alias resolved ("" for
+        an argument that is no name)."""
         name = getattr(node, "name", None)
-        return self.alias.get(name, name) if name is not None else None
+        return self.alias.get(name, name) if isinstance(name, str) else ""
 
     def err(self, obj: Any, msg: str) -> None:
         self.b.err(obj, msg)
