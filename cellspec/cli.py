@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="no progress bars (they are drawn on stderr, only on a "
                             "terminal)" + (" and no PASS lines" if sp.prog.endswith(" test")
                                            else ""))
+        sp.add_argument("--urdf-path", action="append", metavar="DIR", default=None,
+                        help="where `package://` meshes of a robot's own URDF are looked up "
+                        "(repeatable; before $CELLSPEC_URDF_PATH and the URDF's folders)")
     p.set_defaults(_root=p)  # `cellspec completion` walks the whole parser
     return p
 
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "verbose", False):  # the verb's worker process inherits it
         os.environ["CELLSPEC_DEBUG"] = "1"
+    if getattr(args, "urdf_path", None):  # read by cellspec.dsl.urdf (workers inherit it)
+        old = os.environ.get("CELLSPEC_URDF_PATH", "")
+        os.environ["CELLSPEC_URDF_PATH"] = os.pathsep.join(
+            [os.path.abspath(d) for d in args.urdf_path] + ([old] if old else []))
     try:
         return args.func(args)
     except CellspecError as exc:

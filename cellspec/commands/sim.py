@@ -141,15 +141,16 @@ def run(a: argparse.Namespace) -> int:
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
+    from cellspec.robots.custom import spec_of
     from cellspec.robots.execute import parse_faults
-    from cellspec.robots.models import check_models, robot_spec
+    from cellspec.robots.models import check_models
     from cellspec.robots.sim import compare_single, simulate
 
     _check_options(a)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     check_models(cell)
-    dofs = {r.name: robot_spec(r.model).dof for r in cell.robots}
+    dofs = {r.name: spec_of(r).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)
     steps = _steps(a.plan) if a.plan else None
 

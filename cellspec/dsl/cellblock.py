@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.dsl.model import Box, BoxZone, Gripper, PartType, Robot, Surface, Zone
 from cellspec.dsl.twin import TWIN_ITEMS, build_twin
+from cellspec.dsl.urdf import UrdfChain, reach_bound, read_chain
 
 if TYPE_CHECKING:  # the builder creates CellItems: a run-time import would be a cycle
     from cellspec.dsl.build import CellBuilder
@@ -119,10 +122,39 @@ class CellItems:
         reach = b.n(item.reach, item) if item.reach else None
         if reach is not None and reach <= 0:
             b.err(item, f"robot '{item.name}' needs a positive reach")
+        model, urdf, tcp, offset = item.model, None, None, None
+        if item.urdf:
+            chain = self._urdf(item, g)
+            if chain is None:
+                return
+            model, urdf, tcp = f"urdf:{Path(chain.path).name}", chain.path, chain.tcp
+            offset = b.vec(item.offset) if item.offset else None
+            if reach is None:  # derived from the chain (dsl/urdf.py: an upper bound)
+                extra = float(sum(v * v for v in offset) ** 0.5) if offset else 0.0
+                bound = reach_bound(chain, g.kind, float(g.depth or Fraction(1, 50))) + extra
+                reach = Fraction(bound).limit_denominator(10**6) + Fraction(1, 10**6)
         if self.claim(item, item.name, "robot"):
-            self.robots.append(Robot(name=item.name, model=item.model, base=b.vec(item.base),
+            self.robots.append(Robot(name=item.name, model=model, base=b.vec(item.base),
                                      yaw_deg=b.num(item.yaw, item) if item.yaw else Fraction(0),
-                                     reach=reach, gripper=g, source=b.src(item)))
+                                     reach=reach, gripper=g, source=b.src(item), urdf=urdf,
+                                     tcp_link=tcp, tcp_offset=offset))
+
+    def _urdf(self, item: Any, g: Gripper) -> UrdfChain | None:
+        """The checked chain of ``robot R urdf "F" tcp L`` (F relative to the cell file),
+        or None after reporting why not (a URDF's own errors name the URDF's line)."""
+        b = self.b
+        base = b.cur.path.parent if b.cur is not None else Path.cwd()
+        path = Path(item.urdf)
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            b.err(item, f"robot '{item.name}': no URDF file '{item.urdf}' (looked for {path})")
+            return None
+        try:
+            return read_chain(str(path), item.tcp)
+        except CellspecError as exc:
+            for d in exc.diagnostics:
+                b.sink.add(d.file, d.line, d.col, f"robot '{item.name}': {d.message}")
+            return None
 
     def default_gripper(self, item: Any) -> None:
         """``default gripper ...``."""

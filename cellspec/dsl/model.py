@@ -88,6 +88,9 @@ class Robot(_Frozen):
     reach: Fraction | None = None
     gripper: Gripper
     source: Source
+    urdf: str | None = None  # a robot from its own URDF: the file (absolute path) ...
+    tcp_link: str | None = None  # ... the flange link the gripper is attached to ...
+    tcp_offset: Vec3 | None = None  # ... at this offset in the link's frame (metres)
 
 
 class Panel(_Frozen):

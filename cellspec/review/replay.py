@@ -92,7 +92,7 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
     cell's robots and, when given, the layout (its parts, each placed where the layout has
     it); CellspecError (exit 2) naming the JSON path of any problem."""
     # lazy: the twin extra (pybullet), through cellspec.robots
-    from cellspec.robots.models import robot_spec
+    from cellspec.robots.custom import spec_of
 
     obj = _read_json(path)
     if not isinstance(obj, dict) or not isinstance(obj.get("motions"), list):
@@ -102,7 +102,7 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
     dof = {}
     for name, r in robots.items():
         try:
-            dof[name] = len(robot_spec(r.model).joint_names)
+            dof[name] = len(spec_of(r).joint_names)
         except CellspecError:
             continue
     homes_in = obj.get("homes")

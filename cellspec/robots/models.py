@@ -200,7 +200,7 @@ def check_models(cell: Cell) -> None:
     """Every robot of the cell has a known model; else CellspecError at the robot's line
     (bad input, exit 2), naming the known models."""
     for r in cell.robots:
-        if r.model not in MODELS:
+        if r.urdf is None and r.model not in MODELS:
             s = r.source
             raise CellspecError(Diagnostic(s.file, s.line, s.col, f"robot {r.name}: unknown "
                                            f"robot model {r.model!r}; known models: "

@@ -50,10 +50,11 @@ class RobotSpec:
     disabled_pairs: frozenset[tuple[str, str]]
     flange_link: str = ""
     base_links: tuple[str, ...] = ()  # links resting on the mounting surface
-    data_urdf: str | None = None  # pybullet_data-relative file, None when generated
+    data_urdf: str | None = None  # pybullet_data-relative (or absolute) file, None: generated
     strip_links: tuple[str, ...] = ()  # links of the data URDF replaced by our gripper
     flange_xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)  # flange frame in flange_link
     flange_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    urdf_search: tuple[str, ...] = ()  # where `package://` meshes of data_urdf are found
     abb: AbbKinematics | None = field(default=None)
     dh: DHKinematics | None = field(default=None)
 

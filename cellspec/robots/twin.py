@@ -34,7 +34,9 @@ import pybullet as p
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
-from cellspec.robots.models import RobotSpec, check_models, robot_spec
+from cellspec.robots.custom import spec_of
+from cellspec.robots.home import tool_down_home
+from cellspec.robots.models import RobotSpec, check_models
 from cellspec.robots.tasks import part_size
 from cellspec.robots.urdf import GripperGeom, robot_urdf
 
@@ -123,6 +125,10 @@ class Twin:
             self.body_robot = {rb.body: rb for rb in self._robots.values()}
             self._add_surfaces()
             self._add_keepouts()
+            for r in cell.robots:  # a robot from its own URDF has no ready pose of its own
+                if r.urdf is not None and r.name not in cell.twin.homes:
+                    self._homes[r.name] = tool_down_home(self, r)
+                    self.set_q(r.name, self._homes[r.name])
             if layout is not None:
                 self.add_layout(layout)
         except BaseException:
@@ -131,7 +137,7 @@ class Twin:
 
     # -- building ---------------------------------------------------------------------
     def _load_robot(self, r) -> None:
-        spec = robot_spec(r.model)
+        spec = spec_of(r)
         g = r.gripper
         dflt = self.cell.gripper_params(g.kind)
         opening = g.opening if g.opening is not None else dflt.opening

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -28,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet_data
 
+from cellspec.dsl.urdf import PALM_HEIGHT as PALM_HEIGHT
+from cellspec.dsl.urdf import VACUUM_LENGTH as VACUUM_LENGTH
+from cellspec.dsl.urdf import finger_length, resolve_mesh
 from cellspec.robots.spec import TOOL_LINK, RobotSpec
 
-VACUUM_LENGTH = 0.10
 VACUUM_RADIUS = 0.02
-PALM_HEIGHT = 0.05
 FINGER_THICKNESS = 0.012
 FINGER_WIDTH = 0.02
 
@@ -48,7 +50,7 @@ class GripperGeom:
     @property
     def finger_length(self) -> float:
         """Length of a parallel jaw below the palm."""
-        return max(0.05, self.depth + 0.02)
+        return finger_length(self.depth)
 
     @property
     def tcp_offset(self) -> float:
@@ -237,18 +239,21 @@ def arm_urdf_path(spec: RobotSpec) -> str:
     return dh_urdf_path(spec) if spec.dh is not None else abb_urdf_path(spec)
 
 
-def robot_urdf_text(spec: RobotSpec, gripper: GripperGeom) -> str:
-    """The arm's URDF with tool0, the gripper and the tcp link attached to the flange."""
+def _arm_root(spec: RobotSpec) -> ET.Element:
+    """The bare arm's URDF tree: meshes resolved to absolute paths, stripped links gone."""
     src = arm_urdf_path(spec)
     root = ET.parse(src).getroot()
     base_dir = os.path.dirname(src)
     for mesh in root.iter("mesh"):
         fn = mesh.get("filename", "")
-        if fn.startswith("package://"):
-            fn = fn[len("package://"):]
-        if not os.path.isabs(fn):
-            fn = os.path.normpath(os.path.join(base_dir, fn))
-        mesh.set("filename", fn)
+        found = resolve_mesh(fn, base_dir, spec.urdf_search)
+        if found is None:  # the built-in data files: `package://` relative to the file
+            if fn.startswith("package://"):
+                fn = fn[len("package://"):]
+            if not os.path.isabs(fn):
+                fn = os.path.normpath(os.path.join(base_dir, fn))
+            found = fn
+        mesh.set("filename", found)
     strip = set(spec.strip_links)
     for el in list(root):
         if el.tag == "link" and el.get("name") in strip:
@@ -257,6 +262,24 @@ def robot_urdf_text(spec: RobotSpec, gripper: GripperGeom) -> str:
             child = el.find("child")
             if child is not None and child.get("link") in strip:
                 root.remove(el)
+    return root
+
+
+def _stem(model: str) -> str:
+    """A file-name stem for a model name (``urdf:my arm.urdf`` -> ``urdf_my_arm.urdf``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", model)
+
+
+def arm_text_path(spec: RobotSpec) -> str:
+    """Path of the bare arm's URDF as cellspec loads it (meshes resolved; cached)."""
+    root = _arm_root(spec)
+    ET.indent(root)
+    return _write(ET.tostring(root, encoding="unicode"), _stem(spec.model) + "_arm")
+
+
+def robot_urdf_text(spec: RobotSpec, gripper: GripperGeom) -> str:
+    """The arm's URDF with tool0, the gripper and the tcp link attached to the flange."""
+    root = _arm_root(spec)
     tool0 = _link(root, "tool0")
     _joint(root, "flange_tool0", "fixed", spec.flange_link, "tool0", spec.flange_xyz,
            spec.flange_rpy)
@@ -279,11 +302,11 @@ def robot_urdf_text(spec: RobotSpec, gripper: GripperGeom) -> str:
     tcp = ET.SubElement(root, "link", name=TOOL_LINK)
     _inertial(tcp)
     _joint(root, "tool0_tcp", "fixed", "tool0", TOOL_LINK, (0, 0, gripper.tcp_offset))
-    root.set("name", f"{spec.model}_{gripper.kind}")
+    root.set("name", _stem(f"{spec.model}_{gripper.kind}"))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode")
 
 
 def robot_urdf(spec: RobotSpec, gripper: GripperGeom) -> str:
     """Path of the arm-with-gripper URDF (cached)."""
-    return _write(robot_urdf_text(spec, gripper), f"{spec.model}_{gripper.kind}")
+    return _write(robot_urdf_text(spec, gripper), _stem(f"{spec.model}_{gripper.kind}"))
