@@ -334,17 +334,17 @@ def test_irb120_alone_reports_the_part_at_x_065_out_of_reach(tmp_path, capsys):
 
 
 def test_dispatch_order_defers_a_job_until_the_one_it_must_follow():
-    from cellspec.robots.sim import _dispatch_order
+    from cellspec.robots.concurrency import dispatch_order
     from cellspec.solver.cpsat.schedule import Slot
 
     slots = (Slot("c5", "irb120", 0.0, 0.7, 2.0), Slot("c4", "irb1600", 0.0, 2.3, 5.0),
              Slot("c1", "irb120", 2.0, 2.8, 4.1))
     index = {"c4": 1, "c1": 2, "c5": 3}
-    assert [s.part for s in _dispatch_order(slots, index, set())] == ["c5", "c4", "c1"]
+    assert [s.part for s in dispatch_order(slots, index, set())] == ["c5", "c4", "c1"]
     # c5 (action 3) must wait for c4 (action 1) to end: c4 goes first, then c5 at once
-    assert [s.part for s in _dispatch_order(slots, index, {(3, 1)})] == ["c4", "c5", "c1"]
+    assert [s.part for s in dispatch_order(slots, index, {(3, 1)})] == ["c4", "c5", "c1"]
     # a cycle: the free job first, then the blocked ones in place-start order
-    assert [s.part for s in _dispatch_order(slots, index, {(3, 1), (1, 3)})] == \
+    assert [s.part for s in dispatch_order(slots, index, {(3, 1), (1, 3)})] == \
         ["c1", "c5", "c4"]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.dsl.design import DesignSpec, _DesignBuilder  # the dsl's one spec builder
+from cellspec.dsl.design import DesignBuilder, DesignSpec  # the dsl's one spec builder
 from cellspec.dsl.parser import parse_text
 
 SPEC_FILE = "<spec>"
@@ -206,7 +206,7 @@ def parse_spec(text: str, shown: str = SPEC_FILE) -> DesignSpec:
     if others or len(designs) != 1:
         raise CellspecError(Diagnostic(shown, 1, 1, "a spec holds exactly one `design` "
                                        "statement and nothing else"))
-    b = _DesignBuilder(shown, Fraction(1))
+    b = DesignBuilder(shown, Fraction(1))
     d = b.design(designs[0])
     b.sink.raise_if_any()
     return d

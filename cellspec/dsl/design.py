@@ -122,7 +122,7 @@ def load_designs(path: str | os.PathLike[str]) -> tuple[DesignSpec, ...]:
             for item in st.items:
                 if type(item).__name__ == "Units" and item.unit == "mm":
                     scale = Fraction(1, 1000)
-    b = _DesignBuilder(shown, scale)
+    b = DesignBuilder(shown, scale)
     out = [b.design(st) for st in model.statements if type(st).__name__ == "Design"]
     b.sink.raise_if_any()
     names: dict[str, Source] = {}
@@ -153,7 +153,7 @@ def pick_design(designs: tuple[DesignSpec, ...], name: str | None, shown: str) -
                                    + ", ".join(d.name for d in designs) + ")"))
 
 
-class _DesignBuilder:
+class DesignBuilder:
     def __init__(self, shown: str, scale: Fraction):
         self.shown = shown
         self.scale = scale

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.robots.sim import _in_zone
+from cellspec.robots.allocation import in_zone
 
 DPI = 100
 SIZE_IN = (10.0, 4.0)  # 1000 x 400 pixels
@@ -42,7 +42,7 @@ def gantt_rows(cell: Any, res: Any) -> list[dict]:
         source = "executed"
         for idx, t0, t1, robot in sorted(tl.windows, key=lambda w: (w[3], w[1])):
             a = compiled.get(idx)
-            shared = a is not None and (_in_zone(cell, a.pick) or _in_zone(cell, a.place))
+            shared = a is not None and (in_zone(cell, a.pick) or in_zone(cell, a.place))
             rows.append({"robot": robot, "part": a.part if a else str(idx), "kind": "action",
                          "start": round(t0, 3), "end": round(t1, 3), "shared": shared})
     elif res.schedule is not None and res.schedule.slots:
@@ -51,10 +51,10 @@ def gantt_rows(cell: Any, res: Any) -> list[dict]:
             a = by_part.get(s.part)
             rows.append({"robot": s.arm, "part": s.part, "kind": "pick", "start":
                          round(s.start, 3), "end": round(s.place_start, 3),
-                         "shared": bool(a is not None and _in_zone(cell, a.pick))})
+                         "shared": bool(a is not None and in_zone(cell, a.pick))})
             rows.append({"robot": s.arm, "part": s.part, "kind": "place", "start":
                          round(s.place_start, 3), "end": round(s.end, 3),
-                         "shared": bool(a is None or _in_zone(cell, a.place))})
+                         "shared": bool(a is None or in_zone(cell, a.place))})
     else:
         return []
     waits = []

@@ -26,8 +26,8 @@ from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.review.robots import _quat_matrix
-from cellspec.robots.execute import Segment, _nearest, time_parameterise
+from cellspec.review.robots import quat_matrix
+from cellspec.robots.execute import Segment, nearest_sample, time_parameterise
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -277,7 +277,7 @@ class Replay:
             if info["grasp"] is not None and info["robot"] in self.tl.t:
                 q = self.tl.at(info["robot"], info["grasp"])
                 pos, quat = self.twin.tool_pose(info["robot"], q)
-                self._grasp_tcp[pid] = (np.array(pos), _quat_matrix(quat))
+                self._grasp_tcp[pid] = (np.array(pos), quat_matrix(quat))
 
     def build(self, gui: Any) -> None:
         """Add the replay folder: slider, play, action line, plots."""
@@ -329,7 +329,7 @@ class Replay:
             step = max(1, len(t) // MAX_PLOT_POINTS)
             t = t[::step]
             qp = rec["q_plan"][::step]
-            qe = rec["q_exec"][_nearest(rec["t_exec"], t)]  # the alignment δ uses
+            qe = rec["q_exec"][nearest_sample(rec["t_exec"], t)]  # the alignment δ uses
         else:
             t = np.linspace(0.0, max(self.end, 1e-3), MAX_PLOT_POINTS // 2)
             qp = np.array([self.tl.at(robot, float(x)) for x in t])
@@ -384,7 +384,7 @@ class Replay:
             elif pid in self._grasp_tcp:
                 p0, r0 = self._grasp_tcp[pid]
                 pos, quat = self.twin.tool_pose(info["robot"], self.tl.at(info["robot"], t))
-                r = _quat_matrix(quat)
+                r = quat_matrix(quat)
                 extra[pid] = np.array(pos) + r @ r0.T @ (info["pick"] - p0)
         app.parts.ghost = placed_after
         app.parts.extra = extra

@@ -27,7 +27,7 @@ _GEOM_SPHERE, _GEOM_BOX, _GEOM_CYLINDER, _GEOM_MESH, _GEOM_CAPSULE = 2, 3, 4, 5,
 _MESH_CACHE: dict[tuple[str, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _quat_matrix(q: Any) -> np.ndarray:
+def quat_matrix(q: Any) -> np.ndarray:
     """Rotation matrix of a quaternion (x, y, z, w)."""
     x, y, z, w = (float(v) for v in q)
     return np.array([
@@ -84,7 +84,7 @@ class RobotShapes:
                 if prim is None:
                     continue
                 self.shapes.append((li, prim[0], prim[1], np.array(d[5], dtype=np.float64),
-                                    _quat_matrix(d[6])))
+                                    quat_matrix(d[6])))
 
     def mesh(self, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One triangle mesh (world coordinates) of the robot at q (default: current q)."""
@@ -103,7 +103,7 @@ class RobotShapes:
                     st = p.getLinkState(self.body, li, computeForwardKinematics=1,
                                         physicsClientId=cid)
                     pos, orn = st[0], st[1]
-                frames[li] = (np.array(pos), _quat_matrix(orn))
+                frames[li] = (np.array(pos), quat_matrix(orn))
             wpos, wrot = frames[li]
             rot = wrot @ lrot
             verts.append(v @ rot.T + (wrot @ lpos + wpos))

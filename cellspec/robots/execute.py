@@ -289,7 +289,7 @@ class Execution:
         return out
 
 
-def _nearest(tb: np.ndarray, ta: np.ndarray) -> np.ndarray:
+def nearest_sample(tb: np.ndarray, ta: np.ndarray) -> np.ndarray:
     """Index into sorted tb of the nearest timestamp to each ta."""
     if len(tb) == 1:
         return np.zeros(len(ta), dtype=int)
@@ -301,7 +301,7 @@ def _exec_to_plan(tp: np.ndarray, qp: np.ndarray, te: np.ndarray, qe: np.ndarray
     """max ‖q_exec − q_plan(nearest t)‖ over the executed samples given."""
     if len(te) == 0 or len(tp) == 0:
         return 0.0
-    return float(np.max(np.linalg.norm(qe - qp[_nearest(tp, te)], axis=1)))
+    return float(np.max(np.linalg.norm(qe - qp[nearest_sample(tp, te)], axis=1)))
 
 
 def delta(rec: Record) -> tuple[float, float]:
@@ -311,7 +311,7 @@ def delta(rec: Record) -> tuple[float, float]:
                            (rec.t_plan, rec.q_plan, rec.t_exec, rec.q_exec)):
         if len(ta) == 0 or len(tb) == 0:
             continue
-        d = np.linalg.norm(qa - qb[_nearest(tb, ta)], axis=1)
+        d = np.linalg.norm(qa - qb[nearest_sample(tb, ta)], axis=1)
         i = int(np.argmax(d))
         if d[i] > best:
             best, at = float(d[i]), float(ta[i])

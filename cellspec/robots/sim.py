@@ -48,10 +48,7 @@ from cellspec.robots.allocation import (
     IK_TRIES,
     SEED,
     allocate,
-    grip_kind,
     ik_near,
-    in_zone,
-    precedences,
     too_wide,
 )
 from cellspec.robots.concurrency import (
@@ -62,7 +59,6 @@ from cellspec.robots.concurrency import (
     carried_intervals,
     concurrent_timeline,
     dispatch,
-    dispatch_order,
 )
 from cellspec.robots.execute import DWELL, Execution, Fault, Timeline, execute, time_parameterise
 from cellspec.robots.planning import MOTION_TIME_LIMIT, plan_all
@@ -77,13 +73,6 @@ from cellspec.solver.verify import check
 __all__ = ["CLASH_ROUNDS", "IK_TRIES", "MOTION_TIME_LIMIT", "SEED", "ActionReport", "Clash",
            "SimResult", "SingleArm", "Vec3", "allocate", "arm_clash", "carried_intervals",
            "compare_single", "dispatch", "ik_near", "simulate", "too_wide"]
-
-# the names these had when they lived here (kept for their importers)
-_in_zone = in_zone
-_dispatch_order = dispatch_order
-_grip_kind = grip_kind
-_precedences = precedences
-
 
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
              faults: tuple[Fault, ...] = (), seed: int = SEED,

@@ -17,16 +17,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
 from cellspec.dsl.model import Cell, Rule
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.solver.asp.backend import run
 from cellspec.solver.asp.compile import compile_rules
+from cellspec.solver.checkers import order_rules
 from cellspec.solver.instance import build_instance
 from cellspec.solver.verify import check
-from cellspec.testing.runner import _selected, collect, evaluate, layout_of_test
+from cellspec.testing.runner import collect, evaluate, layout_of_test, selected
 
 _HEAD = re.compile(r"^violation\((\d+),\(")
 
@@ -139,9 +139,7 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
     """The rules ``check`` evaluates on this layout, and for each (by position) the numbers
     of the disjuncts that fired; the reason when the solver hit a limit."""
     inst = build_instance(cell, layout)
-    rules = list(cell.rules)
-    if layout.order is None:  # as check(): order rules need an order
-        rules = [r for r in rules if not ir.uses_relation(r.body, ir.ORDER_RELATIONS)]
+    rules, _ = order_rules(cell.rules, layout.order is not None)  # as check()
     prog = compile_rules(tuple(rules), inst.eps, inst.opening, cell.default_gripper.kind)
     split, mapping = split_disjuncts(prog)
     res = run(inst, split, list(range(len(mapping))), timeout=timeout)
@@ -188,7 +186,7 @@ def cover_file(path: str, pattern: str | None = None, timeout: float | None = No
                                                                              ())]})
     for test in cell.tests:
         tid = f"{shown}::{test.name}"
-        if (pattern and not _selected(tid, pattern)) or test.plan_path is not None:
+        if (pattern and not selected(tid, pattern)) or test.plan_path is not None:
             continue
         try:
             layout = layout_of_test(test)

@@ -214,7 +214,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     errors: list[Diagnostic] = []
     for test in cell.tests:
         tid = f"{shown}::{test.name}"
-        if pattern and not _selected(tid, pattern):
+        if pattern and not selected(tid, pattern):
             continue
         t0 = time.perf_counter()
         try:
@@ -240,7 +240,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
     return results, errors
 
 
-def _selected(tid: str, pattern: str) -> bool:
+def selected(tid: str, pattern: str) -> bool:
     return pattern in tid or fnmatch.fnmatch(tid, pattern) or fnmatch.fnmatch(
         tid.split("::", 1)[1], pattern)
 
