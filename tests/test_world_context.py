@@ -154,3 +154,63 @@ def test_action_errors_name_the_actions(tmp_path: Path) -> None:
     open_world(empty, create=True, cell="x").close()
     with open_world(empty) as w, pytest.raises(CellspecError, match="no tasks"):
         wc.find_action(w, None)
+
+
+# -- the prompts that use it ---------------------------------------------------------------
+def test_design_prompt_holds_the_context_not_the_whole_graph(tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    from cellspec.agent.openai_adapter import OpenAIAdapter, parse_spec
+    from tests.test_llm_openai import GOOD, TOWER, FakeServer
+
+    db = _world(tmp_path / "w.db")
+    text, rec = wc.prompt_context(str(db))
+    assert rec["action"] == "place:c1" and rec["tokens"] < rec["whole_graph_tokens"]
+    cell = load_cell(STATION)
+    server = FakeServer()
+    try:
+        server.ok({"spec": TOWER, "cannot": None})
+        server.ok(GOOD)
+        a = OpenAIAdapter("fake-model", base_url=server.url, api_key="dummy", max_retries=0,
+                          timeout=5.0)
+        a.world_context = text
+        assert a.translate("a 2-cube tower", cell) == TOWER
+        a.propose(parse_spec(TOWER), cell, None)
+    finally:
+        server.close()
+    for body in server.requests:
+        user = body["messages"][-1]["content"]
+        assert "on(b2, b1) conf 0.60 Uncertain" in user and "holding(gripper, c1)" in user
+        assert "on(a1, table)" not in user and "d1 cube" not in user  # not the whole graph
+
+
+def test_design_world_refusals(tmp_path: Path) -> None:
+    db = _world(tmp_path / "w.db")
+    r = run_cellspec("design", "a 2-cube tower", "--cell", STATION, "--adapter", "offline",
+                     "--world", db)
+    assert r.returncode == 2 and "has no prompt" in r.stderr
+    r = run_cellspec("design", "a 2-cube tower", "--cell", STATION, "--adapter", "offline",
+                     "--world-action", "pick:c1")
+    assert r.returncode == 2 and "needs --world" in r.stderr
+
+
+def test_dialog_prompt_holds_the_context(tmp_path: Path) -> None:
+    pytest.importorskip("pybullet")
+    from cellspec.agent.dialog import run_episode
+    from cellspec.agent.dialog_agents import OfflineAgents
+
+    class Seen(OfflineAgents):
+        def __init__(self) -> None:
+            super().__init__()
+            self.systems: list[str] = []
+
+        def respond(self, view: Any) -> str:
+            self.systems.append(view.system)
+            return super().respond(view)
+
+    db = _world(tmp_path / "w.db")
+    text, _ = wc.prompt_context(str(db), "place:c1")
+    ag = Seen()
+    cell = load_cell(REPO / "rules" / "cells" / "sort_cubes.cell")
+    run_episode(cell, ag, rounds=1, replans=1, world=text)
+    assert ag.systems and all(f"[World Model]\n{text}" in s for s in ag.systems)
+    assert all("on(a1, table)" not in s for s in ag.systems)

@@ -5,9 +5,10 @@ decision").
 
 The two stages of Appendix C.1, made deterministic:
 
-1. **Zone filtering.** The action's zone is a box around where it acts (``part``: the part's
-   believed box, ``target``: the place target's box, ``action``: both, ``none``: no zone),
-   grown by :data:`ZONE_MARGIN_M`; every entity whose box meets the zone is kept.
+1. **Zone filtering.** The action's zone is where it acts: the column of the part's
+   believed box (``part``), of the place target's box (``target``), both (``action``) or
+   none (``none``), reaching :data:`ZONE_MARGIN_M` below and above; every entity whose box
+   meets the zone is kept (the support under the target, an object in the spot).
 2. **Relevance.** From the action's objects (its part, and the gripper) the relation graph
    is walked breadth-first up to ``hops`` relations: what supports the part, what it
    supports, what touches it, and so on. Surfaces (``table``) and the gripper are hubs: a
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.world.db import LIFECYCLE, Entity, Relation, World
+from cellspec.world.db import LIFECYCLE, Entity, Relation, World, open_world
 
 ZONES = ("action", "part", "target", "none")
 DEFAULT_ZONE = "action"  # chosen by bench/world_context.py (docs/world.md)
@@ -139,28 +140,32 @@ def _some(acts: list[Action]) -> str:
     return ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
 
 
-def _box(pos: tuple[float, ...], size: tuple[float, ...], grow: float
+def _box(pos: tuple[float, ...], size: tuple[float, ...], grow: tuple[float, ...]
          ) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    return (tuple(p - s / 2 - grow for p, s in zip(pos, size, strict=True)),
-            tuple(p + s / 2 + grow for p, s in zip(pos, size, strict=True)))
+    return (tuple(p - s / 2 - g for p, s, g in zip(pos, size, grow, strict=True)),
+            tuple(p + s / 2 + g for p, s, g in zip(pos, size, grow, strict=True)))
 
 
 def _meets(e: Entity, box: tuple[tuple[float, ...], tuple[float, ...]]) -> bool:
-    lo, hi = _box(e.pos, e.size, 0.0)
+    lo, hi = _box(e.pos, e.size, (0.0, 0.0, 0.0))
     return all(lo[k] <= box[1][k] and hi[k] >= box[0][k] for k in range(3))
 
 
 def zone_boxes(action: Action, part: Entity | None, zone: str
                ) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
-    """The boxes of the action's zone (see the module doc)."""
+    """The boxes of the action's zone (see the module doc): the column of the part's and of
+    the target's footprint (shrunk by 1 mm, so side neighbours that only touch stay out),
+    reaching :data:`ZONE_MARGIN_M` below and above (what it stands on, what stands on it
+    or in the spot)."""
     if zone not in ZONES:
         raise CellspecError(f"unknown zone '{zone}' (zones: {', '.join(ZONES)})")
+    grow = (-0.001, -0.001, ZONE_MARGIN_M)
     out = []
     if zone in ("action", "part") and part is not None:
-        out.append(_box(part.pos, part.size, ZONE_MARGIN_M))
+        out.append(_box(part.pos, part.size, grow))
     if zone in ("action", "target") and action.target is not None:
-        size = part.size if part is not None else (0.0, 0.0, 0.0)
-        out.append(_box(action.target, size, ZONE_MARGIN_M))
+        size = part.size if part is not None else (0.002, 0.002, 0.0)
+        out.append(_box(action.target, size, grow))
     return out
 
 
@@ -288,3 +293,18 @@ def serialise(ctx: Context) -> str:
     for r, c, lc in ctx.relations:
         lines.append(f"{r} conf {c:.2f} {lc}")
     return "\n".join(lines) + "\n"
+
+
+def prompt_context(db: str, node: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The default context of an action of a world database, for an LLM prompt, and its
+    record (database, action, tokens of the context and of the whole graph); the current
+    task when ``node`` is None. Bad input (CellspecError) as ``cellspec world context``."""
+    with open_world(db) as w:
+        act = find_action(w, node)
+        ctx = extract(w, act)
+        text = ctx.text()
+        rec = {"db": str(db), "cell": w.meta("cell"), "action": act.node,
+               "tokens": count_tokens(text),
+               "whole_graph_tokens": count_tokens(whole(w, act).text()),
+               "token_method": TOKEN_METHOD}
+    return text, rec
