@@ -169,7 +169,6 @@ def main() -> int:
     best = min(ok, key=lambda k: (table[k]["token_ratio"], k)) if ok else None
     default = _key(wc.DEFAULT_ZONE, wc.DEFAULT_HOPS, wc.DEFAULT_SUPPORTS)
     per_layout = {n: summarise(v, default) for n, v in by_layout.items() if v}
-    _, meas = commit_reads(cell, "place")
     out = {"bench": "world_context", "cell": str(CELL.relative_to(REPO)), "seed": a.seed,
            "engine": "arm" if arm is not None else "kinematic-gripper",
            "token_method": wc.TOKEN_METHOD, "runs": runs,
@@ -181,7 +180,6 @@ def main() -> int:
            "target": {"recall": TARGET_RECALL, "token_ratio": TARGET_RATIO},
            "wall_s": round(time.perf_counter() - t0, 1),
            "note": "machine shared with other jobs while measuring; tokens are estimates"}
-    del meas
     print(json.dumps(out, sort_keys=True))
     err = sys.stderr
     print(f"\ncontext vs whole graph ({len(rows)} actions, {len(runs)} runs, tokens "
