@@ -98,8 +98,8 @@ def trials(seed: int, quick: bool) -> list[tuple[str, str, int, tuple[Fault, ...
     """(layout, condition, seed, faults) per run; fault positions drawn from the seed."""
     rng = np.random.default_rng(seed)
     out = []
-    reps = {"tower_row": 1 if quick else 2, "two_towers": 1 if quick else 2,
-            "dense_block_12": 1, "canopy_21": 0 if quick else 1}
+    reps = {"tower_row": 1 if quick else 3, "two_towers": 1 if quick else 3,
+            "dense_block_12": 1 if quick else 2, "canopy_21": 0 if quick else 1}
     for name, n in reps.items():
         n_act = 2 * len(load_layout(LAYOUTS[name]))
         for k in range(n):

@@ -55,8 +55,7 @@ def test_exact_subgraph_of_a_place(tmp_path: Path) -> None:
         # the part (hop 0), b2 in the target's zone (it supports the target), b2's
         # support on(b2, b1) as a support relation; a1, d1, e1 and their table relations out
         assert ctx.text() == (
-            "# place:c1 -> 0.400,0.200,0.125 (pending) | zone action, hops 1, supports | "
-            "cs holding c1\n"
+            "# place:c1 -> 0.400,0.200,0.125 (pending) | cs holding c1\n"
             "b2 cube 0.400,0.200,0.075 conf 0.60 Uncertain\n"
             "c1 cube 0.600,0.300,0.200 conf 1.00 Active\n"
             "holding(gripper, c1) conf 1.00 Active\n"

@@ -282,9 +282,8 @@ def serialise(ctx: Context) -> str:
     """One header line, then one line per entity and per relation (sorted)."""
     a = ctx.action
     where = f" -> {_pos(a.target)}" if a.target else ""
-    scope = "whole graph" if ctx.hops < 0 else (
-        f"zone {ctx.zone}, hops {ctx.hops}" + (", supports" if ctx.supports else ""))
-    head = f"# {a.node}{where} ({a.status}) | {scope} | cs {ctx.cs[0]} {ctx.cs[1] or '-'}"
+    # the extraction's parameters are in the JSON, not in the prompt
+    head = f"# {a.node}{where} ({a.status}) | cs {ctx.cs[0]} {ctx.cs[1] or '-'}"
     if ctx.dropped:
         head += f" | {ctx.dropped} line(s) dropped to fit"
     lines = [head]
