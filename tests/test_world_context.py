@@ -77,9 +77,16 @@ def test_exact_subgraph_of_a_place(tmp_path: Path) -> None:
         whole = wc.whole(w, act)
         assert len(whole.relations) == 7 and len(whole.entities) == 6
         # a token budget drops the least relevant lines, never the part
-        small = wc.extract(w, act, max_tokens=40)
-        assert wc.count_tokens(small.text()) <= 40 or small.ids() >= {"c1"}
-        assert "c1" in {e.id for e, _ in small.entities} and small.dropped > 0
+        assert wc.count_tokens(wc.extract(w, act).text()) == 54
+        small = wc.extract(w, act, max_tokens=50)  # b2 (zone only) goes, with on(b2, b1)
+        assert small.text() == (
+            "# place:c1 -> 0.400,0.200,0.125 (pending) | cs holding c1 | 2 line(s) dropped "
+            "to fit\n"
+            "c1 cube 0.600,0.300,0.200 conf 1.00 Active\n"
+            "holding(gripper, c1) conf 1.00 Active\n")
+        assert wc.count_tokens(small.text()) == 42
+        # a budget the part alone exceeds: the part and its relation stay
+        assert wc.extract(w, act, max_tokens=5).text() == small.text()
 
 
 def test_cli_context_is_deterministic_and_bad_input_exits_2(tmp_path: Path) -> None:
@@ -213,3 +220,10 @@ def test_dialog_prompt_holds_the_context(tmp_path: Path) -> None:
     run_episode(cell, ag, rounds=1, replans=1, world=text)
     assert ag.systems and all(f"[World Model]\n{text}" in s for s in ag.systems)
     assert all("on(a1, table)" not in s for s in ag.systems)
+
+
+def test_the_verb_states_the_modules_defaults() -> None:
+    from cellspec.commands import world as cmd
+
+    assert cmd.ZONES == wc.ZONES and cmd.DEFAULT_ZONE == wc.DEFAULT_ZONE
+    assert (cmd.DEFAULT_HOPS, cmd.MAX_HOPS) == (wc.DEFAULT_HOPS, wc.MAX_HOPS)

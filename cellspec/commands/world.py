@@ -8,8 +8,11 @@ import json
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared
 from cellspec.core.errors import CellspecError
 
-# the context's defaults, for --help (the module imports only the world database)
-from cellspec.world.context import DEFAULT_HOPS, DEFAULT_ZONE, MAX_HOPS, ZONES, count_tokens
+# `world context`'s zones and defaults, written here for --help (importing
+# cellspec.world.context would load the world model at CLI start-up); a test keeps them
+# equal to the module's
+ZONES = ("action", "part", "target", "none")
+DEFAULT_ZONE, DEFAULT_HOPS, MAX_HOPS = "action", 1, 50
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,7 +128,7 @@ def _trace(a: argparse.Namespace, w: object) -> int:
 def _context(a: argparse.Namespace, w: object) -> int:
     """Print the action's task-relevant subgraph (text: the prompt lines)."""
     # lazy: CLI start-up time (every verb loads for --help)
-    from cellspec.world.context import extract, find_action, whole
+    from cellspec.world.context import count_tokens, extract, find_action, whole
 
     act = find_action(w, a.action)  # type: ignore[arg-type]
     ctx = extract(w, act, zone=a.zone, hops=a.hops,  # type: ignore[arg-type]

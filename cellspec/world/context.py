@@ -27,7 +27,7 @@ relation, in a stable order, so the same database gives byte-identical context.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cellspec.core.errors import CellspecError
@@ -253,25 +253,27 @@ def _rank(h: int) -> int:
 
 
 def _fit(ctx: Context, max_tokens: int) -> Context:
-    """Drop the least relevant lines (farthest hop first, zone-only last of all, then by
-    id) until the text fits ``max_tokens``; the action's part is never dropped."""
+    """Drop the least relevant lines until the text fits ``max_tokens``: entities found only
+    by the zone first, then the farthest hop (by id), each with its relations; then the
+    support lines that do not touch the part, last first. The part and its own relations
+    stay (the header says how many lines were cut)."""
     hop = {e.id: h for e, h in ctx.entities}
-    ents = list(ctx.entities)
-    rels = list(ctx.relations)
-    dropped = 0
-    while count_tokens(serialise(ctx.__class__(**{**ctx.__dict__, "entities": tuple(ents),
-                                                  "relations": tuple(rels),
-                                                  "dropped": dropped}))) > max_tokens:
-        worst = max((e for e in ents if hop[e[0].id] != 0),
+    part = ctx.action.part
+    while count_tokens(serialise(ctx)) > max_tokens:
+        worst = max((e for e in ctx.entities if hop[e[0].id] != 0),
                     key=lambda e: (_rank(e[1]), e[0].id), default=None)
         if worst is None:
-            break  # only the part is left: it stays (the header says how much was cut)
-        ents.remove(worst)
-        gone = [x for x in rels if worst[0].id in (x[0].a, x[0].b)]
-        rels = [x for x in rels if x not in gone]
-        dropped += 1 + len(gone)
-    return Context(action=ctx.action, zone=ctx.zone, hops=ctx.hops, supports=ctx.supports,
-                   cs=ctx.cs, entities=tuple(ents), relations=tuple(rels), dropped=dropped)
+            rest = [x for x in ctx.relations if part not in (x[0].a, x[0].b)]
+            if not rest:
+                break
+            ctx = replace(ctx, relations=tuple(x for x in ctx.relations if x is not rest[-1]),
+                          dropped=ctx.dropped + 1)
+            continue
+        rels = [x for x in ctx.relations if worst[0].id not in (x[0].a, x[0].b)]
+        ctx = replace(ctx, entities=tuple(e for e in ctx.entities if e is not worst),
+                      relations=tuple(rels),
+                      dropped=ctx.dropped + 1 + len(ctx.relations) - len(rels))
+    return ctx
 
 
 def _pos(p: tuple[float, ...]) -> str:
