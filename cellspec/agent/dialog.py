@@ -134,8 +134,9 @@ class _Memory:
 
 def compose_system_prompt(task: SortTask, state: SortState, agent: str, mem: _Memory,
                           chat_history: list[str], current: list[str],
-                          feedback: list[str]) -> str:
-    """RoCo's ``compose_system_prompt``."""
+                          feedback: list[str], world: str | None = None) -> str:
+    """RoCo's ``compose_system_prompt``; ``world``: the task-relevant subgraph of the world
+    model (``cellspec world context``), given after the agent's own prompt."""
     history = ""
     if mem.rounds:
         history = "[History]\n" + "".join(f"== Round#{i} ==\n{h}\n"
@@ -146,7 +147,9 @@ def compose_system_prompt(task: SortTask, state: SortState, agent: str, mem: _Me
         execute = ("Plans below failed to execute, improve them to avoid collision and "
                    "smoothly reach the targets:\n" + "\n".join(mem.failed) + "\n")
     chat = "[Previous Chat]\n" + "\n".join(chat_history) if chat_history else ""
-    out = f"{ACTION_SPACE}\n{history}\n{execute}{agent_prompt(task, state, agent)}\n{chat}\n"
+    mind = f"[World Model]\n{world}" if world else ""
+    out = (f"{ACTION_SPACE}\n{history}\n{execute}{agent_prompt(task, state, agent)}\n{mind}"
+           f"{chat}\n")
     if feedback:
         out += "\n".join(feedback)
     if current:
@@ -169,7 +172,8 @@ def _proposals(responses: list[tuple[str, str]]) -> dict[str, str]:
 # -- the loop ----------------------------------------------------------------------------
 def _dialog_round(ad: DialogAgents, task: SortTask, state: SortState, mem: _Memory,
                   chat_history: list[str], feedback: list[str], replan: int,
-                  failures: list, max_calls: int) -> tuple[str, str, list[dict[str, Any]]]:
+                  failures: list, max_calls: int, world: str | None = None
+                  ) -> tuple[str, str, list[dict[str, Any]]]:
     """RoCo's ``prompt_one_dialog_round``: turns until EXECUTE (after everyone spoke)."""
     said: list[tuple[str, str]] = []
     calls: list[dict[str, Any]] = []
@@ -181,7 +185,7 @@ def _dialog_round(ad: DialogAgents, task: SortTask, state: SortState, mem: _Memo
         for agent in task.agents:
             current = [f"[{a}]:\n{t.strip()}" for a, t in said]
             system = compose_system_prompt(task, state, agent, mem, chat_history, current,
-                                           feedback)
+                                           feedback, world)
             user = f"You are {agent}, your response is:"
             if n == max_calls - 1:
                 user = (f"\nYou are {agent}, this is the last call, you must end your response "
@@ -216,8 +220,10 @@ def _dialog_round(ad: DialogAgents, task: SortTask, state: SortState, mem: _Memo
 def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
                 replans: int = REPLANS, max_calls: int = MAX_CALLS_PER_ROUND,
                 scene_seed: int | None = None, seed: int = 0,
-                checker: RocoChecker | None = None) -> dict[str, Any]:
-    """One Sort Cubes episode: dialog, check, re-plan, execute; the JSON record."""
+                checker: RocoChecker | None = None, world: str | None = None
+                ) -> dict[str, Any]:
+    """One Sort Cubes episode: dialog, check, re-plan, execute; the JSON record.
+    ``world``: a world-model context (``cellspec world context``) put in every prompt."""
     if not 1 <= rounds <= MAX_ROUNDS:
         raise CellspecError(f"--rounds must be from 1 to {MAX_ROUNDS}")
     if not 1 <= replans <= MAX_REPLANS:
@@ -248,7 +254,8 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
             try:
                 for i in range(replans):
                     agent, final, calls = _dialog_round(adapter, task, state, mem, chat,
-                                                        feedback, i, failures, max_calls)
+                                                        feedback, i, failures, max_calls,
+                                                        world)
                     chat += [f"[{c['agent']}]:\n{c['response'].strip()}" for c in calls]
                     result = ch.check(state, final, agent)
                     if result.ok:

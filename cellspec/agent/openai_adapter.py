@@ -171,6 +171,9 @@ class ChatAdapter(Adapter):
         self.mode_log: list[dict[str, Any]] = []
         self.fallbacks: list[dict[str, Any]] = []
         self.offline_fallback = True  # translate falls back to the offline parser
+        # the task-relevant subgraph of a world database (cellspec world context), put in
+        # the translate and propose prompts when given (design --world DB)
+        self.world_context: str | None = None
 
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
@@ -275,7 +278,7 @@ class ChatAdapter(Adapter):
         return out.next
 
     def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
-        user = f"cell: {cell_summary(cell)}\ncommand: {command}"
+        user = f"cell: {cell_summary(cell)}\ncommand: {command}" + self._world()
         if feedback:
             user += f"\nyour last spec was rejected by the parser; fix it: {feedback}"
         messages = [{"role": "system", "content": translate_system()},
@@ -303,6 +306,13 @@ class ChatAdapter(Adapter):
                 return out.spec  # the orchestrator re-asks the model with the diagnostics
         return out.spec
 
+    def _world(self) -> str:
+        """The world-model section of a user prompt ('' without a world database)."""
+        if not self.world_context:
+            return ""
+        return ("\nworld model (task-relevant subgraph: entities, relations with confidence "
+                "and lifecycle):\n" + self.world_context.rstrip("\n"))
+
     def _fallback(self, command: str, cell: Any, why: str) -> str:
         """The offline parser's spec when the model's answer cannot be used (recorded)."""
         if not self.offline_fallback:
@@ -325,7 +335,7 @@ class ChatAdapter(Adapter):
 
     def propose(self, spec: DesignSpec, cell: Any,
                 feedback: Feedback | None) -> dict[str, Any] | None:
-        user = f"cell: {cell_summary(cell)}\nbuild: {spec_summary(spec)}"
+        user = f"cell: {cell_summary(cell)}\nbuild: {spec_summary(spec)}" + self._world()
         if feedback is not None:
             user += ("\nyour last layout violated these constraints; fix only these: "
                      + json.dumps(feedback.to_json(), sort_keys=True))

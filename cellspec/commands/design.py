@@ -66,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--execute", action="store_true",
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
+    c.add_argument("--world", metavar="DB", help="a world database: the model's prompts get "
+                   "the task-relevant subgraph of --world-action (cellspec world context)")
+    c.add_argument("--world-action", metavar="ID", help="with --world: the task node "
+                   "(default the database's current task)")
     c.set_defaults(func=run)
 
 
@@ -141,6 +145,19 @@ OUTCOMES = {
 }
 
 
+def _world_context(a: argparse.Namespace, adapter: Adapter) -> None:
+    """Give a model adapter the world database's context (the offline one has no prompt)."""
+    # lazy: CLI start-up time (loads the world model)
+    from cellspec.world.context import prompt_context
+
+    if a.world is None:
+        raise CellspecError("--world-action needs --world DB")
+    if not hasattr(adapter, "world_context"):
+        raise CellspecError(f"--world: the {adapter.name} adapter has no prompt to put the "
+                            "world model in (use --adapter openai or replay)")
+    adapter.world_context = prompt_context(a.world, a.world_action)[0]  # type: ignore[attr-defined]
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     # lazy: CLI start-up time (the orchestrator loads every solver, the parser textX)
@@ -151,6 +168,8 @@ def run(a: argparse.Namespace) -> int:
         require_extra("twin", verb="design --execute")
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
+    if a.world is not None or a.world_action is not None:
+        _world_context(a, adapter)
     if a.execute:
         check_executable(cell)
     reviewer = Reviewer(sys.stdin, sys.stderr, a.review_file) if a.review else None

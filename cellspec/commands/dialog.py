@@ -52,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
     c.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature of the LLM adapter, 0 to 2 (default 0)")
+    c.add_argument("--world", metavar="DB", help="a world database (cellspec run): every "
+                   "agent's prompt gets the task-relevant subgraph of --world-action "
+                   "(cellspec world context)")
+    c.add_argument("--world-action", metavar="ID", help="with --world: the task node "
+                   "(pick:c1, place:c1; default the database's current task)")
     c.set_defaults(func=run)
 
 
@@ -112,9 +117,20 @@ def run(a: argparse.Namespace) -> int:
                                        "robots and `object` items (cubes on panels) for the "
                                        "sort task"))
     check_models(cell)
+    if a.world_action is not None and a.world is None:
+        raise CellspecError("--world-action needs --world DB")
+    world, world_rec = None, None
+    if a.world is not None:
+        # lazy: CLI start-up time (loads the world model)
+        from cellspec.world.context import prompt_context
+
+        world, world_rec = prompt_context(a.world, a.world_action)
     agents = make_agents(a)
     rec = run_episode(cell, agents, rounds=a.rounds, replans=a.replans,
-                      max_calls=a.max_calls_per_round, scene_seed=a.scene_seed, seed=a.seed)
+                      max_calls=a.max_calls_per_round, scene_seed=a.scene_seed, seed=a.seed,
+                      world=world)
+    if world_rec is not None:
+        rec["world"] = world_rec
     text = json.dumps(rec, indent=2, sort_keys=True)
     if a.output:
         atomic_write(Path(a.output), text + "\n")

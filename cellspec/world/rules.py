@@ -250,15 +250,16 @@ def _obj(a: str, surfaces: set[str]) -> str:
     return _var(a) if is_var(a, surfaces) else _q(a)
 
 
-def diagnose_program(cell: Cell) -> str:
-    """The ASP rules of the cell's diagnose table (one `cause(K, (args))` head per pattern)."""
+def diagnose_bodies(cell: Cell) -> list[tuple[int, str, list[tuple[bool, str, Any]]]]:
+    """Each alternative of the cell's diagnose rules lowered to ASP: (rule index, head,
+    body), the body as (negated?, ASP text, the literal) per literal, in the order written."""
     surfaces = {s.name for s in cell.surfaces} | {"table"}
-    lines = []
+    out = []
     for k, r in enumerate(cell.world.diagnoses):
         comma = "," if len(r.params) == 1 else ""
         head = f"cause({k}, ({', '.join(_var(p) for p in r.params)}{comma}))"
         for d in disjuncts(r.body):
-            body = []
+            body: list[tuple[bool, str, Any]] = []
             dn = 0
             for lit in literals(d):
                 neg = lit[0] == "not"
@@ -268,19 +269,26 @@ def diagnose_program(cell: Cell) -> str:
                     sig = DIAG_PREDS[lit[1]]
                     args = [(_obj(a, surfaces) if kind == "obj" else a)
                             for a, kind in zip(lit[2], sig, strict=True)]
-                    atom = f"{lit[1]}({', '.join(args)})"
-                    body.append(("not " if neg else "") + atom)
+                    body.append((neg, f"{lit[1]}({', '.join(args)})", lit))
                 elif lit[0] == "cmp" and lit[2][0] == "call":
                     dn += 1
                     o = _obj(lit[2][2][0], surfaces)
                     c = int(round(lit[3][1] * 10_000))
-                    body.append(f"drift({o}, D_{dn}), D_{dn} {_asp_op(lit[1])} {c}")
+                    # (a comparison is never negated in the lowering, as before)
+                    body.append((False, f"drift({o}, D_{dn}), D_{dn} {_asp_op(lit[1])} {c}",
+                                 lit))
                 else:
                     a = _obj(lit[2][1], surfaces)
                     b = _obj(lit[3][1], surfaces)
-                    body.append(f"{a} {_asp_op(lit[1])} {b}")
-            lines.append(f"{head} :- {', '.join(body)}.")
-    return "\n".join(lines)
+                    body.append((False, f"{a} {_asp_op(lit[1])} {b}", lit))
+            out.append((k, head, body))
+    return out
+
+
+def diagnose_program(cell: Cell) -> str:
+    """The ASP rules of the cell's diagnose table (one `cause(K, (args))` head per pattern)."""
+    return "\n".join(f"{head} :- {', '.join(('not ' if neg else '') + t for neg, t, _ in body)}."
+                     for _, head, body in diagnose_bodies(cell))
 
 
 def diagnose_facts(cell: Cell, facts: str,

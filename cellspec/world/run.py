@@ -96,10 +96,11 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
 
     def __init__(self, cell: Cell, layout: Layout, world: World, faults: tuple[Fault, ...],
                  seed: int, noise: float, mode: str, order: tuple[str, ...],
-                 occlusion: float = 0.0):
+                 occlusion: float = 0.0, observer: Any = None):
         """The simulation with the parts at the feeder; seeded streams for the sensor noise
         (``rng``), the faults (``frng``) and the occlusions (``orng``)."""
         self.cell, self.layout, self.world = cell, layout, world
+        self.observer = observer
         self.faults = {f.at: f for f in faults}
         self.mode, self.noise = mode, noise
         self.rng = np.random.default_rng(seed)
@@ -183,6 +184,8 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
                 return False, "gave up: too many actions"
             label, kind, pid, nominal = queue.pop(0)
             progress.tick("run", len(self.steps), None, f"action {label}: {kind} {pid}")
+            if self.observer is not None:
+                self.observer.before(label, kind, pid, self.world)
             fault, note = self._inject(self.faults.get(nominal) if nominal is not None
                                        else None, pid)
             slip = fault is not None and fault.kind == "slip"
@@ -309,6 +312,8 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         kind, pid = step.kind, step.part
         committed = step.outcome == "committed"
         dg = diagnose(self.cell, expected, observed)
+        if self.observer is not None:
+            self.observer.diagnosed(label, kind, pid, dg)
         if committed and not dg.delta.significant():
             return []
         step.causes = [f.to_json() for f in dg.findings]
@@ -438,7 +443,7 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
                faults: tuple[Fault, ...] = (), seed: int = 0, noise: float = 0.0005,
                mode: str = "diagnose", order: tuple[str, ...] | None = None,
                engine: str = "auto", arm: Any = None, occlusion: float = 0.0,
-               verify: bool = True) -> RunResult:
+               verify: bool = True, observer: Any = None) -> RunResult:
     """Build the layout in the simulation with the world model in the loop (see module doc).
 
     ``engine``: ``arm`` (the twin's robot arm drives the gripper pad), ``gripper`` (a
@@ -447,7 +452,9 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
     ``occlusion``: the seeded probability that an object other than the action's part and
     the held one is hidden from an observation. ``verify``: check the layout against the
     cell's rules first and refuse (a result with ``refused``, nothing built, no database
-    written) unless the verdict is pass."""
+    written) unless the verdict is pass. ``observer`` (benchmarks): an object whose
+    ``before(label, kind, part, world)`` is called before each action and
+    ``diagnosed(label, kind, part, diagnosis)`` after each diagnosis; it must not write."""
     _validate(cell, layout, faults, mode, noise, occlusion)
     if verify:
         refusal = verify_layout(cell, layout)
@@ -472,7 +479,7 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
         close_arm()
         raise
     try:
-        r = _Runner(cell, layout, w, faults, seed, noise, mode, order, occlusion)
+        r = _Runner(cell, layout, w, faults, seed, noise, mode, order, occlusion, observer)
     except BaseException:
         w.close()
         close_arm()
