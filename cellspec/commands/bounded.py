@@ -72,6 +72,19 @@ def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
     return 2
 
 
+def print_unknown(hit: LimitHit, fmt: str, fields: dict[str, Any], *, key: str = "status",
+                  handed: str | None = None) -> int:
+    """Print the ``unknown`` of a stopped verb whose result has a ``key`` (``status``,
+    ``verdict``, ``outcome``) and a ``reason``: ``fields`` are the empty result's other
+    keys; ``handed`` names what an anytime verb did not hand over in time (``repair``,
+    ``layout``). One form for every worker verb (repair, generate, sim, design); exit 2."""
+    why = hit.reason if handed is None else \
+        f"{hit.reason}; no verified {handed} was handed over in time"
+    return print_stopped(hit, fmt, {key: "unknown", **fields, "reason": why,
+                                    "reason_code": hit.kind, "seconds": round(hit.seconds, 4)},
+                         f"unknown: {why} ({hit.seconds:.3f} s)")
+
+
 def anytime_grace(time_limit: float | None) -> float:
     """Seconds an anytime verb (``repair``, ``generate``) may run past its ``--time-limit``
     before its worker is stopped: the verb itself stops at the limit with its best verified

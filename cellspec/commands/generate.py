@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, anytime_grace, print_stopped, remaining, run_bounded
+from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 
@@ -75,11 +75,8 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
-        why = f"{got.reason}; no verified layout was handed over in time"
-        return print_stopped(got, a.format, {
-            "status": "unknown", "design": a.design or "", "structures": [], "steps": [],
-            "reason": why, "seconds": round(got.seconds, 4)},
-            f"unknown: {why} ({got.seconds:.3f} s)")
+        return print_unknown(got, a.format, {
+            "design": a.design or "", "structures": [], "steps": []}, handed="layout")
     r = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
