@@ -46,6 +46,7 @@ class GroundEstimate:
     total: float  # bindings of every estimated rule
     pairs: int  # broad-phase candidate pairs
     bytes: float
+    held: int  # bytes the process holds already (counted against the budget)
 
     def reason(self, budget: int) -> str:
         """The sentence of the ``unknown`` verdict (reason: grounding limit)."""
@@ -53,7 +54,8 @@ class GroundEstimate:
                 f"parts through the layout's {self.pairs} candidate pairs: about "
                 f"{self.bindings:.3g} bindings ({self.total:.3g} for every rule), an "
                 f"estimated {self.bytes / 1024**2:.0f} MiB, more than the memory budget of "
-                f"{budget / 1024**2:.0f} MiB (max_memory, --max-memory); not ground")
+                f"{budget / 1024**2:.0f} MiB (max_memory, --max-memory) allows beside the "
+                f"{self.held / 1024**2:.0f} MiB the process holds; not ground")
 
 
 def nested_parts(node: ir.Node) -> int:
@@ -80,11 +82,13 @@ def _resident() -> int:
 
 def estimate(inst: Instance, prog: CompiledProgram, rules: tuple[Rule, ...] | list[Rule],
              budget: int) -> GroundEstimate | None:
-    """The ground size of ``rules`` on ``inst`` when it may not fit ``budget`` bytes (None:
+    """The ground size of ``rules`` on ``inst`` when it may not fit ``budget`` bytes beside
+    what the process holds already (as ``RLIMIT_AS`` counts for the CLI's worker) (None:
     it fits, or only the density limit applies: no rule relates three parts, the layout is
     too small to matter, or the broad phase itself is too dense and clingo's run says so)."""
     n = inst.n
-    free = budget - _resident()
+    held = _resident()
+    free = budget - held
     arity = [(r, k) for r, c, k in ((r, c, nested_parts(r.body))
                                     for r, c in zip(rules, prog.rules, strict=True))
              if k >= 3 and c.cost < 2]  # cost >= 2: refused by clingo's run, by name
@@ -100,5 +104,6 @@ def estimate(inst: Instance, prog: CompiledProgram, rules: tuple[Rule, ...] | li
     total = sum(b for _, _, b in per)
     rule, k, most = max(per, key=lambda x: x[2])
     est = GroundEstimate(rule=rule.name, source=str(rule.source), parts=k, bindings=most,
-                         total=total, pairs=len(i), bytes=total * BYTES_PER_BINDING)
+                         total=total, pairs=len(i), bytes=total * BYTES_PER_BINDING,
+                         held=held)
     return est if est.bytes > free else None
