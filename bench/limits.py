@@ -100,6 +100,11 @@ def rows(tmp: Path, small: bool) -> dict[str, dict]:
     p = pile(tmp / "pile.json", n_pile, 0.1)
     big = pile(tmp / "big.json", n_big, 0.2, seed=1)
     rep = broken_grid(tmp / "broken.json", n_rep)
+    n_rep2 = 100 if small else 2000
+    rep2 = broken_grid(tmp / "broken2.json", n_rep2, seed=1)
+    wall = tmp / "wall.cell"
+    wall.write_text(f'import "{CELL}"\n\ndesign w {{\n    wall(width={10 if small else 1000}, '
+                    'height=20) at (0.45, 0.275)\n}\n')
     rob = pile(tmp / "robust.json", n_rob, 0.2, seed=2)
     rules2k = rule_file(tmp / "rules2k.cell", 2000)
     rules1m = rule_file(tmp / "rules1m.cell", 18_000)
@@ -116,10 +121,14 @@ def rows(tmp: Path, small: bool) -> dict[str, dict]:
                       "what": f"check, {n_big} cubes (dense)"},
         "repair": {"argv": ["repair", c, str(rep), "--time-limit", "{L}"], "exact": None,
                    "what": f"repair, {n_rep} parts (every fifth broken)"},
+        "repair_big": {"argv": ["repair", c, str(rep2), "--time-limit", "{L}"], "exact": None,
+                       "what": f"repair, {n_rep2} parts (every fifth broken)"},
         "plan_pile": {"argv": ["plan", c, str(p), "--time-limit", "{L}"], "exact": None,
                       "what": f"plan, the {n_pile}-cube pile"},
         "generate_pack": {"argv": ["generate", c, str(pack), "--time-limit", "{L}"],
                           "exact": None, "what": "generate, a packing design"},
+        "generate_wall": {"argv": ["generate", c, str(wall), "--time-limit", "{L}"],
+                          "exact": None, "what": "generate, a wall 1 000 wide and 20 high"},
         "explain_pile": {"argv": ["explain", c, str(p), "--time-limit", "{L}"], "exact": "fail",
                          "what": f"explain, the {n_pile}-cube pile"},
         "robust_big": {"argv": ["check", c, str(rob), "--robust", "0.002", "--time-limit",
