@@ -82,6 +82,10 @@ def rule_file(path: Path, n: int) -> Path:
     return path
 
 
+CHAIN = HEAD + ('rule chain "{p} {q} {r}" : forall p, q, r: (contact(p, q) and contact(q, r))'
+                ' implies p.x < 0.45\n')
+
+
 def packing(path: Path, n: int) -> Path:
     path.write_text(f'import "{CELL}"\n\ndesign pack {{\n    packing(n={n}, region x [0.25, '
                     '0.65] y [0.10, 0.45])\n}\n')
@@ -96,10 +100,17 @@ def rows(tmp: Path, small: bool) -> dict[str, dict]:
     p = pile(tmp / "pile.json", n_pile, 0.1)
     big = pile(tmp / "big.json", n_big, 0.2, seed=1)
     rep = broken_grid(tmp / "broken.json", n_rep)
+    n_rep2 = 100 if small else 2000
+    rep2 = broken_grid(tmp / "broken2.json", n_rep2, seed=1)
+    wall = tmp / "wall.cell"
+    wall.write_text(f'import "{CELL}"\n\ndesign w {{\n    wall(width={10 if small else 1000}, '
+                    'height=20) at (0.45, 0.275)\n}\n')
     rob = pile(tmp / "robust.json", n_rob, 0.2, seed=2)
     rules2k = rule_file(tmp / "rules2k.cell", 2000)
     rules1m = rule_file(tmp / "rules1m.cell", 18_000)
     pack = packing(tmp / "pack.cell", 12 if small else 40)
+    chain = tmp / "chain.cell"
+    chain.write_text(CHAIN)
     lay = tmp / "touch.json"
     lay.write_text(json.dumps({"parts": [{"id": "a", "type": "cube", "pos": [0.5, 0.5, 0.025]}]}))
     c = str(CELL)
@@ -110,10 +121,14 @@ def rows(tmp: Path, small: bool) -> dict[str, dict]:
                       "what": f"check, {n_big} cubes (dense)"},
         "repair": {"argv": ["repair", c, str(rep), "--time-limit", "{L}"], "exact": None,
                    "what": f"repair, {n_rep} parts (every fifth broken)"},
+        "repair_big": {"argv": ["repair", c, str(rep2), "--time-limit", "{L}"], "exact": None,
+                       "what": f"repair, {n_rep2} parts (every fifth broken)"},
         "plan_pile": {"argv": ["plan", c, str(p), "--time-limit", "{L}"], "exact": None,
                       "what": f"plan, the {n_pile}-cube pile"},
         "generate_pack": {"argv": ["generate", c, str(pack), "--time-limit", "{L}"],
                           "exact": None, "what": "generate, a packing design"},
+        "generate_wall": {"argv": ["generate", c, str(wall), "--time-limit", "{L}"],
+                          "exact": None, "what": "generate, a wall 1 000 wide and 20 high"},
         "explain_pile": {"argv": ["explain", c, str(p), "--time-limit", "{L}"], "exact": "fail",
                          "what": f"explain, the {n_pile}-cube pile"},
         "robust_big": {"argv": ["check", c, str(rob), "--robust", "0.002", "--time-limit",
@@ -127,6 +142,16 @@ def rows(tmp: Path, small: bool) -> dict[str, dict]:
                             "exact": None, "what": "check, a 1 MB rule file"},
         "fmt_1mb_rules": {"argv": ["fmt", "--check", str(rules1m)], "exact": None,
                           "what": "fmt --check, a 1 MB rule file (no limit flag)"},
+        "sim_wall": {"argv": ["sim", c, str(REPO / "rules" / "layouts" / "wall_9.json"),
+                              "--time-limit", "{L}"], "exact": None,
+                     "what": "sim, a 9-cube wall in the twin"},
+        "design_pack": {"argv": ["design", f"pack {12 if small else 30} cubes in the region x "
+                                 "0.25 to 0.65 y 0.1 to 0.45", "--cell", c, "--adapter",
+                                 "offline", "--time-limit", "{L}"], "exact": None,
+                        "what": "design (offline), a packing"},
+        "check_chain": {"argv": ["check", str(chain), str(p), "--time-limit", "{L}"],
+                        "exact": "fail",
+                        "what": f"check, the {n_pile}-cube pile, a rule of 3 parts"},
     }
 
 
@@ -141,16 +166,17 @@ def measure(tree: Path, argv: list[str], cap: float) -> dict:
             "except subprocess.TimeoutExpired as e:\n"
             "    rc, out, err = None, '', ''\n"
             "wall = time.monotonic() - t\n"
-            "ans = None\n"
+            "ans = code = None\n"
             "try:\n"
             "    j = json.loads(out)\n"
             "    j = j[0] if isinstance(j, list) else j\n"
-            "    ans = j.get('verdict', j.get('status'))\n"
+            "    ans = j.get('verdict') or j.get('status') or j.get('outcome')\n"
+            "    code = j.get('reason_code')\n"
             "except Exception:\n"
             "    pass\n"
             "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
             "print(json.dumps({'rc': rc, 'wall': wall, 'peak': peak, 'ans': ans,"
-            " 'out': out[-4000:], 'err': err[-2000:]}))\n")
+            " 'code': code, 'out': out[-4000:], 'err': err[-2000:]}))\n")
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("CELLSPEC_DEBUG", None)
     r = subprocess.run([sys.executable, "-c", code, str(cap), *argv], capture_output=True,
@@ -181,7 +207,7 @@ def answer(res: dict) -> str:
         j = json.loads(text)
         if isinstance(j, list):
             j = j[0]
-        v = j.get("verdict", j.get("status"))
+        v = j.get("verdict") or j.get("status") or j.get("outcome")
         if v:
             return str(v)
     except (json.JSONDecodeError, AttributeError, IndexError):
@@ -227,7 +253,8 @@ def main() -> int:
                 ok &= hit and mem_ok and not wrong
                 rec = {"row": name, "what": row["what"], "limit": lim, "wall": round(me["wall"], 3),
                        "ratio": round(me["wall"] / lim, 2), "peak_mib": round(me["peak"] / 2**20),
-                       "answer": got, "within": hit, "memory_ok": mem_ok, "wrong": wrong}
+                       "answer": got, "reason_code": me.get("code"), "within": hit,
+                       "memory_ok": mem_ok, "wrong": wrong}
                 if peer is not None:
                     pr = measure(peer, peer_argv(argv), cap=a.peer_cap)
                     rec["peer"] = {"wall": round(pr["wall"], 3), "answer": answer(pr),
@@ -237,7 +264,8 @@ def main() -> int:
                       f"{rec['peer']['peak_mib']:5d} MiB" if peer is not None else "")
                 verdict = "ok" if hit and mem_ok and not wrong else "MISS"
                 print(f"{name:16s} {lim:4g} s | {me['wall']:7.2f} s x{rec['ratio']:<5} "
-                      f"{got:8s} {rec['peak_mib']:5d} MiB {verdict}{pw}", file=sys.stderr,
+                      f"{got:8s} {str(me.get('code') or ''):15s} {rec['peak_mib']:5d} MiB "
+                      f"{verdict}{pw}", file=sys.stderr,
                       flush=True)
     print(json.dumps({"bench": "limits", "small": a.small, "startup_s": round(startup, 3),
                       "peer": str(peer) if peer else None, "all_within": ok,

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from cellspec import __version__
 from cellspec.commands import VERBS
-from cellspec.commands.bounded import WorkerError
+from cellspec.commands.bounded import WorkerError, start_clock
 from cellspec.commands.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, print_diagnostics
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import InternalError
@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script (``argv`` None: ``sys.argv``, and the verb's
+    --time-limit counts from the process start; a list: a library call, counted from now)."""
+    start_clock(from_process_start=argv is None)
     args = build_parser().parse_args(argv)
     if getattr(args, "verbose", False):  # the verb's worker process inherits it
         os.environ["CELLSPEC_DEBUG"] = "1"

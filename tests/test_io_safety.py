@@ -52,6 +52,8 @@ def test_read_bounded_pipe(tmp_path):
     ("check", "/dev/zero", WALL),
     ("check", STATION, "-"),
     ("diagnose", STATION, "/dev/zero", "/dev/zero"),
+    ("check-plan", STATION, "/dev/zero"),
+    ("sim", STATION, WALL, "--plan", "/dev/zero"),
 ])
 def test_devices_and_stdin_are_bounded(cli, args):
     env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -134,7 +134,8 @@ LIMIT_FLAGS = [
     ("explain", "--time-limit"), ("lint", "--timeout"), ("plan", "--time-limit"),
     ("repair", "--time-limit"), ("generate", "--time-limit"), ("sim", "--time-limit"),
     ("sim", "--motion-time-limit"), ("review", "--timeout"), ("review", "--repair-time-limit"),
-    ("design", "--timeout"), ("design", "--time-limit"),
+    ("design", "--timeout"), ("design", "--time-limit"), ("sim", "--solver-time-limit"),
+    ("design", "--solver-time-limit"),
 ]
 ARGS = {"check": [CELL, LAY], "test": [CELL], "explain": [CELL, LAY], "lint": [CELL],
         "plan": [CELL, LAY], "repair": [CELL, LAY], "generate": [CELL, "tower"],

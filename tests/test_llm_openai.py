@@ -143,6 +143,20 @@ def test_stalled_response_times_out(server, cell):
     assert time.perf_counter() - t0 < 1.4
 
 
+def test_cli_llm_time_out_is_exit_2(server, capsys):
+    """Issue 16, defect 9: an LLM time-out is the environment (exit 2), not 'cannot
+    translate' (exit 1)."""
+    from cellspec.cli import main
+
+    for _ in range(3):  # every structured-output mode the adapter tries stalls
+        server.script.append((200, completion(json.dumps({"spec": TOWER, "cannot": None})),
+                              1.5))
+    rc = main(["design", "a tower", "--cell", str(CELL), "--model", "fake-model", "--base-url",
+               server.url, "--timeout", "0.3", "--retries", "0"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "timed out" in err and "cannot translate" not in out + err
+
+
 @pytest.mark.parametrize(("reply", "match"), [
     (completion('{"parts": [ {"id": '), "malformed JSON"),
     (completion(None, refusal="I cannot do that"), "refused"),

@@ -340,6 +340,12 @@ def test_trace_files(capsys, tmp_path: Path, good_db: Path, name: str, text: str
     assert rows(good_db) == content  # validating writes nothing
 
 
+def test_trace_from_a_device_is_bounded(capsys, good_db: Path) -> None:  # noqa: ANN001
+    """Issue 16, defect 7: `world trace DB /dev/zero` reads at most the limit, then refuses."""
+    rc, out, err = cli(capsys, "world", "trace", good_db, "/dev/zero")
+    assert rc == 2 and "the trace file is larger than 16 MB" in err and "Traceback" not in err
+
+
 def test_place_trace_on_its_support_is_accepted(capsys, tmp_path: Path, good_db: Path) -> None:  # noqa: ANN001
     p = tmp_path / "trace.json"
     p.write_text(_tr(lambda o: o["action"].update(kind="place", object="c2", target="c1",

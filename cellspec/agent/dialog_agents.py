@@ -37,16 +37,15 @@ from cellspec.agent.base import Adapter, Budget
 from cellspec.agent.openai_adapter import (
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT,
-    MAX_RETRIES,
-    MAX_TIMEOUT,
     ProposalError,
     ReplayAdapter,
     record_exchange,
     request_hash,
+    server_url,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
-from cellspec.core.limits import check_output, check_seconds
+from cellspec.core.limits import check_llm_limits, check_output
 from cellspec.robots.roco_task import SortState, SortTask
 
 MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
@@ -255,15 +254,8 @@ class OpenAIAgents(DialogAgents):
                  ) -> None:
         super().__init__(budget)
         OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
-        check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
-        if not (0 <= max_retries <= MAX_RETRIES):
-            raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
-        if not (0 <= temperature <= 2):
-            raise CellspecError("the temperature must be a number from 0 to 2")
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise CellspecError(f"the LLM server URL must start with http:// or https:// "
-                                f"(got {url!r})")
+        check_llm_limits(timeout, max_retries, temperature)
+        url = server_url(base_url)
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "

@@ -54,7 +54,12 @@ from cellspec.agent.structured import (
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
 from cellspec.core.io import TooLarge, read_text_bounded
-from cellspec.core.limits import check_output, check_seconds
+from cellspec.core.limits import (
+    MAX_LLM_RETRIES,
+    MAX_LLM_TIMEOUT,
+    check_llm_limits,
+    check_output,
+)
 from cellspec.dsl.design import KINDS, DesignSpec
 
 DEFAULT_TIMEOUT = 30.0
@@ -354,9 +359,19 @@ class ChatAdapter(Adapter):
         return obj
 
 
-MAX_TIMEOUT = 600.0  # seconds per LLM call
+MAX_TIMEOUT = MAX_LLM_TIMEOUT  # seconds per LLM call (the validator is core.limits')
 MAX_CASSETTE_BYTES = 256 * 1024 * 1024  # a replay cassette larger than this is refused
-MAX_RETRIES = 10
+MAX_RETRIES = MAX_LLM_RETRIES
+
+
+def server_url(base_url: str | None) -> str | None:
+    """The OpenAI-compatible server to talk to (``base_url``, else ``OPENAI_BASE_URL``;
+    None: the client's default); bad input unless it is an http(s) URL."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise CellspecError(f"the LLM server URL must start with http:// or https:// "
+                            f"(got {url!r})")
+    return url
 
 
 class OpenAIAdapter(ChatAdapter):
@@ -372,15 +387,8 @@ class OpenAIAdapter(ChatAdapter):
                  ) -> None:
         super().__init__(model, budget, use_tools)
         OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
-        check_seconds(timeout, "the LLM timeout", MAX_TIMEOUT)
-        if not (0 <= max_retries <= MAX_RETRIES):
-            raise CellspecError(f"max_retries must be from 0 to {MAX_RETRIES}")
-        if temperature is not None and not (0 <= temperature <= 2):
-            raise CellspecError("the temperature must be a number from 0 to 2")
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise CellspecError(f"the LLM server URL must start with http:// or https:// "
-                                f"(got {url!r})")
+        check_llm_limits(timeout, max_retries, temperature)
+        url = server_url(base_url)
         if record:
             check_output(str(Path(record)), "--record")
         key = api_key or os.environ.get("OPENAI_API_KEY")

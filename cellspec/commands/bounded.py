@@ -44,6 +44,14 @@ def _process_age() -> float:
 
 
 STARTED = time.monotonic() - _process_age()  # the verb's clock: from the process start
+
+
+def start_clock(from_process_start: bool) -> None:
+    """Start the verb's clock: from the process start for the command line (``python -m
+    cellspec``, the console script: the interpreter's start-up counts), from now for a
+    library caller of ``cellspec.cli.main([...])`` in a process that may be hours old."""
+    global STARTED
+    STARTED = time.monotonic() - _process_age() if from_process_start else time.monotonic()
 GRACE_S = 0.05  # the parent's margin to receive a result that arrives at the deadline
 MEMORY_EXIT = 86  # the worker's exit code when it ran out of memory before it could report
 
@@ -72,6 +80,19 @@ def print_stopped(hit: LimitHit, fmt: str, obj: Any, pretty: str) -> int:
     return 2
 
 
+def print_unknown(hit: LimitHit, fmt: str, fields: dict[str, Any], *, key: str = "status",
+                  handed: str | None = None) -> int:
+    """Print the ``unknown`` of a stopped verb whose result has a ``key`` (``status``,
+    ``verdict``, ``outcome``) and a ``reason``: ``fields`` are the empty result's other
+    keys; ``handed`` names what an anytime verb did not hand over in time (``repair``,
+    ``layout``). One form for every worker verb (repair, generate, sim, design); exit 2."""
+    why = hit.reason if handed is None else \
+        f"{hit.reason}; no verified {handed} was handed over in time"
+    return print_stopped(hit, fmt, {key: "unknown", **fields, "reason": why,
+                                    "reason_code": hit.kind, "seconds": round(hit.seconds, 4)},
+                         f"unknown: {why} ({hit.seconds:.3f} s)")
+
+
 def anytime_grace(time_limit: float | None) -> float:
     """Seconds an anytime verb (``repair``, ``generate``) may run past its ``--time-limit``
     before its worker is stopped: the verb itself stops at the limit with its best verified
@@ -82,15 +103,32 @@ def anytime_grace(time_limit: float | None) -> float:
     return min(1.0, max(0.25, 0.5 * time_limit))
 
 
-def remaining(time_limit: float | None, started: float = STARTED) -> float | None:
-    """Seconds left of the verb's budget (at least 1 ms), or None without a limit."""
+def remaining(time_limit: float | None, started: float | None = None) -> float | None:
+    """Seconds left of the verb's budget (at least 1 ms), or None without a limit
+    (``started``: the clock's start, default the verb's: :func:`start_clock`)."""
     if time_limit is None:
         return None
-    return max(0.001, time_limit - (time.monotonic() - started))
+    return max(0.001, time_limit - (time.monotonic() - (STARTED if started is None
+                                                          else started)))
 
 
 def _mib(n: int) -> str:
     return f"{n / 1024**2:.0f} MiB"
+
+
+def _unmappable(exc: BaseException) -> bool:
+    """Whether an import or OS error (or one it was raised from: numpy wraps the loader's)
+    says a shared library could not be mapped or memory allocated, or a C extension failed
+    to import (pybullet's numpy under a small cap): the budget refused."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        text = str(seen).lower()
+        if "map" in text or "cannot allocate" in text or "failed to import" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
@@ -111,8 +149,7 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
     except MemoryError:
         out = ("memory", None)
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
-        text = str(exc).lower()
-        out = ("memory", None) if ("map" in text or "cannot allocate" in text) else \
+        out = ("memory", None) if _unmappable(exc) else \
             ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
         out = ("memory", None) if "alloc" in str(exc).lower() else \
@@ -147,13 +184,14 @@ def _memory_stdin() -> bytes | None:
 
 
 def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
-                max_memory: int | None, started: float = STARTED,
+                max_memory: int | None, started: float | None = None,
                 meanwhile: Callable[[], Any] | None = None) -> Any:
     """``fn()`` computed in a worker within the verb's budget: its result, or a
     :class:`LimitHit`. A CellspecError in the worker is re-raised here (exit 2); an
     unexpected exception becomes a :class:`WorkerError` naming it (exit 3, a bug).
     ``meanwhile`` runs in the parent while the worker works (e.g. importing what printing
     the result needs, so nothing slow is left after the deadline)."""
+    started = STARTED if started is None else started
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     try:

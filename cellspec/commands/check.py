@@ -60,7 +60,8 @@ def _compute(a: argparse.Namespace):
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
-    v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit))
+    v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit),
+              max_memory=a.max_memory)
     if a.robust is None:
         return v, None
     from cellspec.solver.formal.robust import prove_robust  # lazy: Z3, only with --robust

@@ -9,17 +9,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cellspec.commands.bounded import LimitHit, print_unknown, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
-from cellspec.core.limits import check_output, check_seconds
+from cellspec.core.limits import check_llm_limits, check_output, check_seconds, parse_memory
 
 if TYPE_CHECKING:
     from cellspec.agent.base import Adapter
 
 
 MAX_T_MAX = 50  # proposals per command: more is a runaway loop, not persistence
-MAX_TIME_LIMIT = 3600.0  # seconds per solver call
+MAX_TIME_LIMIT = 3600.0  # seconds: the whole verb, and each solver call
+SOLVER_TIME_LIMIT = 10.0  # seconds per solver call by default
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "0.2\") into a design spec, obtain a candidate layout (from the LLM or "
                        "built by the solver), verify, repair or re-prompt, and re-verify the "
                        "result with clingo. Exit 0 a verified layout, 1 the command cannot be "
-                       "translated or built (the reason is printed), 2 bad input or usage.")
-    add_shared(c, output=("OUT", "write the layout JSON here"),
-               time_limit=(10.0, "solver time limit in seconds (default 10)"))
+                       "translated or built (the reason is printed), 2 bad input, usage or "
+                       "unknown (--time-limit or --max-memory hit).")
+    add_shared(c, output=("OUT", "write the layout JSON here"), max_memory=True,
+               time_limit=(None, "time limit of the whole verb in seconds (translation, "
+                           "LLM calls, solving, re-verification; default none; unknown when "
+                           "hit). With --review the time you take to answer counts"))
     c.add_argument("command", help="the command, in quotes")
     c.add_argument("--cell", required=True, help="the .cell file")
     c.add_argument("--adapter", choices=("auto", "offline", "openai", "replay"),
@@ -43,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--record", metavar="JSONL", help="openai: append every exchange here")
     c.add_argument("--max-calls", type=int, metavar="N", help="LLM calls allowed per command")
     c.add_argument("--max-tokens", type=int, metavar="N", help="LLM tokens allowed per command")
+    c.add_argument("--solver-time-limit", type=float, default=SOLVER_TIME_LIMIT, metavar="S",
+                   help=f"time limit of each solver call in seconds (default "
+                   f"{SOLVER_TIME_LIMIT:g}; capped by what is left of --time-limit)")
     c.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="per LLM call (default 30)")
     c.add_argument("--retries", type=int, default=2, metavar="N", help="per LLM call")
@@ -73,49 +81,54 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def make_adapter(a: argparse.Namespace) -> Adapter:
-    """The adapter the options ask for."""
-    # lazy: CLI start-up time (every verb imports its module; the agent pulls in solvers)
-    from cellspec.agent.base import Budget
-    from cellspec.agent.offline import OfflineAdapter
-    from cellspec.agent.openai_adapter import (
-        DEFAULT_MODEL,
-        MAX_RETRIES,
-        MAX_TIMEOUT,
-        OpenAIAdapter,
-        ReplayAdapter,
-    )
-
+def check_options(a: argparse.Namespace) -> None:
+    """Bad options are bad input before any work (exit 2): counts, limits, output paths,
+    the extras the options need."""
     for name in ("max_calls", "max_tokens", "t_max"):
         v = getattr(a, name)
         if v is not None and v < 1:
             raise CellspecError(f"--{name.replace('_', '-')} must be at least 1")
     if a.t_max > MAX_T_MAX:
         raise CellspecError(f"--t-max must be at most {MAX_T_MAX} (proposals per command)")
-    check_seconds(a.time_limit, "--time-limit", MAX_TIME_LIMIT)
-    check_seconds(a.timeout, "--timeout", MAX_TIMEOUT)
-    if not (0 <= a.retries <= MAX_RETRIES):
-        raise CellspecError(f"--retries must be from 0 to {MAX_RETRIES}")
-    if not (0 <= a.temperature <= 2):
-        raise CellspecError("--temperature must be a number from 0 to 2")
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit", MAX_TIME_LIMIT)
+    check_seconds(a.solver_time_limit, "--solver-time-limit", MAX_TIME_LIMIT)
+    check_llm_limits(a.timeout, a.retries, a.temperature,
+                     ("--timeout", "--retries", "--temperature"))
     check_output(a.output, "-o")
     check_output(a.record, "--record")
     if a.review:
         check_output(a.review_file, "--review-file")
-    budget = Budget(a.max_calls, a.max_tokens)
-    kind = a.adapter
-    if kind == "auto":
-        kind = "openai" if a.model else "offline"
+    kind = adapter_kind(a)
     if kind == "openai":
         require_extra("llm", verb="design --adapter openai")
+    if kind == "offline" and (a.tools or a.llm_routing):
+        raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
+                            "replay); the offline translator calls no tools")
+    if kind == "replay" and not a.cassette:
+        raise CellspecError("--adapter replay needs --cassette JSONL")
+
+
+def adapter_kind(a: argparse.Namespace) -> str:
+    """offline, openai or replay (``auto``: openai when --model is given, else offline)."""
+    if a.adapter == "auto":
+        return "openai" if a.model else "offline"
+    return str(a.adapter)
+
+
+def make_adapter(a: argparse.Namespace) -> Adapter:
+    """The adapter the options ask for (the options checked first: :func:`check_options`)."""
+    # lazy: CLI start-up time (every verb imports its module; the agent pulls in solvers)
+    from cellspec.agent.base import Budget
+    from cellspec.agent.offline import OfflineAdapter
+    from cellspec.agent.openai_adapter import DEFAULT_MODEL, OpenAIAdapter, ReplayAdapter
+
+    check_options(a)
+    budget = Budget(a.max_calls, a.max_tokens)
+    kind = adapter_kind(a)
     if kind == "offline":
-        if a.tools or a.llm_routing:
-            raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
-                                "replay); the offline translator calls no tools")
         return OfflineAdapter(budget)
     if kind == "replay":
-        if not a.cassette:
-            raise CellspecError("--adapter replay needs --cassette JSONL")
         return ReplayAdapter(a.cassette, a.model or DEFAULT_MODEL, budget, use_tools=a.tools)
     return OpenAIAdapter(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
                          max_retries=a.retries, temperature=a.temperature, seed=a.seed,
@@ -159,13 +172,35 @@ def _world_context(a: argparse.Namespace, adapter: Adapter) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+    """Run the verb; returns the exit code. The whole verb (loading, translation, LLM
+    calls, solving, re-verification, the twin with --execute) runs in a bounded worker
+    (:mod:`cellspec.commands.bounded`): ``--time-limit`` (none by default) and
+    ``--max-memory``; the layout is written here, only when the worker finished."""
+    if a.execute:
+        require_extra("twin", verb="design --execute")
+    check_options(a)
+    a.max_memory = parse_memory(a.max_memory)
+    got = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):  # printed from plain data: nothing imported after the limit
+        return print_unknown(got, a.format, {"spec": None, "layout": None, "plan": None,
+                                             "calls": None, "phases": []}, key="outcome",
+                             handed="layout")
+    if got["layout"] is not None and a.output:  # atomic_write names the path if refused
+        atomic_write(Path(a.output), json.dumps(got["layout"], indent=2) + "\n")
+    if a.format == "json":
+        print(json.dumps(got["json"], indent=2))
+    else:
+        print(got["pretty"], end="")
+    return EXIT_OK if got["layout"] is not None else EXIT_FAIL
+
+
+def _compute(a: argparse.Namespace) -> dict[str, Any]:
+    """The verb's work (in the bounded worker), as plain data for the parent: the layout,
+    the JSON report and the pretty one."""
     # lazy: CLI start-up time (the orchestrator loads every solver, the parser textX)
     from cellspec.agent.orchestrator import Reviewer, run_orchestrated
     from cellspec.dsl.parser import load_cell
 
-    if a.execute:
-        require_extra("twin", verb="design --execute")
     cell = load_cell(a.cell)
     adapter = make_adapter(a)
     if a.world is not None or a.world_action is not None:
@@ -174,44 +209,48 @@ def run(a: argparse.Namespace) -> int:
         check_executable(cell)
     reviewer = Reviewer(sys.stdin, sys.stderr, a.review_file) if a.review else None
     router = getattr(adapter, "route", None) if a.llm_routing else None
-    o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=a.time_limit,
+    left = remaining(a.time_limit)
+    solver = a.solver_time_limit if left is None else min(a.solver_time_limit, left)
+    o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=solver,
                          reviewer=reviewer, execute=a.execute, router=router)
+    out = o.to_json()
+    report = getattr(adapter, "structured_report", None)
+    if callable(report):  # the structured-output mode negotiated with the server
+        out["llm"] = report()
+    return {"layout": o.result.layout, "json": out,
+            "pretty": _pretty(a, o, adapter) if a.format != "json" else None}
+
+
+def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
+    """The pretty report of a design run (spec, outcome, phases, the assembly plan)."""
+    lines: list[str] = []
+    say = lines.append
     r = o.result
-    if r.layout is not None and a.output:  # atomic_write names the path if the disk refuses
-        atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
-    if a.format == "json":
-        out = o.to_json()
-        report = getattr(adapter, "structured_report", None)
-        if callable(report):  # the structured-output mode negotiated with the server
-            out["llm"] = report()
-        print(json.dumps(out, indent=2))
-        return EXIT_OK if r.layout is not None else EXIT_FAIL
     who = "offline translator, no LLM" if adapter.name == "offline" else \
         f"{adapter.name} adapter, model {adapter.model}"
     if r.spec is not None:
         hint = "; '// assumed:' lines show the defaults taken for vague words" \
             if "// assumed:" in r.spec else ""
-        print(f"spec ({who}{hint}):")
-        print("\n".join("  " + x for x in r.spec.rstrip("\n").splitlines()))
-    print(f"outcome: {r.outcome} ({OUTCOMES[r.outcome]})")
+        say(f"spec ({who}{hint}):")
+        say("\n".join("  " + x for x in r.spec.rstrip("\n").splitlines()))
+    say(f"outcome: {r.outcome} ({OUTCOMES[r.outcome]})")
     if r.reason:
-        print(f"reason: {r.reason}")
-    print("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
-                                   for p in o.phases))
+        say(f"reason: {r.reason}")
+    say("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
+                                 for p in o.phases))
     if o.execute is not None:
         ex = o.execute.get("execution") or {}
         extra = f" (δ {ex['delta']:.4f} rad, ε {ex['epsilon']:g})" if "delta" in ex else ""
-        print(f"execute in the twin: {o.execute.get('status')}{extra}"
-              + (f": {o.execute['reason']}" if o.execute.get("reason") else ""))
+        say(f"execute in the twin: {o.execute.get('status')}{extra}"
+            + (f": {o.execute['reason']}" if o.execute.get("reason") else ""))
     if r.layout is not None and r.plan is not None:
         pos = {p["id"]: p["pos"] for p in r.layout["parts"]}
-        print(f"assembly plan ({len(r.plan['grips'])} steps: part, centre x y z in m, "
-              "gripper):")
+        say(f"assembly plan ({len(r.plan['grips'])} steps: part, centre x y z in m, gripper):")
         for k, st in enumerate(r.plan["grips"], 1):
             p = pos[st["part"]]
             grip = st["gripper"] + (f" {st['axis']}" if st.get("axis") else "")
-            print(f"{k:4d}  {st['part']}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
-        print(f"{len(pos)} parts, re-verified pass (clingo), {r.calls} LLM calls, "
-              f"{r.seconds:.3f} s; layout "
-              + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
-    return EXIT_OK if r.layout is not None else EXIT_FAIL
+            say(f"{k:4d}  {st['part']}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
+        say(f"{len(pos)} parts, re-verified pass (clingo), {r.calls} LLM calls, "
+            f"{r.seconds:.3f} s; layout "
+            + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
+    return "".join(x + "\n" for x in lines)

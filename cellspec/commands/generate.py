@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, anytime_grace, print_stopped, remaining, run_bounded
+from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 
@@ -62,7 +62,35 @@ def _compute(a: argparse.Namespace) -> Any:
                                            for x in v.violations[:5])
             r = type(r)(status="unknown", design=r.design, seconds=r.seconds,
                         reason=f"internal error: the generated layout fails the check: {detail}")
-    return r
+    # plain data for the parent: unpickling the result model would import the solvers there
+    return {"status": str(r.status), "layout": r.layout, "json": r.to_json(),
+            "pretty": _pretty(a, r) if a.format != "json" else None}
+
+
+def _pretty(a: argparse.Namespace, r: Any) -> str:
+    """The pretty report of a generate run: the structures, the steps, the verdict line."""
+    lines: list[str] = []
+    say = lines.append
+    for s in r.structures:
+        req = (f" (asked ({s.requested[0]:.4f}, {s.requested[1]:.4f}))"
+               if s.requested else "")
+        say(f"{s.name}: {s.kind}, {s.parts} parts, centre ({s.centre[0]:.4f}, "
+            f"{s.centre[1]:.4f}){req}, top {s.height:.4f} m")
+    if r.layout is not None:
+        pos = {p["id"]: p["pos"] for p in r.layout["parts"]}
+        for k, st in enumerate(r.steps, 1):
+            grip = f"{st.gripper} {st.axis}" if st.axis else st.gripper
+            p = pos[st.part]
+            say(f"{k:4d}  {st.part}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
+        proof = "placement optimal" if r.status == "optimal" else \
+            "placement not proved optimal within the search budget"
+        say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
+            f"{proof} ({r.seconds:.3f} s)" + (f"; written to {a.output}" if a.output else ""))
+    elif r.status == "infeasible":
+        say(f"infeasible: {r.reason} ({r.seconds:.3f} s)")
+    else:
+        say(f"unknown: {r.reason} ({r.seconds:.3f} s)")
+    return "".join(x + "\n" for x in lines)
 
 
 def run(a: argparse.Namespace) -> int:
@@ -75,37 +103,14 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
-        why = f"{got.reason}; no verified layout was handed over in time"
-        return print_stopped(got, a.format, {
-            "status": "unknown", "design": a.design or "", "structures": [], "steps": [],
-            "reason": why, "seconds": round(got.seconds, 4)},
-            f"unknown: {why} ({got.seconds:.3f} s)")
-    r = got
-    if r.layout is not None and a.output:
-        atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
+        return print_unknown(got, a.format, {
+            "design": a.design or "", "structures": [], "steps": []}, handed="layout")
+    if got["layout"] is not None and a.output:
+        atomic_write(Path(a.output), json.dumps(got["layout"], indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(r.to_json(), indent=2))
+        print(json.dumps(got["json"], indent=2))
     else:
-        for s in r.structures:
-            req = (f" (asked ({s.requested[0]:.4f}, {s.requested[1]:.4f}))"
-                   if s.requested else "")
-            print(f"{s.name}: {s.kind}, {s.parts} parts, centre ({s.centre[0]:.4f}, "
-                  f"{s.centre[1]:.4f}){req}, top {s.height:.4f} m")
-        if r.layout is not None:
-            pos = {p["id"]: p["pos"] for p in r.layout["parts"]}
-            for k, st in enumerate(r.steps, 1):
-                grip = f"{st.gripper} {st.axis}" if st.axis else st.gripper
-                p = pos[st.part]
-                print(f"{k:4d}  {st.part}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
-            proof = "placement optimal" if r.status == "optimal" else \
-                "placement not proved optimal within the search budget"
-            print(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
-                  f"{proof} ({r.seconds:.3f} s)" + (f"; written to {a.output}" if a.output
-                                                     else ""))
-        elif r.status == "infeasible":
-            print(f"infeasible: {r.reason} ({r.seconds:.3f} s)")
-        else:
-            print(f"unknown: {r.reason} ({r.seconds:.3f} s)")
-    if r.status in ("optimal", "feasible"):
+        print(got["pretty"], end="")
+    if got["status"] in ("optimal", "feasible"):
         return EXIT_OK
-    return EXIT_FAIL if r.status == "infeasible" else EXIT_INPUT
+    return EXIT_FAIL if got["status"] == "infeasible" else EXIT_INPUT

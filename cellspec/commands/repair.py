@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, anytime_grace, print_stopped, remaining, run_bounded
+from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
@@ -96,11 +96,9 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
-        why = f"{got.reason}; no verified repair was handed over in time"
-        return print_stopped(got, a.format, {
-            "status": "unknown", "already_valid": False, "parts_moved": 0,
-            "displacement_m": 0, "reordered": False, "moves": [], "reason": why,
-            "seconds": round(got.seconds, 4)}, f"unknown: {why} ({got.seconds:.3f} s)")
+        return print_unknown(got, a.format, {
+            "already_valid": False, "parts_moved": 0, "displacement_m": 0, "reordered": False,
+            "moves": []}, handed="repair")
     r = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from cellspec.commands.bounded import LimitHit, print_unknown, remaining, run_bounded
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -19,10 +23,11 @@ from cellspec.commands.common import (
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.io import TooLarge, read_text_bounded
-from cellspec.core.limits import check_seconds
+from cellspec.core.limits import check_seconds, parse_memory
 from cellspec.robots import quiet_pybullet
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
+SOLVER_TIME_LIMIT = 10.0  # seconds per solver call (verify gate, sequencer, scheduler)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,9 +39,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(RRT-Connect), execute in a separate physics client and compare planned "
                        "and executed joint trajectories (δ ≤ ε). Only a layout that verifies "
                        "is simulated (else: fail). Exit 0 all actions pass, 1 any fails or the "
-                       "layout fails its rules, 2 bad input or unknown (a time limit).")
+                       "layout fails its rules, 2 bad input or unknown (a time or memory "
+                       "limit).")
     add_shared(c, cell=True, layout=True, output=("PLAN.json", "write the plan JSON here"),
-               time_limit=(10.0, "sequencer and scheduler time limit (default 10)"))
+               max_memory=True,
+               time_limit=(None, "time limit of the whole verb in seconds (loading, "
+                           "verification, sequencing, planning, execution; default none; "
+                           "unknown when hit)"))
+    c.add_argument("--solver-time-limit", type=float, default=SOLVER_TIME_LIMIT, metavar="S",
+                   help=f"time limit of each solver call (the rule check, the sequencer, the "
+                   f"scheduler) in seconds (default {SOLVER_TIME_LIMIT:g}; capped by what is "
+                   "left of --time-limit)")
     c.add_argument("--plan", metavar="PLAN", help="a plan JSON with `steps` (from `cellspec plan "
                    "--format json` or `cellspec sim -o`) instead of the sequencer's plan")
     c.add_argument("--faults", metavar="SPEC", help="inject execution faults, `;`-separated: "
@@ -135,8 +148,50 @@ def _steps(path: str):
 
 
 def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+    """Run the verb; returns the exit code. The whole verb runs in a bounded worker
+    (:mod:`cellspec.commands.bounded`; its pybullet clients are created there):
+    ``--time-limit`` (none by default) and ``--max-memory``. Every output (-o, --script,
+    --trajectories, --gantt, --snapshots) is written here, only when the worker finished."""
     require_extra("twin", verb="sim")
+    _check_options(a)
+    a.max_memory = parse_memory(a.max_memory)
+    got = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):  # printed from plain data: nothing imported after the limit
+        return print_unknown(got, a.format, {"actions": [], "execution": None,
+                                             "concurrent": False}, key="verdict")
+    if a.output:
+        atomic_write(Path(a.output), got["plan"])
+    if a.script:
+        if got["script"] is None:
+            print(f"note: no robot script written: {got['reason']}", file=sys.stderr)
+        else:
+            atomic_write(Path(a.script), got["script"])
+    if a.trajectories and got["trajectories"] is not None:
+        atomic_write(Path(a.trajectories), got["trajectories"])
+    if a.gantt:
+        if got["gantt_png"] is not None:
+            atomic_write(Path(a.gantt), got["gantt_png"])
+        else:
+            print(f"note: no schedule to draw ({got['reason'] or 'nothing was scheduled'}); "
+                  f"{a.gantt} not written", file=sys.stderr)
+    if a.snapshots:
+        for name, data in got["snapshots"].items():
+            atomic_write(Path(a.snapshots) / name, data)
+    for n in got["notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    if a.format == "json":
+        print(json.dumps(got["json"], indent=2))
+    else:
+        print(got["pretty"], end="")
+    if got["verdict"] == "pass":
+        return EXIT_OK
+    return EXIT_FAIL if got["verdict"] == "fail" else EXIT_INPUT
+
+
+def _compute(a: argparse.Namespace) -> dict[str, Any]:
+    """The verb's work (in the bounded worker), as plain data for the parent: the verdict,
+    the reports and the bytes of every output asked for (snapshots and the chart are drawn
+    in a private folder here and handed over)."""
     quiet_pybullet()
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
@@ -146,7 +201,6 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.robots.models import check_models
     from cellspec.robots.sim import compare_single, simulate
 
-    _check_options(a)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
     check_models(cell)
@@ -157,43 +211,53 @@ def run(a: argparse.Namespace) -> int:
     # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
 
-    with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
-        res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
-                       motion_time_limit=a.motion_time_limit, time_limit=a.time_limit,
-                       snapshots=a.snapshots, unverified=a.unverified)
-        if a.compare_single and res.verdict == "pass":
-            compare_single(cell, layout, res, seed=a.seed,
-                           motion_time_limit=a.motion_time_limit, time_limit=a.time_limit)
-    if a.output:
-        atomic_write(Path(a.output), json.dumps(res.plan_json(cell, layout), indent=1) + "\n")
-    if a.script:
-        if res.timeline is None:
-            print(f"note: no robot script written: {res.reason}", file=sys.stderr)
-        else:
-            # lazy: CLI start-up time (every verb loads for --help; loads the twin)
-            from cellspec.robots.script import script_text
+    left = remaining(a.time_limit)
+    solver = a.solver_time_limit if left is None else min(a.solver_time_limit, left)
+    with tempfile.TemporaryDirectory(prefix="cellspec-sim-") as tmp:
+        shots = Path(tmp, "snapshots") if a.snapshots else None
+        if shots is not None:
+            shots.mkdir()
+        with progress.reporting(quiet=getattr(a, "quiet", False)):  # stderr, a terminal only
+            res = simulate(cell, layout, steps=steps, faults=faults, seed=a.seed,
+                           motion_time_limit=a.motion_time_limit, time_limit=solver,
+                           snapshots=None if shots is None else str(shots),
+                           unverified=a.unverified)
+            if a.compare_single and res.verdict == "pass":
+                compare_single(cell, layout, res, seed=a.seed,
+                               motion_time_limit=a.motion_time_limit, time_limit=solver)
+        gantt, png = (_gantt(Path(tmp, "gantt.png"), cell, layout, res) if a.gantt
+                      else (None, None))
+        snaps = {} if shots is None else {p.name: p.read_bytes()
+                                          for p in sorted(shots.iterdir())}
+    out = res.to_json()
+    if gantt is not None:
+        out["gantt"] = gantt
+    script = None
+    if a.script and res.timeline is not None:
+        # lazy: CLI start-up time (every verb loads for --help; loads the twin)
+        from cellspec.robots.script import script_text
 
-            atomic_write(Path(a.script), script_text(cell, res, Path(a.script).name))
-    if a.trajectories and res.execution is not None:
-        atomic_write(Path(a.trajectories), json.dumps(res.execution.trajectories_json()) + "\n")
-    gantt = _gantt(a.gantt, cell, layout, res) if a.gantt else None
-    for n in res.notes:
-        print(f"note: {n}", file=sys.stderr)
-    if a.format == "json":
-        out = res.to_json()
-        if gantt is not None:
-            out["gantt"] = gantt
-        print(json.dumps(out, indent=2))
-    else:
-        _print_pretty(res)
-    if res.verdict == "pass":
-        return EXIT_OK
-    return EXIT_FAIL if res.verdict == "fail" else EXIT_INPUT
+        script = script_text(cell, res, Path(a.script).name)
+    pretty = None
+    if a.format != "json":
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            _print_pretty(res)
+        pretty = buf.getvalue()
+    return {"verdict": str(res.verdict), "reason": res.reason, "notes": list(res.notes),
+            "json": out, "pretty": pretty, "script": script, "gantt_png": png,
+            "snapshots": snaps,
+            "plan": (json.dumps(res.plan_json(cell, layout), indent=1) + "\n"
+                     if a.output else None),
+            "trajectories": (json.dumps(res.execution.trajectories_json()) + "\n"
+                             if a.trajectories and res.execution is not None else None)}
 
 
 def _check_options(a: argparse.Namespace) -> None:
     """Bad options are bad input before the long run (exit 2)."""
-    check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit", MAX_SECONDS)
+    check_seconds(a.solver_time_limit, "--solver-time-limit", MAX_SECONDS)
     check_seconds(a.motion_time_limit, "--motion-time-limit", MAX_SECONDS)
     if a.seed < 0:
         raise CellspecError("--seed must be 0 or more")
@@ -207,23 +271,23 @@ def _check_options(a: argparse.Namespace) -> None:
         raise CellspecError("--faults: no fault given (leave the option out for none)")
 
 
-def _gantt(path: str, cell: Any, layout: Any, res: Any) -> list[dict] | None:
-    """Draw the schedule into ``path`` (a note when there is none); the bars, for the JSON."""
+def _gantt(path: Path, cell: Any, layout: Any, res: Any
+           ) -> tuple[list[dict] | None, bytes | None]:
+    """The schedule's bars (for the JSON) and its chart as PNG bytes, drawn into ``path``
+    (a private file of the worker); no bytes when there is no schedule."""
     # lazy: CLI start-up time (every verb loads for --help; loads the charts, matplotlib)
     from cellspec.review.plots import draw_gantt, gantt_rows
 
     gantt = gantt_rows(cell, res)
-    if gantt:
-        sched = res.schedule
-        title = f"{cell.name}: {len(layout)} parts" + (
-            f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
-            f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
-            f" ({gantt[0]['source']})")
-        draw_gantt(gantt, path, title, [r.name for r in cell.robots])
-    else:
-        print(f"note: no schedule to draw ({res.reason or 'nothing was scheduled'}); "
-              f"{path} not written", file=sys.stderr)
-    return gantt
+    if not gantt:
+        return gantt, None
+    sched = res.schedule
+    title = f"{cell.name}: {len(layout)} parts" + (
+        f", makespan {sched.makespan:.2f} s" if sched and sched.makespan else "") + (
+        f", speedup {sched.speedup:.2f}x" if sched and sched.speedup else "") + (
+        f" ({gantt[0]['source']})")
+    draw_gantt(gantt, path, title, [r.name for r in cell.robots])
+    return gantt, path.read_bytes()
 
 
 def _print_pretty(res: Any) -> None:

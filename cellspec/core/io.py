@@ -116,12 +116,13 @@ def write_target(path: str | os.PathLike[str], flag: str | None = None
                         "device such as /dev/null), never replacing anything else")
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` safely (see the module
-    docstring: atomic for regular files, through symlinks, in place for character
-    devices, refused otherwise). An OS error is bad input naming the path."""
+def atomic_write(path: str | os.PathLike[str], text: str | bytes) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends; or bytes as they are, e.g. a PNG) to
+    ``path`` safely (see the module docstring: atomic for regular files, through symlinks,
+    in place for character devices, refused otherwise). An OS error is bad input naming
+    the path."""
     target, st = write_target(path)
-    data = text.encode("utf-8")
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     if st is not None and stat.S_ISCHR(st.st_mode):
         try:
             fd = os.open(target, os.O_WRONLY | os.O_APPEND)

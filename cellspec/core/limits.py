@@ -54,3 +54,21 @@ def check_output(path: str | None, flag: str = "-o") -> None:
     """Bad input unless the file ``path`` can be written (see
     :func:`cellspec.core.io.check_writable`): checked before the work."""
     check_writable(path, flag)
+
+
+MAX_LLM_TIMEOUT = 600.0  # seconds per LLM call
+MAX_LLM_RETRIES = 10  # retries per LLM call
+
+
+def check_llm_limits(timeout: float, max_retries: int, temperature: float | None,
+                     flags: tuple[str, str, str] = ("the LLM timeout", "max_retries",
+                                                    "the temperature")) -> None:
+    """The one validator of an LLM client's limits (every adapter and ``design``'s flags):
+    a per-call ``timeout`` of at most :data:`MAX_LLM_TIMEOUT` s, 0 to
+    :data:`MAX_LLM_RETRIES` retries, a sampling ``temperature`` from 0 to 2 (None: the
+    server's default); ``flags`` name the three in the message (e.g. the CLI's options)."""
+    check_seconds(timeout, flags[0], MAX_LLM_TIMEOUT)
+    if not (0 <= max_retries <= MAX_LLM_RETRIES):
+        raise CellspecError(f"{flags[1]} must be from 0 to {MAX_LLM_RETRIES}")
+    if temperature is not None and not (0 <= temperature <= 2):
+        raise CellspecError(f"{flags[2]} must be a number from 0 to 2")

@@ -15,10 +15,11 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.limits import DEFAULT_MAX_MEMORY
 from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
-from cellspec.solver import checkers
+from cellspec.solver import checkers, ground_size
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
@@ -36,9 +37,12 @@ def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: s
 
 
 def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
-          timeout: float | None = None) -> Verdict:
+          timeout: float | None = None, max_memory: int | None = None) -> Verdict:
     """Check a layout against every rule of the cell; ``unknown`` if a limit was hit or the
-    backend refuses a rule."""
+    backend refuses a rule. ``max_memory`` (bytes; default
+    :data:`cellspec.core.limits.DEFAULT_MAX_MEMORY`) is the budget the clingo program's
+    estimated ground size must fit, else ``unknown`` (reason: grounding limit) before any
+    grounding (:mod:`cellspec.solver.ground_size`)."""
     t0 = time.perf_counter()
     checker = checkers.get(backend)
     inst = build_instance(cell, layout)
@@ -59,6 +63,11 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         return unknown(f"unsupported: the {backend} backend cannot decide "
                        f"{', '.join(names)} exactly (see the notes); use the clingo backend",
                        Reason.UNSUPPORTED)
+    if backend == "clingo":
+        budget = DEFAULT_MAX_MEMORY if max_memory is None else max_memory
+        est = ground_size.estimate(inst, checkers.compiled(tuple(rules), inst), rules, budget)
+        if est is not None:
+            return unknown(est.reason(budget), Reason.GROUNDING_LIMIT)
     try:
         res = checker.violations(inst, rules, timeout)
     except StabilityLimit as exc:  # the LP would be larger than allowed: a size limit
