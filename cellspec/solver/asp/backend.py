@@ -13,7 +13,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
-from cellspec.solver.asp.compile import CompiledProgram
+from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
 from cellspec.solver.instance import BoxU, Instance
 
 GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in time
@@ -55,7 +55,8 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces")
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "on",
+           "grounded")
 
 
 def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
@@ -65,11 +66,46 @@ def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
                            np.stack([j[back], i[back]], axis=1)])
 
 
+def pair_rows(rel: str, dist: int | None, eps: int, boxes: np.ndarray, i: np.ndarray,
+              j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Every ordered pair (p, q) with ``rel(p, q)`` among the candidates (i < j; ``above``:
+    the column pairs), both orientations, as an (m, 2) array."""
+    if rel == "above":
+        assert cols is not None, "above needs the column pairs"
+        ci, cj = cols
+        ca, cb = boxes[ci], boxes[cj]
+        return _pairs_both(ci, cj, g.above(ca, cb, eps), g.above(cb, ca, eps))
+    a, b = boxes[i], boxes[j]
+    if rel == "supports":
+        return _pairs_both(i, j, g.supports(a, b, eps), g.supports(b, a, eps))
+    if rel == "near":
+        assert dist is not None, "near needs its distance"
+        m = g.near(a, b, dist)
+    else:
+        m = (g.contact if rel == "contact" else g.overlaps)(a, b, eps)
+    return _pairs_both(i, j, m, m)
+
+
+def selection_facts(prog: CompiledProgram, eps: int, boxes: np.ndarray, i: np.ndarray,
+                    j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+    """The rows of every selection (asp/pushdown.py): a pair relation with the comparisons
+    and order literals on its pair decided in numpy."""
+    out: list[str] = []
+    cache: dict[tuple, np.ndarray] = {}
+    for name, sel in sorted(prog.selections.items()):
+        key = (sel.rel, sel.dist)
+        if key not in cache:
+            cache[key] = pair_rows(sel.rel, sel.dist, eps, boxes, i, j, cols)
+        out.append(f"#defined {name}/2.")
+        out.append(_rows(name, sel.keep(cache[key], boxes)))
+    return out
+
+
 def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
                   j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
     """The atoms of every pair relation the program uses, decided in numpy on the
     candidate pairs (i < j) (``above``: on the column pairs)."""
-    out: list[str] = []
+    out: list[str] = selection_facts(prog, inst.eps, boxes, i, j, cols)
     eps = inst.eps
     a, b = boxes[i], boxes[j]
     for part in sorted(prog.parts, key=str):
@@ -111,14 +147,24 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
                 else:
                     m = (g.inside_half if rel == "inside" else g.intersects_half)(boxes, z, eps)
                 out.append(_unary(f'{rel}({{}},"{zname}")', m))
-        elif name == "surfaces":
-            out.append("#defined on_surface/2. #defined grounded/1.")
-            any_s = np.zeros(len(boxes), dtype=bool)
+        elif name == "on":
+            out.append("#defined on_surface/2.")
             for sname, z in sorted(inst.surfaces.items()):
-                m = g.on_surface(boxes, z, eps)
-                any_s |= m
-                out.append(_unary(f'on_surface({{}},"{sname}")', m))
+                out.append(_unary(f'on_surface({{}},"{sname}")', g.on_surface(boxes, z, eps)))
+        elif name == "grounded":
+            out.append("#defined grounded/1.")
+            any_s = np.zeros(len(boxes), dtype=bool)
+            for z in inst.surfaces.values():
+                any_s |= g.on_surface(boxes, z, eps)
             out.append(_unary("grounded({})", any_s))
+    for zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
+        z = inst.zones[zname]
+        if isinstance(z, BoxU):
+            m = g.inside_box(boxes, z.lo, z.hi, eps)
+        else:
+            m = g.inside_half(boxes, z, eps)
+        out.append(f"#defined {OUTSIDE}/2.")
+        out.append("\n".join(f'{OUTSIDE}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
     return out
 
 
@@ -159,8 +205,9 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     out = [f"#const eps={inst.eps}."]
     if n:
         out.append(f"part(0..{n - 1}).")
-    idx = np.arange(n, dtype=np.int64)[:, None]
-    out.append(_rows("box", np.hstack([idx, boxes])))
+    if prog.needs_box:  # only a comparison left to clingo joins the boxes
+        idx = np.arange(n, dtype=np.int64)[:, None]
+        out.append(_rows("box", np.hstack([idx, boxes])))
     margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
     i, j = g.broad_phase(boxes, margin)
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
@@ -190,14 +237,14 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
         mask = stability.instance_stable(inst)
         if perm is not None:
             mask = mask[perm]
-        out.append("#defined stable/1.")
-        out.append(_rows("stable", np.nonzero(mask)[0][:, None]))
+        out.append(f"#defined {COMPLEMENT['stable']}/1.")  # the exceptions only
+        out.append(_rows(COMPLEMENT["stable"], np.nonzero(~mask)[0][:, None]))
     if prog.placed_stable:  # every stage of the order (cellspec/solver/stability.py)
         mask = stability.instance_placed_stable(inst)
         if perm is not None:
             mask = mask[perm]
-        out.append("#defined placed_stable/1.")
-        out.append(_rows("placed_stable", np.nonzero(mask)[0][:, None]))
+        out.append(f"#defined {COMPLEMENT['placed_stable']}/1.")  # the exceptions only
+        out.append(_rows(COMPLEMENT["placed_stable"], np.nonzero(~mask)[0][:, None]))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats

@@ -17,6 +17,7 @@ from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
+from cellspec.solver.asp.pushdown import Selection, absorb
 from cellspec.solver.graph import components
 from cellspec.solver.instance import lin_to_int
 from cellspec.solver.reference import free_vars
@@ -25,6 +26,12 @@ MAX_DISJUNCTS = 256
 
 PAIR_PRED = {"contact": "contact", "overlaps": "overlaps", "supports": "supports",
              "above": "above"}
+
+# unary relations true of nearly every part in a real cell: the backend hands clingo
+# their complement (the exceptions), and a literal reads it (``stable(p)`` is
+# ``not not_stable(p)``), so clingo never grounds one atom per part for them
+COMPLEMENT = {"stable": "not_stable", "placed_stable": "not_placed_stable"}
+OUTSIDE = "outside"  # outside(P, Zone): the complement of inside(P, Zone) for a named zone
 
 
 class CompileError(Exception):
@@ -56,6 +63,9 @@ class CompiledProgram:
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
     stable: bool = False  # a rule uses stable/1: the backend adds its facts
     placed_stable: bool = False  # a rule uses placed_stable/1 (every stage of the order)
+    needs_box: bool = False  # some rule body joins box/7 (a comparison left to clingo)
+    outside: set[str] = field(default_factory=set)  # zones whose outside/2 facts are read
+    selections: dict[str, Selection] = field(default_factory=dict)  # pushdown.Selection
 
     def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
         """Broad-phase margin (U) for the relations these rules use (geometry.relation_margin)."""
@@ -177,9 +187,16 @@ class _Compiler:
         box_needed: set[str] = set()
         tail: list[str] = []
         for lit in lits:
+            if lit.kind == "cmp":
+                self.cmp_text(lit.node)  # the 32-bit bound is checked, absorbed or not
+        lits, sels = absorb(lits, self.domains, lambda: f"sel_{self.index}_{next(self.uid)}")
+        for sel, replaced in sels:
+            self.select(sel)
+            lits = [Lit("sel", True, sel, replaced)] + lits
+        for lit in lits:
             txt, binds, boxes, post = self.lit(lit)
-            atoms.append(txt) if lit.positive and binds else tail.append(txt)
-            if lit.positive and binds:
+            atoms.append(txt) if binds else tail.append(txt)
+            if binds:
                 bound |= binds
                 links.append(set(binds))
             box_needed |= boxes
@@ -203,29 +220,45 @@ class _Compiler:
         items = atoms + dom + boxes + tail + extra
         return ", ".join(items) if items else "#true"
 
+    def select(self, sel: Selection) -> None:
+        """Register a selection (pushdown.py) and what its relation needs of the backend."""
+        self.prog.selections[sel.name] = sel
+        if sel.rel == "near" and sel.dist is not None:
+            self.prog.margin = max(self.prog.margin, sel.dist)
+        if sel.rel == "above":
+            self.prog.columns = True
+
     def box_atom(self, v: str) -> str:
+        self.prog.needs_box = True
         V = self.var(v)
         return f"box({V},{V}_X0,{V}_X1,{V}_Y0,{V}_Y1,{V}_Z0,{V}_Z1)"
 
     def lit_vars(self, lit: Lit) -> set[str]:
         if lit.kind == "aux":
             return set(lit.extra)
+        if lit.kind == "sel":
+            return set(lit.node.vars)  # type: ignore[attr-defined]
         if lit.kind == "count":
             return free_vars(lit.node)
         return free_vars(lit.node)  # type: ignore[arg-type]
 
     def lit(self, lit: Lit) -> tuple[str, set[str], set[str], list[str]]:
-        """(text, variables it binds when positive, variables needing box/2, extra)."""
+        """(text, variables it binds, variables needing box/7, extra)."""
         neg = "" if lit.positive else "not "
+        if lit.kind == "sel":
+            sel: Selection = lit.node  # type: ignore[assignment]
+            a, b = sel.vars
+            return sel.text(self.var(a), self.var(b)), {a, b}, set(), []
         if lit.kind == "aux":
             args = ",".join(self.var(v) for v in lit.extra)
             return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
-                    set(lit.extra), set(), [])
+                    set(lit.extra) if lit.positive else set(), set(), [])
         if lit.kind == "sym":
             n: ir.SymEq = lit.node  # type: ignore[assignment]
             if n.attr == "type":
                 self.prog.needs_types = True
-                return f'{neg}ptype({self.var(n.var)},"{n.value}")', {n.var}, set(), []
+                return (f'{neg}ptype({self.var(n.var)},"{n.value}")',
+                        {n.var} if lit.positive else set(), set(), [])
             # only parts whose gripper differs from the cell's default get a grip/2 fact
             self.prog.needs_grippers = True
             V = self.var(n.var)
@@ -233,7 +266,7 @@ class _Compiler:
                 if lit.positive:
                     return f"not other_grip({V})", set(), set(), []
                 return f"other_grip({V})", {n.var}, set(), []
-            return f"{neg}grip({V},{n.value})", {n.var}, set(), []
+            return f"{neg}grip({V},{n.value})", {n.var} if lit.positive else set(), set(), []
         if lit.kind == "cmp":
             c: ir.Cmp = lit.node  # type: ignore[assignment]
             return self.cmp_text(c), set(), {a.var for a, _ in c.expr.terms}, []
@@ -280,7 +313,8 @@ class _Compiler:
     def rel_text(self, r: ir.Rel, positive: bool) -> tuple[str, set[str], set[str], list[str]]:
         neg = "" if positive else "not "
         vs = [self.var(a.name) if isinstance(a, ir.VarArg) else None for a in r.args]
-        names = {a.name for a in r.args if isinstance(a, ir.VarArg)}
+        # a negative literal binds nothing (a complement's negative binds: see below)
+        names = {a.name for a in r.args if isinstance(a, ir.VarArg)} if positive else set()
         if r.name in PAIR_PRED:
             if r.name == "above":
                 self.prog.parts.add(("above",))
@@ -306,22 +340,26 @@ class _Compiler:
             if isinstance(z, ir.VarArg):
                 zt = vs[1]
                 self.prog.zone_uses.add(f"zuse({r.name},K) :- keepout(K).")
+            elif r.name == "inside":  # a named zone: its few outside/2 facts instead
+                zt = f'"{z.name}"'  # type: ignore[union-attr]
+                self.prog.outside.add(z.name)  # type: ignore[union-attr]
+                return _complement(OUTSIDE, f"{vs[0]},{zt}", positive, r.args[0])
             else:
                 zt = f'"{z.name}"'  # type: ignore[union-attr]
                 self.prog.zone_uses.add(f"zuse({r.name},{zt}).")
             return f"{neg}{r.name}({vs[0]},{zt})", names, set(), []
         if r.name == "on":
-            self.prog.parts.add(("surfaces",))
+            self.prog.parts.add(("on",))
             return f'{neg}on_surface({vs[0]},"{r.args[1].name}")', names, set(), []  # type: ignore[union-attr]
         if r.name == "grounded":
-            self.prog.parts.add(("surfaces",))
+            self.prog.parts.add(("grounded",))
             return f"{neg}grounded({vs[0]})", names, set(), []
         if r.name == "stable":  # facts computed by cellspec/solver/stability.py
             self.prog.stable = True
-            return f"{neg}stable({vs[0]})", names, set(), []
+            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
         if r.name == "placed_stable":  # facts computed by cellspec/solver/stability.py
             self.prog.placed_stable = True
-            return f"{neg}placed_stable({vs[0]})", names, set(), []
+            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
         raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
                            "the clingo backend")
 
@@ -385,6 +423,14 @@ class _Compiler:
             cost=self.cost,
             unordered=tuple(groups),
         )
+
+
+def _complement(pred: str, args: str, positive: bool, part: ir.Arg
+                ) -> tuple[str, set[str], set[str], list[str]]:
+    """A unary relation read through its complement ``pred``: the positive literal is
+    ``not pred(..)`` (binds nothing), the negative one ``pred(..)`` (binds the part)."""
+    binds = {part.name} if isinstance(part, ir.VarArg) and not positive else set()
+    return (f"not {pred}({args})" if positive else f"{pred}({args})"), binds, set(), []
 
 
 def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:

@@ -1,0 +1,131 @@
+"""Push comparisons into the numpy kernel: a conjunction's ``R(p, q)`` (a pair relation
+the kernel decides) together with the comparisons and ``before`` literals that mention
+only p and q becomes one selected relation, decided in numpy on R's rows, so clingo
+neither reads box/7 facts nor joins them (the issue-17 "ground only what is used").
+
+Exactness: the comparisons are the compiler's integer ones (attributes in 2U, the
+coefficients of :func:`cellspec.solver.instance.lin_to_int`), evaluated in int64 on the
+same boxes; ``before`` is the placement index order, as in the ASP text.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from cellspec.core import geometry as g
+from cellspec.core import ir
+from cellspec.solver.instance import lin_to_int
+
+# pair relations whose rows the backend computes in numpy (both orientations)
+PAIR_RELATIONS = ("contact", "overlaps", "supports", "above", "near")
+
+_OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Rows (a, b) of relation ``rel`` (``near``: within ``dist``) kept when every
+    comparison and every order literal holds; ``vars`` names the two columns."""
+
+    name: str
+    rel: str
+    dist: int | None
+    vars: tuple[str, str]
+    cmps: tuple[tuple[tuple[tuple[str, int, int], ...], str, int], ...]  # ((attr, col, k)...), op, rhs
+    order: tuple[tuple[int, bool], ...]  # (column that comes first, positive)
+
+    def text(self, first: str, second: str) -> str:
+        """The atom in a rule body."""
+        return f"{self.name}({first},{second})"
+
+    def keep(self, rows: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """The rows (of R, in ASP part numbering) where every absorbed literal holds."""
+        ok = np.ones(len(rows), dtype=bool)
+        for terms, op, rhs in self.cmps:
+            val = np.zeros(len(rows), dtype=np.int64)
+            for attr, col, k in terms:
+                val += k * g.attr_2u(boxes[rows[:, col]], attr)
+            ok &= _OPS[op](val, rhs)
+        for col, positive in self.order:
+            a, b = rows[:, col], rows[:, 1 - col]
+            ok &= (a < b) if positive else (a > b)
+        return rows[ok]
+
+
+def _pair_vars(lit, domains: dict[str, str]) -> tuple[str, str] | None:
+    """(p, q) of a positive kernel pair relation over two distinct part variables."""
+    node = lit.node
+    if lit.kind != "rel" or not lit.positive or node.name not in PAIR_RELATIONS:
+        return None
+    a, b = node.args[0], node.args[1]
+    if not (isinstance(a, ir.VarArg) and isinstance(b, ir.VarArg)) or a.name == b.name:
+        return None
+    if domains.get(a.name, "part") != "part" or domains.get(b.name, "part") != "part":
+        return None
+    return a.name, b.name
+
+
+def _cmp_vars(lit) -> set[str]:
+    return {a.var for a, _ in lit.node.expr.terms}
+
+
+def _order_vars(lit) -> tuple[str, str] | None:
+    node = lit.node
+    if lit.kind != "rel" or node.name != "before":
+        return None
+    a, b = node.args
+    if not (isinstance(a, ir.VarArg) and isinstance(b, ir.VarArg)) or a.name == b.name:
+        return None
+    return a.name, b.name
+
+
+def absorb(lits: list, domains: dict[str, str], new_name: Callable[[], str]
+           ) -> tuple[list, list[tuple[Selection, object]]]:
+    """Split a conjunction into the literals left for clingo and the selections (with the
+    literal each replaces) that absorb its comparisons. A comparison is absorbed by the
+    first pair relation whose two variables cover its own; the order literals on that
+    pair go with it. Nothing changes when no comparison can be absorbed."""
+    pairs = [(k, v) for k, lit in enumerate(lits) if (v := _pair_vars(lit, domains))]
+    taken: dict[int, list[int]] = {}
+    for k, lit in enumerate(lits):
+        if lit.kind != "cmp":
+            continue
+        vs = _cmp_vars(lit)
+        for r, pv in pairs:
+            if vs <= set(pv):
+                taken.setdefault(r, []).append(k)
+                break
+    if not taken:
+        return lits, []
+    used: set[int] = set()
+    sels: list[tuple[Selection, object]] = []
+    for r, cmp_ks in sorted(taken.items()):
+        pv = pairs[[p[0] for p in pairs].index(r)][1]
+        col = {pv[0]: 0, pv[1]: 1}
+        cmps = []
+        for k in cmp_ks:
+            c = lits[k].node
+            coefs, const = lin_to_int([(a.attr, f) for a, f in c.expr.terms], c.expr.const)
+            terms = tuple((a.attr, col[a.var], kk)
+                          for (a, _), kk in zip(c.expr.terms, coefs, strict=True))
+            cmps.append((terms, c.op, -const))
+        order = []
+        for k, lit in enumerate(lits):
+            ov = _order_vars(lit)
+            if ov is not None and set(ov) == set(pv) and k not in used:
+                order.append((col[ov[0]], lit.positive))
+                used.add(k)
+        node = lits[r].node
+        dist = int(g.to_u(node.args[2].value)) if node.name == "near" else None
+        sel = Selection(new_name(), node.name, dist, pv, tuple(cmps), tuple(order))
+        sels.append((sel, lits[r]))
+        used.add(r)
+        used.update(cmp_ks)
+    rest = [lit for k, lit in enumerate(lits) if k not in used]
+    return rest, sels
