@@ -233,21 +233,28 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
             out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
-    if prog.stable:  # static equilibrium, decided by an LP (cellspec/solver/stability.py)
-        mask = stability.instance_stable(inst)
-        if perm is not None:
-            mask = mask[perm]
-        out.append(f"#defined {COMPLEMENT['stable']}/1.")  # the exceptions only
-        out.append(_rows(COMPLEMENT["stable"], np.nonzero(~mask)[0][:, None]))
-    if prog.placed_stable:  # every stage of the order (cellspec/solver/stability.py)
-        mask = stability.instance_placed_stable(inst)
-        if perm is not None:
-            mask = mask[perm]
-        out.append(f"#defined {COMPLEMENT['placed_stable']}/1.")  # the exceptions only
-        out.append(_rows(COMPLEMENT["placed_stable"], np.nonzero(~mask)[0][:, None]))
+    out.extend(_stability_facts(inst, prog, perm))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats
+
+
+def _stability_facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None
+                     ) -> list[str]:
+    """The exceptions of stable/1 and placed_stable/1 (cellspec/solver/stability.py).
+    placed_stable first: its report (stages too) is cached on the instance and answers
+    stable/1 as well, where the other order would build the structure twice."""
+    out: list[str] = []
+    for used, pred, fn in ((prog.placed_stable, "placed_stable", stability.instance_placed_stable),
+                           (prog.stable, "stable", stability.instance_stable)):
+        if not used:
+            continue
+        mask = fn(inst)
+        if perm is not None:
+            mask = mask[perm]
+        out.append(f"#defined {COMPLEMENT[pred]}/1.")  # the exceptions only
+        out.append(_rows(COMPLEMENT[pred], np.nonzero(~mask)[0][:, None]))
+    return out
 
 
 def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
