@@ -10,7 +10,7 @@ the compiler reports (``cost``) so the verifier can refuse honestly (``unknown``
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from cellspec.core import geometry as g
@@ -191,8 +191,9 @@ class _Compiler:
                 self.cmp_text(lit.node)  # the 32-bit bound is checked, absorbed or not
         lits, sels = absorb(lits, self.domains, lambda: f"sel_{self.index}_{next(self.uid)}")
         for sel, replaced in sels:
+            sel = replace(sel, readable=", ".join(self.plain_text(x) for x in replaced))
             self.select(sel)
-            lits = [Lit("sel", True, sel, replaced)] + lits
+            lits = [Lit("sel", True, sel)] + lits
         for lit in lits:
             txt, binds, boxes, post = self.lit(lit)
             atoms.append(txt) if binds else tail.append(txt)
@@ -219,6 +220,19 @@ class _Compiler:
         self.cost = max(self.cost, comps)
         items = atoms + dom + boxes + tail + extra
         return ", ".join(items) if items else "#true"
+
+    def plain_text(self, lit: Lit) -> str:
+        """A pair relation, order literal or comparison as ASP text, without registering
+        anything with the program (a selection's readable form)."""
+        if lit.kind == "cmp":
+            return self.cmp_text(lit.node)  # type: ignore[arg-type]
+        r: ir.Rel = lit.node  # type: ignore[assignment]
+        a, b = (self.var(x.name) for x in r.args[:2])  # type: ignore[union-attr]
+        if r.name == "before":
+            return f"{a} {'<' if lit.positive else '>'} {b}"
+        if r.name == "near":
+            return f"near({a},{b},{int(g.to_u(r.args[2].value))})"  # type: ignore[union-attr]
+        return f"{r.name}({a},{b})"
 
     def select(self, sel: Selection) -> None:
         """Register a selection (pushdown.py) and what its relation needs of the backend."""

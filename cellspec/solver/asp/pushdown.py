@@ -39,6 +39,7 @@ class Selection:
     vars: tuple[str, str]
     cmps: tuple[tuple[tuple[tuple[str, int, int], ...], str, int], ...]  # ((attr, col, k)...), op, rhs
     order: tuple[tuple[int, bool], ...]  # (column that comes first, positive)
+    readable: str = ""  # the literals it replaces, as ASP text (for coverage reports)
 
     def text(self, first: str, second: str) -> str:
         """The atom in a rule body."""
@@ -86,25 +87,30 @@ def _order_vars(lit) -> tuple[str, str] | None:
 
 
 def absorb(lits: list, domains: dict[str, str], new_name: Callable[[], str]
-           ) -> tuple[list, list[tuple[Selection, object]]]:
+           ) -> tuple[list, list[tuple[Selection, list]]]:
     """Split a conjunction into the literals left for clingo and the selections (with the
-    literal each replaces) that absorb its comparisons. A comparison is absorbed by the
-    first pair relation whose two variables cover its own; the order literals on that
-    pair go with it. Nothing changes when no comparison can be absorbed."""
+    literals each replaces, the relation first) that absorb its comparisons and order
+    literals. Each is absorbed by the first pair relation whose two variables cover its
+    own. Nothing changes when there is nothing to absorb."""
     pairs = [(k, v) for k, lit in enumerate(lits) if (v := _pair_vars(lit, domains))]
     taken: dict[int, list[int]] = {}
     for k, lit in enumerate(lits):
-        if lit.kind != "cmp":
+        if lit.kind == "cmp":
+            vs = _cmp_vars(lit)
+        elif (ov := _order_vars(lit)) is not None:
+            vs = set(ov)
+        else:
             continue
-        vs = _cmp_vars(lit)
         for r, pv in pairs:
             if vs <= set(pv):
-                taken.setdefault(r, []).append(k)
+                ks = taken.setdefault(r, [])
+                if lit.kind == "cmp":
+                    ks.append(k)
                 break
     if not taken:
         return lits, []
     used: set[int] = set()
-    sels: list[tuple[Selection, object]] = []
+    sels: list[tuple[Selection, list]] = []
     for r, cmp_ks in sorted(taken.items()):
         pv = pairs[[p[0] for p in pairs].index(r)][1]
         col = {pv[0]: 0, pv[1]: 1}
@@ -116,15 +122,17 @@ def absorb(lits: list, domains: dict[str, str], new_name: Callable[[], str]
                           for (a, _), kk in zip(c.expr.terms, coefs, strict=True))
             cmps.append((terms, c.op, -const))
         order = []
+        replaced = [lits[r]] + [lits[k] for k in cmp_ks]
         for k, lit in enumerate(lits):
             ov = _order_vars(lit)
             if ov is not None and set(ov) == set(pv) and k not in used:
                 order.append((col[ov[0]], lit.positive))
+                replaced.append(lit)
                 used.add(k)
         node = lits[r].node
         dist = int(g.to_u(node.args[2].value)) if node.name == "near" else None
         sel = Selection(new_name(), node.name, dist, pv, tuple(cmps), tuple(order))
-        sels.append((sel, lits[r]))
+        sels.append((sel, replaced))
         used.add(r)
         used.update(cmp_ks)
     rest = [lit for k, lit in enumerate(lits) if k not in used]
