@@ -14,6 +14,9 @@ from cellspec.core import geometry as g
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
+from cellspec.solver.asp.decide import Kernel, pushed_facts
+from cellspec.solver.asp.decide import pairs_both as _pairs_both
+from cellspec.solver.asp.decide import rows_text as _rows
 from cellspec.solver.instance import BoxU, Instance
 
 GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in time
@@ -35,14 +38,6 @@ def _builtins() -> str:
     return resources.files("cellspec.solver.asp").joinpath("builtins.lp").read_text("utf-8")
 
 
-def _rows(pred: str, arr: np.ndarray) -> str:
-    """One fact per row of an integer array (the fastest pure-Python formatting measured)."""
-    if len(arr) == 0:
-        return ""
-    fmt = pred + "(" + ",".join(["{}"] * arr.shape[1]) + ")."
-    return "\n".join(map(fmt.format, *arr.T.tolist()))
-
-
 def placement_permutation(inst: Instance) -> np.ndarray | None:
     """ASP index k -> layout index: parts are numbered in placement order when there is
     one, so ``before(P, Q)`` is simply ``P < Q`` (no order facts, no joins)."""
@@ -59,53 +54,12 @@ DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones"
            "grounded")
 
 
-def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
-                ) -> np.ndarray:
-    """Rows (a, b) where the relation holds for (i, j) (``fwd``) or (j, i) (``back``)."""
-    return np.concatenate([np.stack([i[fwd], j[fwd]], axis=1),
-                           np.stack([j[back], i[back]], axis=1)])
-
-
-def pair_rows(rel: str, dist: int | None, eps: int, boxes: np.ndarray, i: np.ndarray,
-              j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """Every ordered pair (p, q) with ``rel(p, q)`` among the candidates (i < j; ``above``:
-    the column pairs), both orientations, as an (m, 2) array."""
-    if rel == "above":
-        assert cols is not None, "above needs the column pairs"
-        ci, cj = cols
-        ca, cb = boxes[ci], boxes[cj]
-        return _pairs_both(ci, cj, g.above(ca, cb, eps), g.above(cb, ca, eps))
-    a, b = boxes[i], boxes[j]
-    if rel == "supports":
-        return _pairs_both(i, j, g.supports(a, b, eps), g.supports(b, a, eps))
-    if rel == "near":
-        assert dist is not None, "near needs its distance"
-        m = g.near(a, b, dist)
-    else:
-        m = (g.contact if rel == "contact" else g.overlaps)(a, b, eps)
-    return _pairs_both(i, j, m, m)
-
-
-def selection_facts(prog: CompiledProgram, eps: int, boxes: np.ndarray, i: np.ndarray,
-                    j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
-    """The rows of every selection (asp/pushdown.py): a pair relation with the comparisons
-    and order literals on its pair decided in numpy."""
-    out: list[str] = []
-    cache: dict[tuple, np.ndarray] = {}
-    for name, sel in sorted(prog.selections.items()):
-        key = (sel.rel, sel.dist)
-        if key not in cache:
-            cache[key] = pair_rows(sel.rel, sel.dist, eps, boxes, i, j, cols)
-        out.append(f"#defined {name}/2.")
-        out.append(_rows(name, sel.keep(cache[key], boxes)))
-    return out
-
-
 def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
-                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None,
+                  perm: np.ndarray | None = None) -> list[str]:
     """The atoms of every pair relation the program uses, decided in numpy on the
     candidate pairs (i < j) (``above``: on the column pairs)."""
-    out: list[str] = selection_facts(prog, inst.eps, boxes, i, j, cols)
+    out: list[str] = pushed_facts(Kernel(inst, perm, boxes, i, j, cols), prog, _unary)
     eps = inst.eps
     a, b = boxes[i], boxes[j]
     for part in sorted(prog.parts, key=str):
@@ -215,7 +169,8 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     if prog.columns:
         cols = g.broad_phase(boxes, margin, columns=True)
         stats["columns"] = float(len(cols[0]))
-    out.extend(decided_facts(inst, prog, boxes, i, j, cols))
+    out.extend(_stability_facts(inst, prog, perm))  # first: placed_stable's report is reused
+    out.extend(decided_facts(inst, prog, boxes, i, j, cols, perm))
     if prog.needs_grippers:
         out.extend(f"grip({k},{gk})." for k, gk in enumerate(grippers)
                    if gk != prog.default_gripper)
@@ -233,7 +188,6 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
             out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
-    out.extend(_stability_facts(inst, prog, perm))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats

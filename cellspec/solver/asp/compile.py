@@ -17,6 +17,7 @@ from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
+from cellspec.solver.asp import pushdown as pd
 from cellspec.solver.asp.pushdown import Selection, absorb
 from cellspec.solver.graph import components
 from cellspec.solver.instance import lin_to_int
@@ -66,6 +67,9 @@ class CompiledProgram:
     needs_box: bool = False  # some rule body joins box/7 (a comparison left to clingo)
     outside: set[str] = field(default_factory=set)  # zones whose outside/2 facts are read
     selections: dict[str, Selection] = field(default_factory=dict)  # pushdown.Selection
+    projections: dict[str, pd.Projection] = field(default_factory=dict)  # decided aux sets
+    shown_projections: set[str] = field(default_factory=set)  # read by some rule's text
+    unaries: dict[str, pd.Unary] = field(default_factory=dict)  # one-part conjunctions
 
     def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
         """Broad-phase margin (U) for the relations these rules use (geometry.relation_margin)."""
@@ -156,6 +160,10 @@ class _Compiler:
         inner_scope = scope + q.vars
         disjuncts = self.dnf(body, True, inner_scope)
         head_args = tuple(fv)
+        proj = self.projection(name, q, fv, disjuncts)
+        if proj is not None:  # decided in numpy: no rule text
+            self.prog.projections[name] = proj
+            return name, head_args
         for d in disjuncts:
             extra = self.distinct(q, fv)
             body_txt = self.body(d, set(q.vars) | set(fv), extra)
@@ -163,6 +171,45 @@ class _Compiler:
             head = f"{name}({args})" if args else name
             self.lines.append(f"{head} :- {body_txt}.")
         return name, head_args
+
+    def projection(self, name: str, q: ir.Quant, fv: list[str], disjuncts: list[list[Lit]]
+                   ) -> pd.Projection | None:
+        """``exists q: R(q, p)`` (each disjunct one kernel pair relation over q and p) as a
+        set numpy decides (pushdown.Projection), or None."""
+        if (len(q.vars) != 1 or q.domain != "part" or len(fv) != 1 or not disjuncts
+                or self.domains.get(fv[0], "part") != "part"):
+            return None
+        out = []
+        for d in disjuncts:
+            for lit in d:
+                if lit.kind == "cmp":
+                    self.cmp_text(lit.node)  # the 32-bit bound is checked
+            rest, sels = absorb(d, self.domains, lambda: "")
+            one = pd.projection(rest, sels, q.vars[0], fv[0], self.domains)
+            if one is None:
+                return None
+            out.append(one)
+        for sel, _ in out:
+            self.needs(sel)
+        return pd.Projection(name, tuple(out))
+
+    def unary(self, lits: list[Lit], used: set[str], extra: list[str]) -> pd.Unary | None:
+        """A conjunction over one part that numpy decides per part (pushdown.Unary)."""
+        if extra or len(used) != 1 or not lits:
+            return None
+        (v,) = used
+        if self.domains.get(v, "part") != "part":
+            return None
+        terms = []
+        for lit in lits:
+            atom = pd.unary_atom(lit, v, self.prog.projections)
+            if atom is None:
+                return None
+            terms.append((lit.positive, atom))
+            if atom[:2] in (("rel", "stable"), ("rel", "placed_stable")):
+                setattr(self.prog, atom[1], True)  # the backend computes the report
+        readable = ", ".join(_unary_text(pos, atom, self.var(v)) for pos, atom in terms)
+        return pd.Unary(f"usel_{self.index}_{next(self.uid)}", v, tuple(terms), readable)
 
     def distinct(self, q: ir.Quant | ir.CountCmp, outer: list[str] | tuple[str, ...]) -> list[str]:
         """Distinctness of a quantifier's part variables (among themselves and from the
@@ -189,6 +236,13 @@ class _Compiler:
         for lit in lits:
             if lit.kind == "cmp":
                 self.cmp_text(lit.node)  # the 32-bit bound is checked, absorbed or not
+        used0 = set(need)
+        for lit in lits:
+            used0 |= self.lit_vars(lit)
+        u = self.unary(lits, used0, extra)
+        if u is not None:  # every literal decided per part in numpy
+            self.prog.unaries[u.name] = u
+            lits = [Lit("usel", True, u)]
         lits, sels = absorb(lits, self.domains, lambda: f"sel_{self.index}_{next(self.uid)}")
         for sel, replaced in sels:
             sel = replace(sel, readable=", ".join(self.plain_text(x) for x in replaced))
@@ -237,6 +291,10 @@ class _Compiler:
     def select(self, sel: Selection) -> None:
         """Register a selection (pushdown.py) and what its relation needs of the backend."""
         self.prog.selections[sel.name] = sel
+        self.needs(sel)
+
+    def needs(self, sel: Selection) -> None:
+        """The broad-phase margin and column pairs a selection's relation needs."""
         if sel.rel == "near" and sel.dist is not None:
             self.prog.margin = max(self.prog.margin, sel.dist)
         if sel.rel == "above":
@@ -252,6 +310,8 @@ class _Compiler:
             return set(lit.extra)
         if lit.kind == "sel":
             return set(lit.node.vars)  # type: ignore[attr-defined]
+        if lit.kind == "usel":
+            return {lit.node.var}  # type: ignore[attr-defined]
         if lit.kind == "count":
             return free_vars(lit.node)
         return free_vars(lit.node)  # type: ignore[arg-type]
@@ -263,7 +323,12 @@ class _Compiler:
             sel: Selection = lit.node  # type: ignore[assignment]
             a, b = sel.vars
             return sel.text(self.var(a), self.var(b)), {a, b}, set(), []
+        if lit.kind == "usel":
+            u: pd.Unary = lit.node  # type: ignore[assignment]
+            return f"{u.name}({self.var(u.var)})", {u.var}, set(), []
         if lit.kind == "aux":
+            if lit.node in self.prog.projections:
+                self.prog.shown_projections.add(lit.node)  # type: ignore[arg-type]
             args = ",".join(self.var(v) for v in lit.extra)
             return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
                     set(lit.extra) if lit.positive else set(), set(), [])
@@ -437,6 +502,21 @@ class _Compiler:
             cost=self.cost,
             unordered=tuple(groups),
         )
+
+
+def _unary_text(positive: bool, atom: tuple, var: str) -> str:
+    """A per-part atom of pushdown.Unary as readable ASP-like text (coverage reports)."""
+    neg = "" if positive else "not "
+    kind = atom[0]
+    if kind == "rel":
+        args = ",".join([var, *(f'"{a}"' for a in atom[2:])])
+        return f"{neg}{atom[1]}({args})"
+    if kind == "proj":
+        return f"{neg}{atom[1]}({var})"
+    if kind == "cmp":
+        lhs = " + ".join(f"{k}*({var}.{a})" for a, k in atom[1]) or "0"
+        return f"{lhs} {atom[2]} {atom[3]}"
+    return f"{var}.{kind} {'==' if positive else '!='} {atom[1]}"
 
 
 def _complement(pred: str, args: str, positive: bool, part: ir.Arg

@@ -137,3 +137,70 @@ def absorb(lits: list, domains: dict[str, str], new_name: Callable[[], str]
         used.update(cmp_ks)
     rest = [lit for k, lit in enumerate(lits) if k not in used]
     return rest, sels
+
+
+@dataclass(frozen=True)
+class Projection:
+    """``aux(p) :- R(q, p), q != p`` (R a kernel pair relation or a selection), one per
+    disjunct: the parts some other part relates to, decided in numpy as a set."""
+
+    name: str
+    disjuncts: tuple[tuple[Selection, int], ...]  # the relation, the column of p
+
+
+def projection(rest: list, sels: list[tuple[Selection, list]], q: str, p: str,
+               domains: dict[str, str]) -> tuple[Selection, int] | None:
+    """(relation, column of p) when a disjunct of ``exists q`` is one pair relation over
+    q and the outer part p and nothing else (distinctness aside), else None."""
+    if not sels and len(rest) == 1 and (pv := _pair_vars(rest[0], domains)) is not None:
+        node = rest[0].node
+        dist = int(g.to_u(node.args[2].value)) if node.name == "near" else None
+        sel = Selection("", node.name, dist, pv, (), ())
+    elif not rest and len(sels) == 1:
+        sel = sels[0][0]
+    else:
+        return None
+    if set(sel.vars) != {q, p}:
+        return None
+    return sel, sel.vars.index(p)
+
+
+# a literal of one part decided per part in numpy: (kind, ...) with kind one of
+# rel (grounded, stable, placed_stable: (name,); on, inside, intersects: (name, place)),
+# proj (a Projection's name), type / gripper (value), cmp ((attr, k)..., op, rhs)
+UNARY_RELATIONS = ("grounded", "stable", "placed_stable", "on", "inside", "intersects")
+
+
+@dataclass(frozen=True)
+class Unary:
+    """A conjunction over one part whose every literal numpy decides per part: clingo is
+    handed the parts where it holds (``usel_K(p)``), one fact per such part."""
+
+    name: str
+    var: str
+    terms: tuple[tuple[bool, tuple], ...]  # (positive, atom)
+    readable: str = ""
+
+
+def unary_atom(lit, var: str, projections: dict[str, Projection]) -> tuple | None:
+    """The per-part atom of a literal on ``var`` alone, or None if numpy cannot decide it."""
+    node = lit.node
+    if lit.kind == "cmp":
+        if _cmp_vars(lit) != {var}:
+            return None
+        coefs, const = lin_to_int([(a.attr, f) for a, f in node.expr.terms], node.expr.const)
+        return ("cmp", tuple((a.attr, k) for (a, _), k in zip(node.expr.terms, coefs,
+                                                               strict=True)), node.op, -const)
+    if lit.kind == "sym":
+        return (node.attr, node.value) if node.var == var else None
+    if lit.kind == "aux":
+        return ("proj", node) if node in projections and tuple(lit.extra) == (var,) else None
+    if lit.kind != "rel" or node.name not in UNARY_RELATIONS:
+        return None
+    first = node.args[0]
+    if not isinstance(first, ir.VarArg) or first.name != var:
+        return None
+    if node.name in ("grounded", "stable", "placed_stable"):
+        return ("rel", node.name)
+    place = node.args[1]
+    return ("rel", node.name, place.name) if isinstance(place, ir.NameArg) else None
