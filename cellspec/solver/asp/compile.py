@@ -17,6 +17,7 @@ from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
+from cellspec.solver.asp import arith
 from cellspec.solver.asp import pushdown as pd
 from cellspec.solver.asp.pushdown import Selection, absorb
 from cellspec.solver.graph import components
@@ -174,42 +175,24 @@ class _Compiler:
 
     def projection(self, name: str, q: ir.Quant, fv: list[str], disjuncts: list[list[Lit]]
                    ) -> pd.Projection | None:
-        """``exists q: R(q, p)`` (each disjunct one kernel pair relation over q and p) as a
-        set numpy decides (pushdown.Projection), or None."""
-        if (len(q.vars) != 1 or q.domain != "part" or len(fv) != 1 or not disjuncts
-                or self.domains.get(fv[0], "part") != "part"):
-            return None
-        out = []
+        """``exists q: R(q, p)`` as a set numpy decides (pushdown.Projection), or None."""
         for d in disjuncts:
             for lit in d:
                 if lit.kind == "cmp":
                     self.cmp_text(lit.node)  # the 32-bit bound is checked
-            rest, sels = absorb(d, self.domains, lambda: "")
-            one = pd.projection(rest, sels, q.vars[0], fv[0], self.domains)
-            if one is None:
-                return None
-            out.append(one)
-        for sel, _ in out:
+        proj = pd.decided_projection(name, q, fv, disjuncts, self.domains)
+        for sel, _ in proj.disjuncts if proj is not None else ():
             self.needs(sel)
-        return pd.Projection(name, tuple(out))
+        return proj
 
     def unary(self, lits: list[Lit], used: set[str], extra: list[str]) -> pd.Unary | None:
         """A conjunction over one part that numpy decides per part (pushdown.Unary)."""
-        if extra or len(used) != 1 or not lits:
-            return None
-        (v,) = used
-        if self.domains.get(v, "part") != "part":
-            return None
-        terms = []
-        for lit in lits:
-            atom = pd.unary_atom(lit, v, self.prog.projections)
-            if atom is None:
-                return None
-            terms.append((lit.positive, atom))
+        u = pd.one_part(lits, used, extra, self.domains, self.prog.projections,
+                        f"usel_{self.index}_{next(self.uid)}", self.var)
+        for _, atom in u.terms if u is not None else ():
             if atom[:2] in (("rel", "stable"), ("rel", "placed_stable")):
                 setattr(self.prog, atom[1], True)  # the backend computes the report
-        readable = ", ".join(_unary_text(pos, atom, self.var(v)) for pos, atom in terms)
-        return pd.Unary(f"usel_{self.index}_{next(self.uid)}", v, tuple(terms), readable)
+        return u
 
     def distinct(self, q: ir.Quant | ir.CountCmp, outer: list[str] | tuple[str, ...]) -> list[str]:
         """Distinctness of a quantifier's part variables (among themselves and from the
@@ -276,17 +259,8 @@ class _Compiler:
         return ", ".join(items) if items else "#true"
 
     def plain_text(self, lit: Lit) -> str:
-        """A pair relation, order literal or comparison as ASP text, without registering
-        anything with the program (a selection's readable form)."""
-        if lit.kind == "cmp":
-            return self.cmp_text(lit.node)  # type: ignore[arg-type]
-        r: ir.Rel = lit.node  # type: ignore[assignment]
-        a, b = (self.var(x.name) for x in r.args[:2])  # type: ignore[union-attr]
-        if r.name == "before":
-            return f"{a} {'<' if lit.positive else '>'} {b}"
-        if r.name == "near":
-            return f"near({a},{b},{int(g.to_u(r.args[2].value))})"  # type: ignore[union-attr]
-        return f"{r.name}({a},{b})"
+        """A literal a selection absorbs, as ASP text (pushdown.plain_text)."""
+        return self.cmp_text(lit.node) if lit.kind == "cmp" else pd.plain_text(lit, self.var)  # type: ignore[arg-type]
 
     def select(self, sel: Selection) -> None:
         """Register a selection (pushdown.py) and what its relation needs of the backend."""
@@ -356,38 +330,11 @@ class _Compiler:
         raise CompileError(lit.kind)
 
     def cmp_text(self, c: ir.Cmp) -> str:
-        coefs, const = lin_to_int([(a.attr, k) for a, k in c.expr.terms], c.expr.const)
-        # clingo integers are 32-bit: every attribute (2U) is at most 4*MAX_ABS_COORD/U
-        bound = sum(abs(k) for k in coefs) * 4 * int(g.MAX_ABS_COORD_M * g.U_PER_M) + abs(const)
-        if bound >= 2**31:
-            ks = [abs(k) for _, k in c.expr.terms]
-            if abs(c.expr.const) > g.MAX_ABS_COORD_M * max(1, sum(ks)) or max(ks, default=0) \
-                    > 10_000:  # a huge number, not a fine decimal: say so
-                raise CompileError(f"rule '{self.rule.name}': the comparison's constants are "
-                                   "too large for exact 32-bit integer arithmetic on the 0.05 "
-                                   f"mm grid (coordinates stay within {g.MAX_ABS_COORD_M:g} m)")
-            raise CompileError(f"rule '{self.rule.name}': the comparison's constants are too "
-                               "fine for exact 32-bit integer arithmetic on the 0.05 mm grid "
-                               "(use coarser decimals, e.g. 0.5 rather than 0.333333)")
-        terms = []
-        for (a, _), k in zip(c.expr.terms, coefs, strict=True):
-            terms.append(f"{k}*({self.attr_text(a)})")
-        lhs = " + ".join(terms) if terms else "0"
-        op = {"==": "=", "!=": "!="}.get(c.op, c.op)
-        return f"{lhs} {op} {-const}"
-
-    def attr_text(self, a: ir.Attr) -> str:
-        V = self.var(a.var)
-        at = a.attr
-        if at in ("x", "y", "z"):
-            A = at.upper()
-            return f"{V}_{A}0+{V}_{A}1"
-        if at.startswith("size."):
-            A = at[-1].upper()
-            return f"2*({V}_{A}1-{V}_{A}0)"
-        col = {"top": "Z1", "zmax": "Z1", "bottom": "Z0", "zmin": "Z0", "xmin": "X0",
-               "xmax": "X1", "ymin": "Y0", "ymax": "Y1"}[at]
-        return f"2*{V}_{col}"
+        """A comparison as exact 32-bit ASP arithmetic over box/7 variables (asp/arith.py)."""
+        try:
+            return arith.cmp_text(c, self.var)
+        except arith.TooWide as exc:
+            raise CompileError(f"rule '{self.rule.name}': {exc}") from None
 
     def rel_text(self, r: ir.Rel, positive: bool) -> tuple[str, set[str], set[str], list[str]]:
         neg = "" if positive else "not "
@@ -502,21 +449,6 @@ class _Compiler:
             cost=self.cost,
             unordered=tuple(groups),
         )
-
-
-def _unary_text(positive: bool, atom: tuple, var: str) -> str:
-    """A per-part atom of pushdown.Unary as readable ASP-like text (coverage reports)."""
-    neg = "" if positive else "not "
-    kind = atom[0]
-    if kind == "rel":
-        args = ",".join([var, *(f'"{a}"' for a in atom[2:])])
-        return f"{neg}{atom[1]}({args})"
-    if kind == "proj":
-        return f"{neg}{atom[1]}({var})"
-    if kind == "cmp":
-        lhs = " + ".join(f"{k}*({var}.{a})" for a, k in atom[1]) or "0"
-        return f"{lhs} {atom[2]} {atom[3]}"
-    return f"{var}.{kind} {'==' if positive else '!='} {atom[1]}"
 
 
 def _complement(pred: str, args: str, positive: bool, part: ir.Arg

@@ -4,7 +4,6 @@ evaluated on the instance's boxes in ASP part numbering and written as few facts
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 
 import numpy as np
@@ -12,12 +11,8 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import CompiledProgram
-from cellspec.solver.asp.pushdown import Projection, Selection, Unary
+from cellspec.solver.asp.pushdown import OPS, Projection, Selection, Unary
 from cellspec.solver.instance import BoxU, Instance
-
-_OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "==": operator.eq, "!=": operator.ne}
 
 
 def rows_text(pred: str, arr: np.ndarray) -> str:
@@ -112,7 +107,7 @@ class Kernel:
             val = np.zeros(len(self.boxes), dtype=np.int64)
             for attr, k in atom[1]:
                 val += k * g.attr_2u(self.boxes, attr)
-            return _OPS[atom[2]](val, atom[3])
+            return OPS[atom[2]](val, atom[3])
         if kind == "proj":
             return self.projection(projections[atom[1]])
         if kind == "type":

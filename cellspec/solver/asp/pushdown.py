@@ -23,7 +23,7 @@ from cellspec.solver.instance import lin_to_int
 # pair relations whose rows the backend computes in numpy (both orientations)
 PAIR_RELATIONS = ("contact", "overlaps", "supports", "above", "near")
 
-_OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne}
 
@@ -37,7 +37,8 @@ class Selection:
     rel: str
     dist: int | None
     vars: tuple[str, str]
-    cmps: tuple[tuple[tuple[tuple[str, int, int], ...], str, int], ...]  # ((attr, col, k)...), op, rhs
+    # each comparison: ((attribute, column, coefficient), ...), operator, right-hand side
+    cmps: tuple[tuple[tuple[tuple[str, int, int], ...], str, int], ...]
     order: tuple[tuple[int, bool], ...]  # (column that comes first, positive)
     readable: str = ""  # the literals it replaces, as ASP text (for coverage reports)
 
@@ -52,7 +53,7 @@ class Selection:
             val = np.zeros(len(rows), dtype=np.int64)
             for attr, col, k in terms:
                 val += k * g.attr_2u(boxes[rows[:, col]], attr)
-            ok &= _OPS[op](val, rhs)
+            ok &= OPS[op](val, rhs)
         for col, positive in self.order:
             a, b = rows[:, col], rows[:, 1 - col]
             ok &= (a < b) if positive else (a > b)
@@ -204,3 +205,67 @@ def unary_atom(lit, var: str, projections: dict[str, Projection]) -> tuple | Non
         return ("rel", node.name)
     place = node.args[1]
     return ("rel", node.name, place.name) if isinstance(place, ir.NameArg) else None
+
+
+def decided_projection(name: str, q: ir.Quant, fv: list[str], disjuncts: list[list],
+                       domains: dict[str, str]) -> Projection | None:
+    """``exists q: body`` over one outer part p whose every disjunct is one pair relation
+    over q and p (after absorption) as a Projection, else None."""
+    if (len(q.vars) != 1 or q.domain != "part" or len(fv) != 1 or not disjuncts
+            or domains.get(fv[0], "part") != "part"):
+        return None
+    out = []
+    for d in disjuncts:
+        rest, sels = absorb(d, domains, lambda: "")
+        one = projection(rest, sels, q.vars[0], fv[0], domains)
+        if one is None:
+            return None
+        out.append(one)
+    return Projection(name, tuple(out))
+
+
+def one_part(lits: list, used: set[str], extra: list[str], domains: dict[str, str],
+             projections: dict[str, Projection], name: str, var_text: Callable[[str], str]
+             ) -> Unary | None:
+    """The conjunction ``lits`` as a Unary when it mentions one part only and numpy decides
+    every literal of it per part, else None."""
+    if extra or len(used) != 1 or not lits:
+        return None
+    (v,) = used
+    if domains.get(v, "part") != "part":
+        return None
+    terms = []
+    for lit in lits:
+        atom = unary_atom(lit, v, projections)
+        if atom is None:
+            return None
+        terms.append((lit.positive, atom))
+    readable = ", ".join(_unary_text(pos, atom, var_text(v)) for pos, atom in terms)
+    return Unary(name, v, tuple(terms), readable)
+
+
+def _unary_text(positive: bool, atom: tuple, var: str) -> str:
+    """A per-part atom of pushdown.Unary as readable ASP-like text (coverage reports)."""
+    neg = "" if positive else "not "
+    kind = atom[0]
+    if kind == "rel":
+        args = ",".join([var, *(f'"{a}"' for a in atom[2:])])
+        return f"{neg}{atom[1]}({args})"
+    if kind == "proj":
+        return f"{neg}{atom[1]}({var})"
+    if kind == "cmp":
+        lhs = " + ".join(f"{k}*({var}.{a})" for a, k in atom[1]) or "0"
+        return f"{lhs} {atom[2]} {atom[3]}"
+    return f"{var}.{kind} {'==' if positive else '!='} {atom[1]}"
+
+
+def plain_text(lit, var: Callable[[str], str]) -> str:
+    """A pair relation or order literal as the ASP text it would have had, without
+    registering anything with the program (a selection's readable form)."""
+    r = lit.node
+    a, b = (var(x.name) for x in r.args[:2])
+    if r.name == "before":
+        return f"{a} {'<' if lit.positive else '>'} {b}"
+    if r.name == "near":
+        return f"near({a},{b},{int(g.to_u(r.args[2].value))})"
+    return f"{r.name}({a},{b})"
