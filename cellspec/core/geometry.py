@@ -307,6 +307,14 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     owners = np.arange(n, dtype=np.int64)
+    # the keys are dense (cells shifted to start at 1, dims = max + 2): when the grid is not
+    # much larger than the layout, a table cell -> run of sorted boxes replaces the two
+    # binary searches per offset (the same ranges, so the same pairs)
+    size = int(np.prod(dims))
+    ptr = None
+    if size <= max(8 * n, 1 << 16):
+        ptr = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys, minlength=size), out=ptr[1:])
     offsets = []
     rng = (-1, 0, 1)
     if columns:
@@ -318,8 +326,11 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
     total = 0
     for off in sorted({abs(int(o)) for o in offsets}):
         target = keys + off
-        s = np.searchsorted(sk, target, side="left")
-        e = np.searchsorted(sk, target, side="right")
+        if ptr is not None:
+            s, e = ptr[target], ptr[target + 1]
+        else:
+            s = np.searchsorted(sk, target, side="left")
+            e = np.searchsorted(sk, target, side="right")
         total += int((e - s).sum())
         if limit is not None and total > 2 * limit + n:
             raise TooDense(total // 2, limit)
@@ -334,8 +345,9 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
     i = np.concatenate(ii)
     j = np.concatenate(jj)
     ok = np.ones(len(i), dtype=bool)
+    bi, bj = boxes[i], boxes[j]
     for a in axes:
-        ok &= olap(boxes[i], boxes[j], a) >= -margin
+        ok &= olap(bi, bj, a) >= -margin
     i, j = i[ok], j[ok]
     srt = np.lexsort((j, i))
     return i[srt], j[srt]

@@ -126,6 +126,8 @@ def split_disjuncts(prog):
             new_id = len(mapping)
             line = _HEAD.sub(f"violation({new_id},(", lines[k], count=1)
             body = line.split(":-", 1)[1].rstrip(". ") if ":-" in line else ""
+            for name, sel in prog.selections.items():  # decided in numpy: show what it is
+                body = re.sub(rf"\b{name}\([^()]*\)", lambda _m, s=sel: s.readable, body)
             text = "\n".join((others if number == 1 else []) + [line])
             rules.append(replace(r, index=new_id, text=text))
             mapping.append((r.index, Disjunct(number, _readable(body))))

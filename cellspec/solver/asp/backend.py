@@ -13,7 +13,10 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
-from cellspec.solver.asp.compile import CompiledProgram
+from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
+from cellspec.solver.asp.decide import Kernel, pushed_facts
+from cellspec.solver.asp.decide import pairs_both as _pairs_both
+from cellspec.solver.asp.decide import rows_text as _rows
 from cellspec.solver.instance import BoxU, Instance
 
 GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in time
@@ -35,14 +38,6 @@ def _builtins() -> str:
     return resources.files("cellspec.solver.asp").joinpath("builtins.lp").read_text("utf-8")
 
 
-def _rows(pred: str, arr: np.ndarray) -> str:
-    """One fact per row of an integer array (the fastest pure-Python formatting measured)."""
-    if len(arr) == 0:
-        return ""
-    fmt = pred + "(" + ",".join(["{}"] * arr.shape[1]) + ")."
-    return "\n".join(map(fmt.format, *arr.T.tolist()))
-
-
 def placement_permutation(inst: Instance) -> np.ndarray | None:
     """ASP index k -> layout index: parts are numbered in placement order when there is
     one, so ``before(P, Q)`` is simply ``P < Q`` (no order facts, no joins)."""
@@ -55,22 +50,16 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "surfaces",
-           "reach")
-
-
-def _pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray
-                ) -> np.ndarray:
-    """Rows (a, b) where the relation holds for (i, j) (``fwd``) or (j, i) (``back``)."""
-    return np.concatenate([np.stack([i[fwd], j[fwd]], axis=1),
-                           np.stack([j[back], i[back]], axis=1)])
+DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "on",
+           "grounded", "reach")
 
 
 def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
-                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+                  j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None,
+                  perm: np.ndarray | None = None) -> list[str]:
     """The atoms of every pair relation the program uses, decided in numpy on the
     candidate pairs (i < j) (``above``: on the column pairs)."""
-    out: list[str] = []
+    out: list[str] = pushed_facts(Kernel(inst, perm, boxes, i, j, cols), prog, _unary)
     eps = inst.eps
     a, b = boxes[i], boxes[j]
     for part in sorted(prog.parts, key=str):
@@ -117,14 +106,24 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
             for rname in inst.robots:
                 m = g.reachable(boxes, (inst.reach or {})[rname])
                 out.append(_unary(f'reachable({{}},"{rname}")', m))
-        elif name == "surfaces":
-            out.append("#defined on_surface/2. #defined grounded/1.")
-            any_s = np.zeros(len(boxes), dtype=bool)
+        elif name == "on":
+            out.append("#defined on_surface/2.")
             for sname, z in sorted(inst.surfaces.items()):
-                m = g.on_surface(boxes, z, eps)
-                any_s |= m
-                out.append(_unary(f'on_surface({{}},"{sname}")', m))
+                out.append(_unary(f'on_surface({{}},"{sname}")', g.on_surface(boxes, z, eps)))
+        elif name == "grounded":
+            out.append("#defined grounded/1.")
+            any_s = np.zeros(len(boxes), dtype=bool)
+            for z in inst.surfaces.values():
+                any_s |= g.on_surface(boxes, z, eps)
             out.append(_unary("grounded({})", any_s))
+    for zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
+        z = inst.zones[zname]
+        if isinstance(z, BoxU):
+            m = g.inside_box(boxes, z.lo, z.hi, eps)
+        else:
+            m = g.inside_half(boxes, z, eps)
+        out.append(f"#defined {OUTSIDE}/2.")
+        out.append("\n".join(f'{OUTSIDE}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
     return out
 
 
@@ -165,8 +164,9 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     out = [f"#const eps={inst.eps}."]
     if n:
         out.append(f"part(0..{n - 1}).")
-    idx = np.arange(n, dtype=np.int64)[:, None]
-    out.append(_rows("box", np.hstack([idx, boxes])))
+    if prog.needs_box:  # only a comparison left to clingo joins the boxes
+        idx = np.arange(n, dtype=np.int64)[:, None]
+        out.append(_rows("box", np.hstack([idx, boxes])))
     margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
     i, j = g.broad_phase(boxes, margin)
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
@@ -174,7 +174,8 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     if prog.columns:
         cols = g.broad_phase(boxes, margin, columns=True)
         stats["columns"] = float(len(cols[0]))
-    out.extend(decided_facts(inst, prog, boxes, i, j, cols))
+    out.extend(_stability_facts(inst, prog, perm))  # first: placed_stable's report is reused
+    out.extend(decided_facts(inst, prog, boxes, i, j, cols, perm))
     if prog.needs_grippers:
         out.extend(f"grip({k},{gk})." for k, gk in enumerate(grippers)
                    if gk != prog.default_gripper)
@@ -195,21 +196,27 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     out.append("#defined robot/1.")
     for name in inst.robots:
         out.append(f'robot("{name}").')
-    if prog.stable:  # static equilibrium, decided by an LP (cellspec/solver/stability.py)
-        mask = stability.instance_stable(inst)
-        if perm is not None:
-            mask = mask[perm]
-        out.append("#defined stable/1.")
-        out.append(_rows("stable", np.nonzero(mask)[0][:, None]))
-    if prog.placed_stable:  # every stage of the order (cellspec/solver/stability.py)
-        mask = stability.instance_placed_stable(inst)
-        if perm is not None:
-            mask = mask[perm]
-        out.append("#defined placed_stable/1.")
-        out.append(_rows("placed_stable", np.nonzero(mask)[0][:, None]))
     out.extend(sorted(prog.zone_uses))
     stats["facts_s"] = time.perf_counter() - t0
     return "\n".join(s for s in out if s), stats
+
+
+def _stability_facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None
+                     ) -> list[str]:
+    """The exceptions of stable/1 and placed_stable/1 (cellspec/solver/stability.py).
+    placed_stable first: its report (stages too) is cached on the instance and answers
+    stable/1 as well, where the other order would build the structure twice."""
+    out: list[str] = []
+    for used, pred, fn in ((prog.placed_stable, "placed_stable", stability.instance_placed_stable),
+                           (prog.stable, "stable", stability.instance_stable)):
+        if not used:
+            continue
+        mask = fn(inst)
+        if perm is not None:
+            mask = mask[perm]
+        out.append(f"#defined {COMPLEMENT[pred]}/1.")  # the exceptions only
+        out.append(_rows(COMPLEMENT[pred], np.nonzero(~mask)[0][:, None]))
+    return out
 
 
 def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],

@@ -10,13 +10,16 @@ the compiler reports (``cost``) so the verifier can refuse honestly (``unknown``
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
+from cellspec.solver.asp import arith
+from cellspec.solver.asp import pushdown as pd
+from cellspec.solver.asp.pushdown import Selection, absorb
 from cellspec.solver.graph import components
 from cellspec.solver.instance import lin_to_int
 from cellspec.solver.reference import free_vars
@@ -25,6 +28,12 @@ MAX_DISJUNCTS = 256
 
 PAIR_PRED = {"contact": "contact", "overlaps": "overlaps", "supports": "supports",
              "above": "above"}
+
+# unary relations true of nearly every part in a real cell: the backend hands clingo
+# their complement (the exceptions), and a literal reads it (``stable(p)`` is
+# ``not not_stable(p)``), so clingo never grounds one atom per part for them
+COMPLEMENT = {"stable": "not_stable", "placed_stable": "not_placed_stable"}
+OUTSIDE = "outside"  # outside(P, Zone): the complement of inside(P, Zone) for a named zone
 
 
 class CompileError(Exception):
@@ -56,6 +65,12 @@ class CompiledProgram:
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
     stable: bool = False  # a rule uses stable/1: the backend adds its facts
     placed_stable: bool = False  # a rule uses placed_stable/1 (every stage of the order)
+    needs_box: bool = False  # some rule body joins box/7 (a comparison left to clingo)
+    outside: set[str] = field(default_factory=set)  # zones whose outside/2 facts are read
+    selections: dict[str, Selection] = field(default_factory=dict)  # pushdown.Selection
+    projections: dict[str, pd.Projection] = field(default_factory=dict)  # decided aux sets
+    shown_projections: set[str] = field(default_factory=set)  # read by some rule's text
+    unaries: dict[str, pd.Unary] = field(default_factory=dict)  # one-part conjunctions
 
     def margin_for(self, boxes, eps: int, opening: int | None, depth: int | None = None) -> int:
         """Broad-phase margin (U) for the relations these rules use (geometry.relation_margin)."""
@@ -146,6 +161,10 @@ class _Compiler:
         inner_scope = scope + q.vars
         disjuncts = self.dnf(body, True, inner_scope)
         head_args = tuple(fv)
+        proj = self.projection(name, q, fv, disjuncts)
+        if proj is not None:  # decided in numpy: no rule text
+            self.prog.projections[name] = proj
+            return name, head_args
         for d in disjuncts:
             extra = self.distinct(q, fv)
             body_txt = self.body(d, set(q.vars) | set(fv), extra)
@@ -153,6 +172,27 @@ class _Compiler:
             head = f"{name}({args})" if args else name
             self.lines.append(f"{head} :- {body_txt}.")
         return name, head_args
+
+    def projection(self, name: str, q: ir.Quant, fv: list[str], disjuncts: list[list[Lit]]
+                   ) -> pd.Projection | None:
+        """``exists q: R(q, p)`` as a set numpy decides (pushdown.Projection), or None."""
+        for d in disjuncts:
+            for lit in d:
+                if lit.kind == "cmp":
+                    self.cmp_text(lit.node)  # the 32-bit bound is checked
+        proj = pd.decided_projection(name, q, fv, disjuncts, self.domains)
+        for sel, _ in proj.disjuncts if proj is not None else ():
+            self.needs(sel)
+        return proj
+
+    def unary(self, lits: list[Lit], used: set[str], extra: list[str]) -> pd.Unary | None:
+        """A conjunction over one part that numpy decides per part (pushdown.Unary)."""
+        u = pd.one_part(lits, used, extra, self.domains, self.prog.projections,
+                        f"usel_{self.index}_{next(self.uid)}", self.var)
+        for _, atom in u.terms if u is not None else ():
+            if atom[:2] in (("rel", "stable"), ("rel", "placed_stable")):
+                setattr(self.prog, atom[1], True)  # the backend computes the report
+        return u
 
     def distinct(self, q: ir.Quant | ir.CountCmp, outer: list[str] | tuple[str, ...]) -> list[str]:
         """Distinctness of a quantifier's part variables (among themselves and from the
@@ -177,9 +217,24 @@ class _Compiler:
         box_needed: set[str] = set()
         tail: list[str] = []
         for lit in lits:
+            if lit.kind == "cmp":
+                self.cmp_text(lit.node)  # the 32-bit bound is checked, absorbed or not
+        used0 = set(need)
+        for lit in lits:
+            used0 |= self.lit_vars(lit)
+        u = self.unary(lits, used0, extra)
+        if u is not None:  # every literal decided per part in numpy
+            self.prog.unaries[u.name] = u
+            lits = [Lit("usel", True, u)]
+        lits, sels = absorb(lits, self.domains, lambda: f"sel_{self.index}_{next(self.uid)}")
+        for sel, replaced in sels:
+            sel = replace(sel, readable=", ".join(self.plain_text(x) for x in replaced))
+            self.select(sel)
+            lits = [Lit("sel", True, sel)] + lits
+        for lit in lits:
             txt, binds, boxes, post = self.lit(lit)
-            atoms.append(txt) if lit.positive and binds else tail.append(txt)
-            if lit.positive and binds:
+            atoms.append(txt) if binds else tail.append(txt)
+            if binds:
                 bound |= binds
                 links.append(set(binds))
             box_needed |= boxes
@@ -205,29 +260,60 @@ class _Compiler:
         items = atoms + dom + boxes + tail + extra
         return ", ".join(items) if items else "#true"
 
+    def plain_text(self, lit: Lit) -> str:
+        """A literal a selection absorbs, as ASP text (pushdown.plain_text)."""
+        return self.cmp_text(lit.node) if lit.kind == "cmp" else pd.plain_text(lit, self.var)  # type: ignore[arg-type]
+
+    def select(self, sel: Selection) -> None:
+        """Register a selection (pushdown.py) and what its relation needs of the backend."""
+        self.prog.selections[sel.name] = sel
+        self.needs(sel)
+
+    def needs(self, sel: Selection) -> None:
+        """The broad-phase margin and column pairs a selection's relation needs."""
+        if sel.rel == "near" and sel.dist is not None:
+            self.prog.margin = max(self.prog.margin, sel.dist)
+        if sel.rel == "above":
+            self.prog.columns = True
+
     def box_atom(self, v: str) -> str:
+        self.prog.needs_box = True
         V = self.var(v)
         return f"box({V},{V}_X0,{V}_X1,{V}_Y0,{V}_Y1,{V}_Z0,{V}_Z1)"
 
     def lit_vars(self, lit: Lit) -> set[str]:
         if lit.kind == "aux":
             return set(lit.extra)
+        if lit.kind == "sel":
+            return set(lit.node.vars)  # type: ignore[attr-defined]
+        if lit.kind == "usel":
+            return {lit.node.var}  # type: ignore[attr-defined]
         if lit.kind == "count":
             return free_vars(lit.node)
         return free_vars(lit.node)  # type: ignore[arg-type]
 
     def lit(self, lit: Lit) -> tuple[str, set[str], set[str], list[str]]:
-        """(text, variables it binds when positive, variables needing box/2, extra)."""
+        """(text, variables it binds, variables needing box/7, extra)."""
         neg = "" if lit.positive else "not "
+        if lit.kind == "sel":
+            sel: Selection = lit.node  # type: ignore[assignment]
+            a, b = sel.vars
+            return sel.text(self.var(a), self.var(b)), {a, b}, set(), []
+        if lit.kind == "usel":
+            u: pd.Unary = lit.node  # type: ignore[assignment]
+            return f"{u.name}({self.var(u.var)})", {u.var}, set(), []
         if lit.kind == "aux":
+            if lit.node in self.prog.projections:
+                self.prog.shown_projections.add(lit.node)  # type: ignore[arg-type]
             args = ",".join(self.var(v) for v in lit.extra)
             return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
-                    set(lit.extra), set(), [])
+                    set(lit.extra) if lit.positive else set(), set(), [])
         if lit.kind == "sym":
             n: ir.SymEq = lit.node  # type: ignore[assignment]
             if n.attr == "type":
                 self.prog.needs_types = True
-                return f'{neg}ptype({self.var(n.var)},"{n.value}")', {n.var}, set(), []
+                return (f'{neg}ptype({self.var(n.var)},"{n.value}")',
+                        {n.var} if lit.positive else set(), set(), [])
             # only parts whose gripper differs from the cell's default get a grip/2 fact
             self.prog.needs_grippers = True
             V = self.var(n.var)
@@ -235,7 +321,7 @@ class _Compiler:
                 if lit.positive:
                     return f"not other_grip({V})", set(), set(), []
                 return f"other_grip({V})", {n.var}, set(), []
-            return f"{neg}grip({V},{n.value})", {n.var}, set(), []
+            return f"{neg}grip({V},{n.value})", {n.var} if lit.positive else set(), set(), []
         if lit.kind == "cmp":
             c: ir.Cmp = lit.node  # type: ignore[assignment]
             return self.cmp_text(c), set(), {a.var for a, _ in c.expr.terms}, []
@@ -246,43 +332,17 @@ class _Compiler:
         raise CompileError(lit.kind)
 
     def cmp_text(self, c: ir.Cmp) -> str:
-        coefs, const = lin_to_int([(a.attr, k) for a, k in c.expr.terms], c.expr.const)
-        # clingo integers are 32-bit: every attribute (2U) is at most 4*MAX_ABS_COORD/U
-        bound = sum(abs(k) for k in coefs) * 4 * int(g.MAX_ABS_COORD_M * g.U_PER_M) + abs(const)
-        if bound >= 2**31:
-            ks = [abs(k) for _, k in c.expr.terms]
-            if abs(c.expr.const) > g.MAX_ABS_COORD_M * max(1, sum(ks)) or max(ks, default=0) \
-                    > 10_000:  # a huge number, not a fine decimal: say so
-                raise CompileError(f"rule '{self.rule.name}': the comparison's constants are "
-                                   "too large for exact 32-bit integer arithmetic on the 0.05 "
-                                   f"mm grid (coordinates stay within {g.MAX_ABS_COORD_M:g} m)")
-            raise CompileError(f"rule '{self.rule.name}': the comparison's constants are too "
-                               "fine for exact 32-bit integer arithmetic on the 0.05 mm grid "
-                               "(use coarser decimals, e.g. 0.5 rather than 0.333333)")
-        terms = []
-        for (a, _), k in zip(c.expr.terms, coefs, strict=True):
-            terms.append(f"{k}*({self.attr_text(a)})")
-        lhs = " + ".join(terms) if terms else "0"
-        op = {"==": "=", "!=": "!="}.get(c.op, c.op)
-        return f"{lhs} {op} {-const}"
-
-    def attr_text(self, a: ir.Attr) -> str:
-        V = self.var(a.var)
-        at = a.attr
-        if at in ("x", "y", "z"):
-            A = at.upper()
-            return f"{V}_{A}0+{V}_{A}1"
-        if at.startswith("size."):
-            A = at[-1].upper()
-            return f"2*({V}_{A}1-{V}_{A}0)"
-        col = {"top": "Z1", "zmax": "Z1", "bottom": "Z0", "zmin": "Z0", "xmin": "X0",
-               "xmax": "X1", "ymin": "Y0", "ymax": "Y1"}[at]
-        return f"2*{V}_{col}"
+        """A comparison as exact 32-bit ASP arithmetic over box/7 variables (asp/arith.py)."""
+        try:
+            return arith.cmp_text(c, self.var)
+        except arith.TooWide as exc:
+            raise CompileError(f"rule '{self.rule.name}': {exc}") from None
 
     def rel_text(self, r: ir.Rel, positive: bool) -> tuple[str, set[str], set[str], list[str]]:
         neg = "" if positive else "not "
         vs = [self.var(a.name) if isinstance(a, ir.VarArg) else None for a in r.args]
-        names = {a.name for a in r.args if isinstance(a, ir.VarArg)}
+        # a negative literal binds nothing (a complement's negative binds: see below)
+        names = {a.name for a in r.args if isinstance(a, ir.VarArg)} if positive else set()
         if r.name in PAIR_PRED:
             if r.name == "above":
                 self.prog.parts.add(("above",))
@@ -308,15 +368,19 @@ class _Compiler:
             if isinstance(z, ir.VarArg):
                 zt = vs[1]
                 self.prog.zone_uses.add(f"zuse({r.name},K) :- keepout(K).")
+            elif r.name == "inside":  # a named zone: its few outside/2 facts instead
+                zt = f'"{z.name}"'  # type: ignore[union-attr]
+                self.prog.outside.add(z.name)  # type: ignore[union-attr]
+                return _complement(OUTSIDE, f"{vs[0]},{zt}", positive, r.args[0])
             else:
                 zt = f'"{z.name}"'  # type: ignore[union-attr]
                 self.prog.zone_uses.add(f"zuse({r.name},{zt}).")
             return f"{neg}{r.name}({vs[0]},{zt})", names, set(), []
         if r.name == "on":
-            self.prog.parts.add(("surfaces",))
+            self.prog.parts.add(("on",))
             return f'{neg}on_surface({vs[0]},"{r.args[1].name}")', names, set(), []  # type: ignore[union-attr]
         if r.name == "grounded":
-            self.prog.parts.add(("surfaces",))
+            self.prog.parts.add(("grounded",))
             return f"{neg}grounded({vs[0]})", names, set(), []
         if r.name == "reachable":  # facts decided by the numpy kernel (geometry.reachable)
             self.prog.parts.add(("reach",))
@@ -325,10 +389,10 @@ class _Compiler:
             return f"{neg}reachable({vs[0]},{rt})", names, set(), []
         if r.name == "stable":  # facts computed by cellspec/solver/stability.py
             self.prog.stable = True
-            return f"{neg}stable({vs[0]})", names, set(), []
+            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
         if r.name == "placed_stable":  # facts computed by cellspec/solver/stability.py
             self.prog.placed_stable = True
-            return f"{neg}placed_stable({vs[0]})", names, set(), []
+            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
         raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
                            "the clingo backend")
 
@@ -392,6 +456,14 @@ class _Compiler:
             cost=self.cost,
             unordered=tuple(groups),
         )
+
+
+def _complement(pred: str, args: str, positive: bool, part: ir.Arg
+                ) -> tuple[str, set[str], set[str], list[str]]:
+    """A unary relation read through its complement ``pred``: the positive literal is
+    ``not pred(..)`` (binds nothing), the negative one ``pred(..)`` (binds the part)."""
+    binds = {part.name} if isinstance(part, ir.VarArg) and not positive else set()
+    return (f"not {pred}({args})" if positive else f"{pred}({args})"), binds, set(), []
 
 
 def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:

@@ -1,0 +1,154 @@
+"""What the numpy kernel decides before clingo grounds (asp/pushdown.py says which
+literals): pair relations' rows, selections, projections and one-part conjunctions,
+evaluated on the instance's boxes in ASP part numbering and written as few facts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from cellspec.core import geometry as g
+from cellspec.solver import stability
+from cellspec.solver.asp.compile import CompiledProgram
+from cellspec.solver.asp.pushdown import OPS, Projection, Selection, Unary
+from cellspec.solver.instance import BoxU, Instance
+
+
+def rows_text(pred: str, arr: np.ndarray) -> str:
+    """One fact per row of an integer array (the fastest pure-Python formatting measured)."""
+    if len(arr) == 0:
+        return ""
+    fmt = pred + "(" + ",".join(["{}"] * arr.shape[1]) + ")."
+    return "\n".join(map(fmt.format, *arr.T.tolist()))
+
+
+def pairs_both(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """Rows (a, b) where the relation holds for (i, j) (``fwd``) or (j, i) (``back``)."""
+    return np.concatenate([np.stack([i[fwd], j[fwd]], axis=1),
+                           np.stack([j[back], i[back]], axis=1)])
+
+
+class Kernel:
+    """The instance in ASP numbering (``perm``) with its candidate pairs, and every
+    relation, selection, projection and conjunction decided on them (memoised)."""
+
+    def __init__(self, inst: Instance, perm: np.ndarray | None, boxes: np.ndarray,
+                 i: np.ndarray, j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None):
+        self.inst, self.perm, self.boxes, self.i, self.j, self.cols = inst, perm, boxes, i, j, cols
+        self.eps = inst.eps
+        self._rows: dict[tuple, np.ndarray] = {}
+        self._proj: dict[str, np.ndarray] = {}
+
+    def pair_rows(self, rel: str, dist: int | None) -> np.ndarray:
+        """Every ordered pair (p, q) with ``rel(p, q)`` among the candidates (``above``: the
+        column pairs), both orientations, as an (m, 2) array."""
+        key = (rel, dist)
+        if key in self._rows:
+            return self._rows[key]
+        boxes, eps = self.boxes, self.eps
+        if rel == "above":
+            assert self.cols is not None, "above needs the column pairs"
+            ci, cj = self.cols
+            ca, cb = boxes[ci], boxes[cj]
+            out = pairs_both(ci, cj, g.above(ca, cb, eps), g.above(cb, ca, eps))
+        else:
+            i, j = self.i, self.j
+            a, b = boxes[i], boxes[j]
+            if rel == "supports":
+                out = pairs_both(i, j, g.supports(a, b, eps), g.supports(b, a, eps))
+            else:
+                if rel == "near":
+                    assert dist is not None, "near needs its distance"
+                    m = g.near(a, b, dist)
+                else:
+                    m = (g.contact if rel == "contact" else g.overlaps)(a, b, eps)
+                out = pairs_both(i, j, m, m)
+        self._rows[key] = out
+        return out
+
+    def selected(self, sel: Selection) -> np.ndarray:
+        """The rows of a selection's relation where its absorbed literals hold."""
+        return sel.keep(self.pair_rows(sel.rel, sel.dist), self.boxes)
+
+    def projection(self, proj: Projection) -> np.ndarray:
+        """The parts p with another part q such that some disjunct's relation holds."""
+        if proj.name not in self._proj:
+            m = np.zeros(len(self.boxes), dtype=bool)
+            for sel, col in proj.disjuncts:
+                rows = self.selected(sel)
+                rows = rows[rows[:, 0] != rows[:, 1]]
+                m[rows[:, col]] = True
+            self._proj[proj.name] = m
+        return self._proj[proj.name]
+
+    def grounded(self) -> np.ndarray:
+        """grounded(p): on some surface within eps."""
+        m = np.zeros(len(self.boxes), dtype=bool)
+        for z in self.inst.surfaces.values():
+            m |= g.on_surface(self.boxes, z, self.eps)
+        return m
+
+    def zone(self, rel: str, zname: str) -> np.ndarray:
+        """inside(p, zone) or intersects(p, zone) of a named zone."""
+        z = self.inst.zones[zname]
+        if isinstance(z, BoxU):
+            fn = g.inside_box if rel == "inside" else g.intersects_box
+            return fn(self.boxes, z.lo, z.hi, self.eps)
+        return (g.inside_half if rel == "inside" else g.intersects_half)(self.boxes, z, self.eps)
+
+    def _permuted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.perm is None else values[self.perm]
+
+    def atom(self, atom: tuple, projections: dict[str, Projection]) -> np.ndarray:
+        """The mask of one per-part atom of a pushdown.Unary."""
+        kind = atom[0]
+        if kind == "cmp":
+            val = np.zeros(len(self.boxes), dtype=np.int64)
+            for attr, k in atom[1]:
+                val += k * g.attr_2u(self.boxes, attr)
+            return OPS[atom[2]](val, atom[3])
+        if kind == "proj":
+            return self.projection(projections[atom[1]])
+        if kind == "type":
+            return self._permuted(np.array([t == atom[1] for t in self.inst.types], dtype=bool))
+        if kind == "gripper":
+            return self._permuted(np.array([k == atom[1] for k in self.inst.grippers],
+                                           dtype=bool))
+        name = atom[1]
+        if name == "grounded":
+            return self.grounded()
+        if name == "stable":
+            return self._permuted(stability.instance_stable(self.inst))
+        if name == "placed_stable":
+            return self._permuted(stability.instance_placed_stable(self.inst))
+        if name == "on":
+            z = self.inst.surfaces.get(atom[2])
+            if z is None:
+                return np.zeros(len(self.boxes), dtype=bool)
+            return g.on_surface(self.boxes, z, self.eps)
+        return self.zone(name, atom[2])
+
+    def unary(self, u: Unary, projections: dict[str, Projection]) -> np.ndarray:
+        """The parts where every literal of the conjunction holds."""
+        m = np.ones(len(self.boxes), dtype=bool)
+        for positive, atom in u.terms:
+            a = self.atom(atom, projections)
+            m &= a if positive else ~a
+        return m
+
+
+def pushed_facts(k: Kernel, prog: CompiledProgram, unary: Callable[[str, np.ndarray], str]
+                 ) -> list[str]:
+    """The facts of every selection, shown projection and one-part conjunction."""
+    out: list[str] = []
+    for name, sel in sorted(prog.selections.items()):
+        out.append(f"#defined {name}/2.")
+        out.append(rows_text(name, k.selected(sel)))
+    for name in sorted(prog.shown_projections):
+        out.append(f"#defined {name}/1.")
+        out.append(unary(name + "({})", k.projection(prog.projections[name])))
+    for name, u in sorted(prog.unaries.items()):
+        out.append(f"#defined {name}/1.")
+        out.append(rows_text(name, np.nonzero(k.unary(u, prog.projections))[0][:, None]))
+    return out
