@@ -421,7 +421,7 @@ def failures(st: Structure, members: np.ndarray, active: np.ndarray,
         multi = np.array([q for q in members.tolist()
                           if sum(1 for k in con.by_upper[q] if active[k]) >= 2], dtype=np.int64)
     if not len(multi):
-        return _forest(st, members, active)
+        return _side_rescue(st, _forest(st, members, active), placed, explain)
     mset = set(members.tolist())
     in_lp: set[int] = set()
     groups: list[list[int]] = []
