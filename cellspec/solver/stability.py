@@ -147,6 +147,13 @@ class _Index:
         return list(range(a, b)) if self.identity else self.perm[a:b].tolist()
 
 
+def _rests_on(a: np.ndarray, b: np.ndarray, eps: int) -> np.ndarray:
+    """b's bottom meets a's top within eps over a footprint overlap of any positive width:
+    a sliver narrower than the contact tolerance still carries (issue 14)."""
+    return ((np.abs(b[..., 4] - a[..., 5]) <= eps) & (g.olap(a, b, "x") > 0)
+            & (g.olap(a, b, "y") > 0))
+
+
 def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
     """Every surface and part-on-part contact of the layout (side faces carry no load)."""
     n = len(boxes)
@@ -170,8 +177,8 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
     if n > 1:
         i, j = g.broad_phase(boxes, eps)
         bi, bj = boxes[i], boxes[j]
-        s_ij = g.supports(bi, bj, eps)
-        s_ji = g.supports(bj, bi, eps)
+        s_ij = _rests_on(bi, bj, eps)
+        s_ji = _rests_on(bj, bi, eps)
         lo = np.concatenate([i[s_ij], j[s_ji]])
         hi = np.concatenate([j[s_ij], i[s_ji]])
         order = np.lexsort((lo, hi))
