@@ -47,6 +47,7 @@ DEFAULT_MARGIN = Fraction(2, 1000)  # m: the smallest whole mm with 0 false pass
 GRAVITY = lp.GRAVITY
 MAX_LP_PARTS = 400  # parts in one structure that needs an LP
 LP_TIME_LIMIT_S = 2.0
+SMALL = 64  # parts: up to this many, contact pairs are found by testing all pairs
 TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
 U = float(g.U)
 
@@ -106,12 +107,25 @@ class Contacts:
     # on ``axis`` (0 x, 1 y) touches b's opposite face over [u0, u1] x [z0, z1]
 
 
-def side_contacts(boxes: np.ndarray, eps: int) -> np.ndarray:
+def _pairs(boxes: np.ndarray, eps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (i < j) of boxes within eps of each other: all pairs filtered for a small
+    layout (cheaper than the grid), the broad phase otherwise."""
+    n = len(boxes)
+    if n > SMALL:
+        return g.broad_phase(boxes, eps)
+    i, j = np.triu_indices(n, 1)
+    a, b = boxes[i], boxes[j]
+    ok = (g.olap(a, b, "x") >= -eps) & (g.olap(a, b, "y") >= -eps) & (g.olap(a, b, "z") >= -eps)
+    return i[ok].astype(np.int64), j[ok].astype(np.int64)
+
+
+def side_contacts(boxes: np.ndarray, eps: int,
+                  pairs: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Vertical faces of two parts that touch (within eps) over an area wider than eps."""
     out = np.zeros((0, 8), dtype=np.int64)
     if len(boxes) < 2:
         return out
-    i, j = g.broad_phase(boxes, eps)
+    i, j = pairs if pairs is not None else _pairs(boxes, eps)
     if not len(i):
         return out
     rows = []
@@ -174,8 +188,9 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
     upper = np.array(up, dtype=np.int64)
     rect = np.array(rects, dtype=np.int64).reshape(-1, 4)
     zz = np.array(zs, dtype=np.int64)
-    if n > 1:
-        i, j = g.broad_phase(boxes, eps)
+    pairs = _pairs(boxes, eps) if n > 1 else None
+    if pairs is not None:
+        i, j = pairs
         bi, bj = boxes[i], boxes[j]
         s_ij = _rests_on(bi, bj, eps)
         s_ji = _rests_on(bj, bi, eps)
@@ -194,7 +209,7 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
     srt = np.lexsort((lower, upper))  # by upper part, then lower (surfaces first)
     lower, upper, rect, zz = lower[srt], upper[srt], rect[srt], zz[srt]
     surf = [surf[k] for k in srt.tolist()]
-    c = Contacts(lower, upper, rect, zz, surf, side_contacts(boxes, eps))
+    c = Contacts(lower, upper, rect, zz, surf, side_contacts(boxes, eps, pairs))
     c.by_upper = _Index(upper, n)
     c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
     return c
