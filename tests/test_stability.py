@@ -268,3 +268,13 @@ def test_bad_part_masses_exit_2(tmp_path, cli, mass, msg):
     f.write_text(text)
     r = cli("check", f, DATA.parent.parent / "rules" / "examples" / "tower3.json")
     assert r.returncode == 2 and msg in r.stderr and "m.cell:11:" in r.stderr
+
+
+def test_robust_never_proves_a_part_that_leans_on_its_neighbour(station):
+    # LEAN passes only by b's side contact with d; a displacement may open that gap, and
+    # the proof of robustness does not rely on side contacts: unknown, never proved
+    from cellspec.solver.formal import prove_robust
+
+    r = prove_robust(station, _lay(LEAN, ["a", "c", "d", "b"]), 0.0005)
+    assert r.status == "unknown"
+    assert "b topples off a" in r.reason and "not proved robust" in r.reason

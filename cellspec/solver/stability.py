@@ -49,6 +49,7 @@ MAX_LP_PARTS = 400  # parts in one structure that needs an LP
 LP_TIME_LIMIT_S = 2.0
 SMALL = 64  # parts: up to this many, contact pairs are found by testing all pairs
 TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
+LP_TOL = 1e-7  # m: the same for the LP's shift (GLOP's feasibility tolerance, 0.1 um)
 U = float(g.U)
 
 
@@ -348,7 +349,7 @@ def _lp(st: Structure, members: list[int], active: np.ndarray, margin: float,
     """Whether ``members`` stand with every centre of mass moved by up to ``margin`` (m),
     and the largest such shift (None: not even unshifted)."""
     t = _solve(_group(st, members, active, side_ks), margin, len(members))
-    return (t is not None and t >= margin - TOL), t
+    return (t is not None and t >= margin - LP_TOL), t
 
 
 def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
@@ -362,7 +363,7 @@ def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
                              f"(the limit is {MAX_LP_PARTS} parts)")
     grp = _group(st, members, active, side_ks)
     t = _solve(grp, st.margin, len(members))
-    if t is not None and t >= st.margin - TOL:
+    if t is not None and t >= st.margin - LP_TOL:
         return []
     if not explain:
         return [Failure(members[0], ("its supports",), 0, float("nan"), st.margin, False)]
@@ -644,24 +645,28 @@ class Report:
     stage_why: dict[int, str]
 
 
-def structure_of(inst) -> Structure:  # noqa: ANN001 (Instance; avoids an import cycle)
-    """The stability view of an instance: contacts, masses, friction, margin."""
+def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
+    """The stability view of an instance: contacts, masses, friction, margin; without
+    ``sides`` no side contacts (for proofs that must not rely on them)."""
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
     con = contacts(inst.boxes, inst.eps, inst.surfaces)
+    if not sides:
+        con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
                      float(margin), con)
 
 
-def report(inst, stages_too: bool = True) -> Report:  # noqa: ANN001
-    """Stability of the finished layout and, when it has an order, of every stage."""
-    cached = getattr(inst, "_stability_report", None)
+def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
+    """Stability of the finished layout and, when it has an order, of every stage (without
+    ``sides``: as if no side face carried anything, uncached)."""
+    cached = getattr(inst, "_stability_report", None) if sides else None
     if cached is not None and (cached.placed_stable is not None or not stages_too
                                or inst.order_pos is None):
         return cached
-    st = structure_of(inst)
+    st = structure_of(inst, sides)
     n = inst.n
     ok = np.ones(n, dtype=bool)
     why: dict[int, str] = {}
@@ -681,7 +686,8 @@ def report(inst, stages_too: bool = True) -> Report:  # noqa: ANN001
             placed_ok[sf.placed] = False
             stage_why[sf.placed] = sf.text(inst.ids)
     rep = Report(ok, placed_ok, why, stage_why)
-    object.__setattr__(inst, "_stability_report", rep)
+    if sides:
+        object.__setattr__(inst, "_stability_report", rep)
     return rep
 
 
