@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                       "settle_s_mean": float(np.mean(settle_s)),
                       "settle_cpu_s_mean": float(np.mean([lab.cpu_seconds for lab in labels])),
                       "settle_s_p95": float(np.percentile(settle_s, 95))},
-           "checks": results, "per_margin": per_margin, "sim": sim, "lp_solvers": lp_solvers, "peer_published": PUBLISHED_CRA,
+           "checks": results, "per_margin": per_margin, "sim": sim, "lp_solvers": lp_solvers,
+           "peer_published": PUBLISHED_CRA,
            "seconds": round(time.perf_counter() - t0, 1)}
     if args.json:
         Path(args.json).write_text(json.dumps({**out, "noise": list(noise.standers),

@@ -278,3 +278,18 @@ def test_robust_never_proves_a_part_that_leans_on_its_neighbour(station):
     r = prove_robust(station, _lay(LEAN, ["a", "c", "d", "b"]), 0.0005)
     assert r.status == "unknown"
     assert "b topples off a" in r.reason and "not proved robust" in r.reason
+
+
+def test_lp_without_the_sparse_fast_path_decides_the_same(station, monkeypatch):
+    """The per-coefficient model build (no scipy) and the one-call sparse build agree."""
+    from cellspec.solver import stability_lp as lp
+
+    rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.41, 0.2, 0.025)),
+            ("t", "cube", (0.38, 0.2, 0.075))]
+    inst = build_instance(station, _lay(rows))
+    s = stab.structure_of(inst)
+    act = stab.active_contacts(s.con, None)
+    fast = stab._lp(s, [0, 1, 2], act, 0.002)
+    monkeypatch.setattr(lp, "FAST_FILL", False)
+    slow = stab._lp(s, [0, 1, 2], act, 0.002)
+    assert fast[0] and slow[0] and abs(fast[1] - slow[1]) < 1e-9

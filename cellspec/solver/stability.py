@@ -1,29 +1,30 @@
 """Static stability of block structures: the meaning of ``stable(p)`` and ``placed_stable(p)``.
 
 The model is rigid-block equilibrium (Whiting et al. 2009; the RBE of compas_cra), made
-conservative where plain RBE is known to be optimistic:
+conservative where plain RBE is known to be optimistic (docs/language.md, "Stability"):
 
 * contacts: a part's bottom on a surface (its footprint) and a part's bottom on another
-  part's top (``supports``: the footprint overlap). **Vertical faces carry no load**: two
-  side-by-side blocks never clamp each other, since nothing in a gravity-only structure
-  presses them together (plain RBE would let friction there hold a block that tips away);
-* each contact rectangle is shrunk by the cell's ``stability margin`` M on every side;
-  forces may act only at the corners of the shrunk rectangle (a contact narrower than
-  2M carries nothing). This is at least as strict as moving every centre of mass by M in
-  any horizontal direction;
-* at each corner a normal force ``f >= 0`` (pushing only, no glue) and a tangential force
-  inside the linearised friction pyramid ``|t_x|, |t_y| <= mu f`` (``friction MU``,
-  default 0.5);
-* every part is in force and moment balance under its weight at its box centre (uniform
-  density); a part that rests on nothing is held fixed here (``gravity`` reports it).
+  part's top (the footprint overlap, any positive width: slivers carry at their corners);
+* side contacts: touching vertical faces push only and carry no friction, so they never
+  clamp; they are used only where a structure fails without them (they only add
+  forces), and then that structure's horizontal contacts get linearised friction
+  (``friction MU``, default 0.5); elsewhere forces are vertical (:mod:`stability_lp`);
+* the margin M: the structure must stand with every centre of mass moved by (+-M, +-M),
+  the corners of a square that contains every horizontal shift of length M (the loads
+  under which it stands are convex): at least as strict as moving every centre of mass
+  by M in any horizontal direction;
+* forces push only (no glue); every part is in force and moment balance under its weight
+  at its box centre (uniform density); a part that rests on nothing is held fixed here
+  (``gravity`` reports it).
 
 A structure stands when such forces exist. Parts whose structure is a forest (every part
 on at most one contact) are decided exactly without an LP: a part stands on its contact
 when the centre of mass of the part and everything it carries lies at least M inside the
-contact rectangle. Other structures are one GLOP LP each. ``stable(p)`` is false for the
-part that topples or slides off what carries it (with whatever it carries), so each
-failure is reported once, where it happens. ``placed_stable(p)``: when the layout has an
-order, the structure p joins when it is placed stands (every stage of construction).
+contact rectangle. Other structures are one GLOP LP each (:mod:`stability_lp`), which
+maximises the shift up to M so the message says by how much it misses. ``stable(p)`` is
+false for the part that topples or slides off what carries it (with whatever it
+carries), so each failure is reported once, where it happens. ``placed_stable(p)``: when
+the layout has an order, the structure p joins when it is placed stands (every stage).
 
 Assumptions: rigid parts, static loads (gravity only), no sliding at the margin, contact
 faces axis-aligned. Limits: a structure that needs more than ``MAX_LP_PARTS`` parts in
@@ -33,21 +34,27 @@ one LP, or an LP that does not finish in ``LP_TIME_LIMIT_S``, raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.solver import stability_lp as lp
+from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
+    Contacts,
+    contacts,
+    side_contacts,
+)
 
 DEFAULT_FRICTION = Fraction(1, 2)
 DEFAULT_MARGIN = Fraction(2, 1000)  # m: the smallest whole mm with 0 false passes on
-# bench/physics_agreement.py (1 000 structures: 0 mm gives 8, 1 mm gives 1; see the README)
+# bench/physics_agreement.py (issue 14's centre-of-mass shift with side contacts: 1 000
+# structures, seed 0: 0 mm gives 8 false passes, 1 mm gives 1, 2 mm none at 8.9 % false
+# fails; the 400 of seed 1: 10, 1, none at 9.1 %; see the README)
 GRAVITY = lp.GRAVITY
 MAX_LP_PARTS = 400  # parts in one structure that needs an LP
 LP_TIME_LIMIT_S = 2.0
-SMALL = 64  # parts: up to this many, contact pairs are found by testing all pairs
 TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
 LP_TOL = 1e-7  # m: the same for the LP's shift (GLOP's feasibility tolerance, 0.1 um)
 U = float(g.U)
@@ -89,131 +96,6 @@ class Failure:
         return (f"{name} does not stand on {on} with the margin: its structure stands with "
                 f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
                 f"direction; the cell asks for {self.margin:.3f} m")
-
-
-@dataclass
-class Contacts:
-    """Horizontal contacts: ``lower[k]`` carries ``upper[k]`` (lower -1: surface ``surf[k]``)
-    over the rectangle ``rect[k]`` (x0, x1, y0, y1 in U) at height ``z[k]`` (U)."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    rect: np.ndarray
-    z: np.ndarray
-    surf: list[str | None]
-    sides: np.ndarray = field(default=None)  # type: ignore[assignment]
-    by_upper: _Index = field(default=None)  # type: ignore[assignment]
-    by_lower: _Index = field(default=None)  # type: ignore[assignment]
-    # side contacts (s, 8) in U: (a, b, axis, u0, u1, z0, z1, plane): a's face at ``plane``
-    # on ``axis`` (0 x, 1 y) touches b's opposite face over [u0, u1] x [z0, z1]
-
-
-def _pairs(boxes: np.ndarray, eps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (i < j) of boxes within eps of each other: all pairs filtered for a small
-    layout (cheaper than the grid), the broad phase otherwise."""
-    n = len(boxes)
-    if n > SMALL:
-        return g.broad_phase(boxes, eps)
-    i, j = np.triu_indices(n, 1)
-    a, b = boxes[i], boxes[j]
-    ok = (g.olap(a, b, "x") >= -eps) & (g.olap(a, b, "y") >= -eps) & (g.olap(a, b, "z") >= -eps)
-    return i[ok].astype(np.int64), j[ok].astype(np.int64)
-
-
-def side_contacts(boxes: np.ndarray, eps: int,
-                  pairs: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Vertical faces of two parts that touch (within eps) over an area wider than eps."""
-    out = np.zeros((0, 8), dtype=np.int64)
-    if len(boxes) < 2:
-        return out
-    i, j = pairs if pairs is not None else _pairs(boxes, eps)
-    if not len(i):
-        return out
-    rows = []
-    for axis, (lo, hi), other in ((0, (0, 1), (2, 3)), (1, (2, 3), (0, 1))):
-        for a, b in ((i, j), (j, i)):
-            ba, bb = boxes[a], boxes[b]
-            touch = np.abs(ba[:, hi] - bb[:, lo]) <= eps
-            u0 = np.maximum(ba[:, other[0]], bb[:, other[0]])
-            u1 = np.minimum(ba[:, other[1]], bb[:, other[1]])
-            z0 = np.maximum(ba[:, 4], bb[:, 4])
-            z1 = np.minimum(ba[:, 5], bb[:, 5])
-            ok = touch & (u1 - u0 > eps) & (z1 - z0 > eps)
-            if ok.any():
-                plane = (ba[ok, hi] + bb[ok, lo]) // 2
-                rows.append(np.column_stack([a[ok], b[ok], np.full(int(ok.sum()), axis),
-                                             u0[ok], u1[ok], z0[ok], z1[ok], plane]))
-    if rows:
-        out = np.concatenate(rows).astype(np.int64)
-        out = out[np.lexsort((out[:, 2], out[:, 1], out[:, 0]))]
-    return out
-
-
-class _Index:
-    """Contacts of a part, as compressed rows: ``index[p]`` lists contact numbers."""
-
-    def __init__(self, keys: np.ndarray, n: int):
-        self.perm = np.argsort(keys, kind="stable")
-        self.ptr = np.searchsorted(keys[self.perm], np.arange(n + 1))
-        self.identity = bool(np.array_equal(self.perm, np.arange(len(keys))))
-
-    def __getitem__(self, p: int) -> list[int]:
-        a, b = int(self.ptr[p]), int(self.ptr[p + 1])
-        return list(range(a, b)) if self.identity else self.perm[a:b].tolist()
-
-
-def _rests_on(a: np.ndarray, b: np.ndarray, eps: int) -> np.ndarray:
-    """b's bottom meets a's top within eps over a footprint overlap of any positive width:
-    a sliver narrower than the contact tolerance still carries (issue 14)."""
-    return ((np.abs(b[..., 4] - a[..., 5]) <= eps) & (g.olap(a, b, "x") > 0)
-            & (g.olap(a, b, "y") > 0))
-
-
-def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
-    """Every surface and part-on-part contact of the layout (side faces carry no load)."""
-    n = len(boxes)
-    low, up, rects, zs, surf = [], [], [], [], []
-    seen: set[int] = set()
-    for name, z in sorted(surfaces.items(), key=lambda kv: (kv[1], kv[0])):
-        on = np.nonzero(np.abs(boxes[:, 4] - z) <= eps)[0]
-        for p in on.tolist():
-            if p in seen:  # grounded on two surfaces within eps: one contact
-                continue
-            seen.add(p)
-            low.append(-1)
-            up.append(p)
-            rects.append(boxes[p, :4])
-            zs.append(z)
-            surf.append(name)
-    lower = np.array(low, dtype=np.int64)
-    upper = np.array(up, dtype=np.int64)
-    rect = np.array(rects, dtype=np.int64).reshape(-1, 4)
-    zz = np.array(zs, dtype=np.int64)
-    pairs = _pairs(boxes, eps) if n > 1 else None
-    if pairs is not None:
-        i, j = pairs
-        bi, bj = boxes[i], boxes[j]
-        s_ij = _rests_on(bi, bj, eps)
-        s_ji = _rests_on(bj, bi, eps)
-        lo = np.concatenate([i[s_ij], j[s_ji]])
-        hi = np.concatenate([j[s_ij], i[s_ji]])
-        order = np.lexsort((lo, hi))
-        lo, hi = lo[order], hi[order]
-        a, b = boxes[lo], boxes[hi]
-        r = np.stack([np.maximum(a[:, 0], b[:, 0]), np.minimum(a[:, 1], b[:, 1]),
-                      np.maximum(a[:, 2], b[:, 2]), np.minimum(a[:, 3], b[:, 3])], axis=1)
-        lower = np.concatenate([lower, lo])
-        upper = np.concatenate([upper, hi])
-        rect = np.concatenate([rect, r])
-        zz = np.concatenate([zz, b[:, 4]])
-        surf = surf + [None] * len(lo)
-    srt = np.lexsort((lower, upper))  # by upper part, then lower (surfaces first)
-    lower, upper, rect, zz = lower[srt], upper[srt], rect[srt], zz[srt]
-    surf = [surf[k] for k in srt.tolist()]
-    c = Contacts(lower, upper, rect, zz, surf, side_contacts(boxes, eps, pairs))
-    c.by_upper = _Index(upper, n)
-    c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
-    return c
 
 
 @dataclass

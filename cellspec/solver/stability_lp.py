@@ -188,7 +188,8 @@ def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
             dx, dy, dz = px - c[:, 0:1], py - c[:, 1:2], cz[ok] - c[:, 2:3]
             nc = ncol[ok]
             xs = np.broadcast_to(ax == 0, nc.shape)
-            # along x: F = (n, 0, 0): M = (0, dz n, -dy n); along y: F = (0, n, 0): M = (-dz n, 0, dx n)
+            # along x: F = (n, 0, 0), M = (0, dz n, -dy n);
+            # along y: F = (0, n, 0), M = (-dz n, 0, dx n)
             r_f = np.where(xs, 0, 1)
             T.add(base + r_f, nc, sign)
             T.add(np.where(xs, base + 4, base + 3), nc, np.where(xs, sign * dz, -sign * dz))
@@ -312,7 +313,7 @@ def solve(g: Group, margin: float, time_limit: float) -> float | None:
     """The largest shift t <= margin (m) at which the structure stands in all four load
     cases, or None when it does not stand even unshifted (solved by ``SOLVER``)."""
     blk = _block(g)
-    rhs, sx_c, sy_c = blk[4], blk[5], blk[6]
+    sx_c, sy_c = blk[5], blk[6]
     m = _new()
     t = m.cols(1, 0.0, float(margin), 1.0)
     for sx, sy in CASES:
