@@ -87,7 +87,8 @@ class _Index:
 
 def _rests_on(a: np.ndarray, b: np.ndarray, eps: int) -> np.ndarray:
     """b's bottom meets a's top within eps over a footprint overlap of any positive width:
-    a sliver narrower than the contact tolerance still carries (issue 14)."""
+    a sliver narrower than the contact tolerance still carries (issue 14), for a part that
+    also rests on something wider (see :func:`contacts`)."""
     return ((np.abs(b[..., 4] - a[..., 5]) <= eps) & (g.olap(a, b, "x") > 0)
             & (g.olap(a, b, "y") > 0))
 
@@ -120,6 +121,15 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
         s_ji = _rests_on(bj, bi, eps)
         lo = np.concatenate([i[s_ij], j[s_ji]])
         hi = np.concatenate([j[s_ij], i[s_ji]])
+        # a part with no support wider than eps rests on nothing (gravity's to report):
+        # its slivers are dropped, so it is held fixed here and reported once
+        a, b = boxes[lo], boxes[hi]
+        wide = g.footprint(a, b, eps)
+        held = np.zeros(n, dtype=bool)
+        held[hi[wide]] = True
+        held[upper] = True  # on a surface
+        keep = held[hi]
+        lo, hi = lo[keep], hi[keep]
         order = np.lexsort((lo, hi))
         lo, hi = lo[order], hi[order]
         a, b = boxes[lo], boxes[hi]
