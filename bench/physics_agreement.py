@@ -33,7 +33,7 @@ counts as a fall) and reports its agreement with settle; opt-in because one sim 
 seconds (measured: see the README table).
 
     python bench/physics_agreement.py [--n 1000] [--seed 0] [--families a,b] [--margin M]
-        [--margins M1,M2,...] [--sim N] [--json FILE] [--no-perturb]
+        [--margins M1,M2,...] [--sim N] [--json FILE] [--no-perturb] [--lp-solvers]
 
 ONE JSON line on stdout, the table on stderr (the convention of bench/README.md).
 """
@@ -55,6 +55,9 @@ from cellspec.core.errors import CellspecError  # noqa: E402
 from cellspec.robots import agreement as ag  # noqa: E402
 from cellspec.robots import quiet_pybullet  # noqa: E402
 from cellspec.robots import settle as st  # noqa: E402
+from cellspec.solver import stability as stab  # noqa: E402
+from cellspec.solver import stability_lp as stab_lp  # noqa: E402
+from cellspec.solver.instance import build_instance  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
 from cellspec.testing.structures import (  # noqa: E402
     FAMILIES,
@@ -103,6 +106,42 @@ def cells(args) -> list[tuple[str, object, str | None]]:
     return out
 
 
+def _stability_seconds(cell, layout) -> tuple[float, int]:
+    """Seconds of the stability analysis alone (finished layout and every stage) on a
+    fresh instance, what compares with the published RBE solve times, and its LPs."""
+    inst = build_instance(cell, layout)
+    n0 = stab_lp.SOLVES[0]
+    t = time.perf_counter()
+    try:
+        stab.report(inst)
+    except stab.StabilityLimit:
+        pass
+    return time.perf_counter() - t, stab_lp.SOLVES[0] - n0
+
+
+def _lp_solvers(cell, structs: list[Structure]) -> dict:
+    """The stability analysis of every structure with each LP backend: ms per structure,
+    and whether the verdicts agree."""
+    out: dict = {}
+    verdicts: dict[str, list[bool]] = {}
+    saved = stab_lp.SOLVER
+    try:
+        for name in ("glop", "highs"):
+            stab_lp.SOLVER = name
+            t = time.perf_counter()
+            vs = []
+            for s in structs:
+                rep = stab.report(build_instance(cell, s.layout))
+                vs.append(bool(rep.stable.all()) and (rep.placed_stable is None
+                                                     or bool(rep.placed_stable.all())))
+            out[name] = {"ms_per_structure": 1000 * (time.perf_counter() - t) / len(structs)}
+            verdicts[name] = vs
+    finally:
+        stab_lp.SOLVER = saved
+    out["agree"] = verdicts["glop"] == verdicts["highs"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="structures (default 1000)")
@@ -120,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-perturb", action="store_true", help="skip the perturbation test")
     ap.add_argument("--no-stability", action="store_true", help="do not check the "
                     "`import stability` cell")
+    ap.add_argument("--lp-solvers", action="store_true", help="also time the stability "
+                    "analysis with GLOP and with HiGHS (OR-Tools model builder)")
     args = ap.parse_args(argv)
     args.margins = [float(v) for v in args.margins.split(",") if v.strip()]
     fams = [f for f in args.families.split(",") if f] or list(FAMILIES)
@@ -142,20 +183,27 @@ def main(argv: list[str] | None = None) -> int:
         if cell is None:
             results[name] = {"skipped": note}
             continue
-        rows, secs, cpus = [], [], []
+        rows, secs, cpus, stab_s, lps = [], [], [], [], []
         for k in kept:
             t, c = time.perf_counter(), time.process_time()
             v = check(cell, S[k].layout)
             secs.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
+            ss, nl = _stability_seconds(cell, S[k].layout)
+            stab_s.append(ss)
+            lps.append(nl)
             rows.append((S[k].family, labels[k].fall, v.verdict))
             per_structure[k]["check"][name] = {
                 "verdict": v.verdict, "rules": sorted({x.rule for x in v.violations})}
         conf = ag.confusion(rows)
         results[name] = {"confusion": conf, "check_s_mean": float(np.mean(secs)),
                          "check_s_p95": float(np.percentile(secs, 95)),
-                         "check_cpu_s_mean": float(np.mean(cpus))}
+                         "check_cpu_s_mean": float(np.mean(cpus)),
+                         "stability_s_mean": float(np.mean(stab_s)),
+                         "stability_s_p95": float(np.percentile(stab_s, 95)),
+                         "lps_per_structure": float(np.mean(lps))}
 
+    lp_solvers = _lp_solvers(checked[0][1], [S[k] for k in kept]) if args.lp_solvers else None
     per_margin = []
     for m in args.margins:
         res = results[f"margin={m:g}"]
@@ -197,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                       "settle_s_mean": float(np.mean(settle_s)),
                       "settle_cpu_s_mean": float(np.mean([lab.cpu_seconds for lab in labels])),
                       "settle_s_p95": float(np.percentile(settle_s, 95))},
-           "checks": results, "per_margin": per_margin, "sim": sim, "peer_published": PUBLISHED_CRA,
+           "checks": results, "per_margin": per_margin, "sim": sim, "lp_solvers": lp_solvers,
+           "peer_published": PUBLISHED_CRA,
            "seconds": round(time.perf_counter() - t0, 1)}
     if args.json:
         Path(args.json).write_text(json.dumps({**out, "noise": list(noise.standers),
@@ -224,10 +273,13 @@ def _table(out: dict, noise: list[dict]) -> None:
             print(f"\n[{name}] {res['skipped']}", file=e)
             continue
         print(f"\n[{name}] check {res['check_s_mean'] * 1000:.1f} ms per structure (p95 "
-              f"{res['check_s_p95'] * 1000:.1f} ms, CPU {res['check_cpu_s_mean'] * 1000:.1f} ms; "
+              f"{res['check_s_p95'] * 1000:.1f} ms, CPU {res['check_cpu_s_mean'] * 1000:.1f} ms); "
+              f"stability alone, every stage: {res['stability_s_mean'] * 1000:.2f} ms (p95 "
+              f"{res['stability_s_p95'] * 1000:.2f} ms, {res['lps_per_structure']:.2f} LPs; "
               f"published compas_cra RBE: "
               f"{PUBLISHED_CRA['per_structure_s'] * 1000:.0f} ms, staged "
-              f"{PUBLISHED_CRA['staged_s'] * 1000:.0f} ms)", file=e)
+              f"{PUBLISHED_CRA['staged_s'] * 1000:.0f} ms: "
+              f"{PUBLISHED_CRA['staged_s'] / max(res['stability_s_mean'], 1e-9):.0f}x)", file=e)
         print(f"{'family':<14}{'n':>5}{'T-pass':>8}{'T-fail':>8}{'F-PASS':>8}{'F-fail':>8}"
               f"{'unk':>5}{'FF %':>7}", file=e)
         for fam, c in sorted(res["confusion"].items(), key=lambda kv: kv[0] == "all"):
@@ -243,6 +295,12 @@ def _table(out: dict, noise: list[dict]) -> None:
                 print(f"{r['margin']:<9g}{r['skipped']}", file=e)
             else:
                 print(f"{r['margin']:<9g}{r['false_pass']:>12}{r['false_fail']:>14}", file=e)
+    if out.get("lp_solvers"):
+        lps = out["lp_solvers"]
+        print(f"\nLP backend (stability alone, every stage): GLOP "
+              f"{lps['glop']['ms_per_structure']:.2f} ms, HiGHS "
+              f"{lps['highs']['ms_per_structure']:.2f} ms per structure; verdicts agree: "
+              f"{lps['agree']}", file=e)
     if out["sim"]:
         s = out["sim"]
         print(f"\nsim sample of {s['n']}: {s['counts']} ({s['seconds_mean']:.1f} s each)",

@@ -65,10 +65,12 @@ def _rng(lo_hi: tuple[float, float]) -> str:
     return f"[{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]"
 
 
-def cell_text() -> str:
-    """The bench cell: the station's part type, gripper and eps, a big workspace."""
+def cell_text(stability: str = "on") -> str:
+    """The bench cell: the station's part type, gripper and eps, a big workspace; with
+    ``stability`` "off" the cell says ``stability off`` (the default checks it)."""
     ws = WORKSPACE
     name, kz = KEEPOUT
+    off = "    stability off\n" if stability == "off" else ""
     return f"""// Written by bench/verify_scale.py: the dual-arm station's cube, gripper and
 // contact tolerance, the standard physical rules, a workspace for 100 000 cubes.
 import physical
@@ -81,7 +83,7 @@ cell bench_floor {{
     default gripper parallel opening {OPENING} depth {DEPTH}
     keepout {name} box x {_rng(kz[0])} y {_rng(kz[1])} z {_rng(kz[2])}
     tolerance contact {EPS}
-}}
+{off}}}
 """
 
 
@@ -602,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
 
     benchplot.add_plot_option(ap)
     ap.add_argument("--no-allpairs", action="store_true")
+    ap.add_argument("--stability", choices=("on", "off"), default="on",
+                    help="check stability (the default of `import physical`) or write "
+                    "`stability off` in the bench cell; run both for the side-by-side figures")
     ap.add_argument("--print-cell", action="store_true",
                     help="print the bench cell (written to a temp dir when running) and exit")
     ap.add_argument("--child-engine", nargs=3, metavar=("CELL", "LAYOUT", "OUT"),
@@ -619,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         child_pybullet(*args.child_pybullet)
         return 0
     if args.print_cell:
-        print(cell_text(), end="")
+        print(cell_text(args.stability), end="")
         return 0
     sizes = [100, 1000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.height < 2:
@@ -630,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cellspec_bench_") as d:
         tmp = Path(d)
         cell_path = tmp / "bench.cell"
-        cell_path.write_text(cell_text(), encoding="utf-8")
+        cell_path.write_text(cell_text(args.stability), encoding="utf-8")
         with benchplot.reporting():  # per-size progress on a terminal's stderr
             for k, n in enumerate(sizes):
                 benchplot.tick("sizes", k, len(sizes), f"N = {n}")
@@ -650,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             versions[mod] = None
     out = {"bench": "verify_scale", "ok": not fails, "seed": args.seed,
+           "stability": args.stability,
            "height": args.height, "env": versions, "targets": targets, "results": results}
     print(json.dumps(out, separators=(",", ":")), flush=True)
     if args.plot:

@@ -107,11 +107,11 @@ def test_side_wedged_block_is_not_held_by_friction(tmp_path):
         assert {(x.rule, x.parts) for x in v.violations} == {("gravity", ("b",))}, mu
 
 
-def test_cube_past_its_support_touching_a_neighbour_falls(cell):
+def test_cube_past_its_support_tipping_away_from_a_neighbour_falls(cell):
     # plain RBE passes this (friction against the neighbour's side face) and pybullet
-    # drops it: b's centre of mass is 1 mm past a's edge, c stands beside b
-    rows = [("a", (0.40, 0.20, 0.025)), ("b", (0.426, 0.20, 0.075)),
-            ("c", (0.476, 0.20, 0.025)), ("d", (0.476, 0.20, 0.075))]
+    # drops it: b's centre of mass is 1 mm past a1's edge, tipping away from c beside it
+    rows = [("a0", (0.35, 0.20, 0.025)), ("a1", (0.40, 0.20, 0.025)),
+            ("c", (0.376, 0.20, 0.075)), ("b", (0.426, 0.20, 0.075))]
     v = _both(cell, _lay(rows))
     assert {(x.rule, x.parts) for x in v.violations} == {("stability", ("b",))}
 

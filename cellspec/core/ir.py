@@ -61,10 +61,11 @@ RELATION_DOCS: dict[str, str] = {
     "flanks": "flanks(q, p, a): q stands beside p along axis a, within the parallel gripper's "
     "finger clearance, at p's grasp height; q blocks a grip of p along a",
     "grounded": "grounded(p): p rests on one of the cell's surfaces",
-    "stable": "stable(p): p does not topple or slide off what carries it: contact forces at "
-    "least the cell's stability margin inside every supporting edge, pushing only and within "
-    "the cell's friction, balance the weight of p's structure; side faces carry no load; a "
-    "part resting on nothing is gravity's to report (cellspec/solver/stability.py)",
+    "stable": "stable(p): p does not topple or slide off what carries it: contact forces, "
+    "pushing only and within the cell's friction, balance the weight of p's structure with "
+    "every centre of mass moved by the cell's stability margin in any horizontal direction; "
+    "touching side faces push without friction (they never clamp); a part resting on "
+    "nothing is gravity's to report (cellspec/solver/stability.py)",
     "placed_stable": "placed_stable(p): when p is placed (the layout's order), the structure it "
     "joins stands as stable() defines, with the margin: every stage of construction",
     "reachable": "reachable(p, r): p's grasp point (the centre of its top face) is within "

@@ -1,29 +1,30 @@
 """Static stability of block structures: the meaning of ``stable(p)`` and ``placed_stable(p)``.
 
 The model is rigid-block equilibrium (Whiting et al. 2009; the RBE of compas_cra), made
-conservative where plain RBE is known to be optimistic:
+conservative where plain RBE is known to be optimistic (docs/language.md, "Stability"):
 
 * contacts: a part's bottom on a surface (its footprint) and a part's bottom on another
-  part's top (``supports``: the footprint overlap). **Vertical faces carry no load**: two
-  side-by-side blocks never clamp each other, since nothing in a gravity-only structure
-  presses them together (plain RBE would let friction there hold a block that tips away);
-* each contact rectangle is shrunk by the cell's ``stability margin`` M on every side;
-  forces may act only at the corners of the shrunk rectangle (a contact narrower than
-  2M carries nothing). This is at least as strict as moving every centre of mass by M in
-  any horizontal direction;
-* at each corner a normal force ``f >= 0`` (pushing only, no glue) and a tangential force
-  inside the linearised friction pyramid ``|t_x|, |t_y| <= mu f`` (``friction MU``,
-  default 0.5);
-* every part is in force and moment balance under its weight at its box centre (uniform
-  density); a part that rests on nothing is held fixed here (``gravity`` reports it).
+  part's top (the footprint overlap, any positive width: slivers carry at their corners);
+* side contacts: touching vertical faces push only and carry no friction, so they never
+  clamp; they are used only where a structure fails without them (they only add
+  forces), and then that structure's horizontal contacts get linearised friction
+  (``friction MU``, default 0.5); elsewhere forces are vertical (:mod:`stability_lp`);
+* the margin M: the structure must stand with every centre of mass moved by (+-M, +-M),
+  the corners of a square that contains every horizontal shift of length M (the loads
+  under which it stands are convex): at least as strict as moving every centre of mass
+  by M in any horizontal direction;
+* forces push only (no glue); every part is in force and moment balance under its weight
+  at its box centre (uniform density); a part that rests on nothing is held fixed here
+  (``gravity`` reports it).
 
 A structure stands when such forces exist. Parts whose structure is a forest (every part
 on at most one contact) are decided exactly without an LP: a part stands on its contact
 when the centre of mass of the part and everything it carries lies at least M inside the
-contact rectangle. Other structures are one GLOP LP each. ``stable(p)`` is false for the
-part that topples or slides off what carries it (with whatever it carries), so each
-failure is reported once, where it happens. ``placed_stable(p)``: when the layout has an
-order, the structure p joins when it is placed stands (every stage of construction).
+contact rectangle. Other structures are one GLOP LP each (:mod:`stability_lp`), which
+maximises the shift up to M so the message says by how much it misses. ``stable(p)`` is
+false for the part that topples or slides off what carries it (with whatever it
+carries), so each failure is reported once, where it happens. ``placed_stable(p)``: when
+the layout has an order, the structure p joins when it is placed stands (every stage).
 
 Assumptions: rigid parts, static loads (gravity only), no sliding at the margin, contact
 faces axis-aligned. Limits: a structure that needs more than ``MAX_LP_PARTS`` parts in
@@ -33,25 +34,29 @@ one LP, or an LP that does not finish in ``LP_TIME_LIMIT_S``, raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.solver import stability_lp as lp
+from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
+    Contacts,
+    contacts,
+    side_contacts,
+)
 
 DEFAULT_FRICTION = Fraction(1, 2)
 DEFAULT_MARGIN = Fraction(2, 1000)  # m: the smallest whole mm with 0 false passes on
-# bench/physics_agreement.py (1 000 structures: 0 mm gives 8, 1 mm gives 1; see the README)
-GRAVITY = 9.81
+# bench/physics_agreement.py (issue 14's centre-of-mass shift with side contacts: 1 000
+# structures, seed 0: 0 mm gives 8 false passes, 1 mm gives 1, 2 mm none at 8.9 % false
+# fails; the 400 of seed 1: 10, 1, none at 9.1 %; see the README)
+GRAVITY = lp.GRAVITY
 MAX_LP_PARTS = 400  # parts in one structure that needs an LP
 LP_TIME_LIMIT_S = 2.0
-# Friction at horizontal contacts can only help a gravity-only structure through couples
-# (equal and opposite tangential forces on a part's top and bottom); physics does not
-# reliably realise them, so by default the LP has vertical contact forces only, a subset
-# of the equilibria of the friction model (stricter, and about ten times smaller).
-FRICTION_COUPLES = False
 TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
+LP_TOL = 1e-7  # m: the same for the LP's shift (GLOP's feasibility tolerance, 0.1 um)
 U = float(g.U)
 
 
@@ -82,85 +87,15 @@ class Failure:
                         f"{-self.achieved:.3f} m beyond the edge")
             return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
                     f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+        if self.achieved == float("-inf"):
+            return (f"{name} slides or topples off {on}: no contact forces hold its structure, "
+                    "whatever common shift of its centres of mass (up to 0.05 m)")
         if self.achieved < -0.0005:
-            return (f"{name} topples or slides off {on}: no contact forces hold its structure "
-                    f"even with every contact {-self.achieved:.3f} m larger")
-        return (f"{name} does not stand on {on} with the margin: its structure stands only "
-                f"with its contact forces {max(self.achieved, 0):.3f} m inside the edges; the "
-                f"cell asks for {self.margin:.3f} m")
-
-
-@dataclass
-class Contacts:
-    """Horizontal contacts: ``lower[k]`` carries ``upper[k]`` (lower -1: surface ``surf[k]``)
-    over the rectangle ``rect[k]`` (x0, x1, y0, y1 in U) at height ``z[k]`` (U)."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    rect: np.ndarray
-    z: np.ndarray
-    surf: list[str | None]
-    by_upper: _Index = field(default=None)  # type: ignore[assignment]
-    by_lower: _Index = field(default=None)  # type: ignore[assignment]
-
-
-class _Index:
-    """Contacts of a part, as compressed rows: ``index[p]`` lists contact numbers."""
-
-    def __init__(self, keys: np.ndarray, n: int):
-        self.perm = np.argsort(keys, kind="stable")
-        self.ptr = np.searchsorted(keys[self.perm], np.arange(n + 1))
-        self.identity = bool(np.array_equal(self.perm, np.arange(len(keys))))
-
-    def __getitem__(self, p: int) -> list[int]:
-        a, b = int(self.ptr[p]), int(self.ptr[p + 1])
-        return list(range(a, b)) if self.identity else self.perm[a:b].tolist()
-
-
-def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
-    """Every surface and part-on-part contact of the layout (side faces carry no load)."""
-    n = len(boxes)
-    low, up, rects, zs, surf = [], [], [], [], []
-    seen: set[int] = set()
-    for name, z in sorted(surfaces.items(), key=lambda kv: (kv[1], kv[0])):
-        on = np.nonzero(np.abs(boxes[:, 4] - z) <= eps)[0]
-        for p in on.tolist():
-            if p in seen:  # grounded on two surfaces within eps: one contact
-                continue
-            seen.add(p)
-            low.append(-1)
-            up.append(p)
-            rects.append(boxes[p, :4])
-            zs.append(z)
-            surf.append(name)
-    lower = np.array(low, dtype=np.int64)
-    upper = np.array(up, dtype=np.int64)
-    rect = np.array(rects, dtype=np.int64).reshape(-1, 4)
-    zz = np.array(zs, dtype=np.int64)
-    if n > 1:
-        i, j = g.broad_phase(boxes, eps)
-        bi, bj = boxes[i], boxes[j]
-        s_ij = g.supports(bi, bj, eps)
-        s_ji = g.supports(bj, bi, eps)
-        lo = np.concatenate([i[s_ij], j[s_ji]])
-        hi = np.concatenate([j[s_ij], i[s_ji]])
-        order = np.lexsort((lo, hi))
-        lo, hi = lo[order], hi[order]
-        a, b = boxes[lo], boxes[hi]
-        r = np.stack([np.maximum(a[:, 0], b[:, 0]), np.minimum(a[:, 1], b[:, 1]),
-                      np.maximum(a[:, 2], b[:, 2]), np.minimum(a[:, 3], b[:, 3])], axis=1)
-        lower = np.concatenate([lower, lo])
-        upper = np.concatenate([upper, hi])
-        rect = np.concatenate([rect, r])
-        zz = np.concatenate([zz, b[:, 4]])
-        surf = surf + [None] * len(lo)
-    srt = np.lexsort((lower, upper))  # by upper part, then lower (surfaces first)
-    lower, upper, rect, zz = lower[srt], upper[srt], rect[srt], zz[srt]
-    surf = [surf[k] for k in srt.tolist()]
-    c = Contacts(lower, upper, rect, zz, surf)
-    c.by_upper = _Index(upper, n)
-    c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
-    return c
+            return (f"{name} topples off {on}: its structure stands only with its centres of "
+                    f"mass moved {-self.achieved:.3f} m (it misses by that much)")
+        return (f"{name} does not stand on {on} with the margin: its structure stands with "
+                f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
+                f"direction; the cell asks for {self.margin:.3f} m")
 
 
 @dataclass
@@ -257,131 +192,80 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
 
 # -- general structures: one LP -------------------------------------------------------
 
-def _lp(st: Structure, members: list[int], active: np.ndarray, margin: float,
-        slack: bool = False) -> tuple[bool, dict[int, float]]:
-    """Equilibrium LP of ``members`` with contacts shrunk by ``margin`` (m, may be < 0).
-
-    Returns (feasible, per-part residual); the residual (slack mode only) says how far
-    each part is from balance. Built with GLOP's low-level API (coefficients set one by
-    one), which is two orders of magnitude faster to build than its expression API."""
-    from ortools.linear_solver import pywraplp
-
+def _group(st: Structure, members: list[int], active: np.ndarray,
+           side_ks: np.ndarray | None = None) -> lp.Group:
+    """The LP view of ``members``: their active contacts below (a lower part outside the
+    set is held fixed, like a surface) and, when given, the side contacts ``side_ks``."""
     con = st.con
     pos = {p: t for t, p in enumerate(members)}
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    solver.SetTimeLimit(int(LP_TIME_LIMIT_S * 1000))
-    inf = solver.infinity()
-    mu = st.friction
-    cm = st.centre_of(members)
-    mgu = margin / U
-    balanced = [any(active[k] for k in con.by_upper[p]) for p in members]
-    rows: list[list[pywraplp.Constraint] | None] = []
-    for t, p in enumerate(members):
-        if not balanced[t]:
-            rows.append(None)  # rests on nothing: held fixed, gravity reports it
-            continue
-        wgt = float(st.masses[p]) * GRAVITY
-        rows.append([solver.Constraint(wgt if a == 2 else 0.0, wgt if a == 2 else 0.0)
-                     for a in range(6 if FRICTION_COUPLES else 5)])
-    residual: dict[int, list] = {}
-    if slack:
-        obj = solver.Objective()
-        for t, p in enumerate(members):
-            if rows[t] is None:
-                continue
-            for a, ct in enumerate(rows[t]):  # type: ignore[union-attr]
-                scale = 1.0 if a < 3 else 20.0  # moments in N*m; 20/m makes 5 cm ~ 1 N
-                for sign in (1.0, -1.0):
-                    v = solver.NumVar(0, inf, "")
-                    ct.SetCoefficient(v, sign)
-                    obj.SetCoefficient(v, scale)
-                    residual.setdefault(p, []).append((scale, v))
-        obj.SetMinimization()
+    rows = []
     for t, p in enumerate(members):
         for k in con.by_upper[p]:
-            if not active[k]:
-                continue
-            x0, x1, y0, y1 = (float(v) for v in con.rect[k])
-            x0, x1, y0, y1 = x0 + mgu, x1 - mgu, y0 + mgu, y1 - mgu
-            if x1 < x0 or y1 < y0:
-                continue  # narrower than twice the margin: carries nothing
-            lo = int(con.lower[k])
-            zc = float(con.z[k]) * U
-            bodies = [(rows[t], cm[t], 1.0)]
-            tl = pos.get(lo)
-            if tl is not None and rows[tl] is not None:
-                bodies.append((rows[tl], cm[tl], -1.0))
-            for vx, vy in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
-                f = solver.NumVar(0, inf, "")
-                rx, ry = vx * U, vy * U
-                if not FRICTION_COUPLES:  # vertical forces: Fz, Mx = dy f, My = -dx f
-                    for eq, cb, sign in bodies:
-                        if eq is not None:
-                            eq[2].SetCoefficient(f, sign)
-                            eq[3].SetCoefficient(f, sign * (ry - cb[1]))
-                            eq[4].SetCoefficient(f, -sign * (rx - cb[0]))
-                    continue
-                tx = solver.NumVar(-inf, inf, "")
-                ty = solver.NumVar(-inf, inf, "")
-                for tv in (tx, ty):
-                    for sg in (1.0, -1.0):
-                        c = solver.Constraint(-inf, 0.0)
-                        c.SetCoefficient(tv, sg)
-                        c.SetCoefficient(f, -mu)
-                for eq, cb, sign in bodies:
-                    if eq is None:
-                        continue
-                    dx, dy, dz = rx - cb[0], ry - cb[1], zc - cb[2]
-                    eq[0].SetCoefficient(tx, sign)
-                    eq[1].SetCoefficient(ty, sign)
-                    eq[2].SetCoefficient(f, sign)
-                    # moment d x F, F = (tx, ty, f)
-                    eq[3].SetCoefficient(f, sign * dy)
-                    eq[3].SetCoefficient(ty, -sign * dz)
-                    eq[4].SetCoefficient(tx, sign * dz)
-                    eq[4].SetCoefficient(f, -sign * dx)
-                    eq[5].SetCoefficient(ty, sign * dx)
-                    eq[5].SetCoefficient(tx, -sign * dy)
-    status = solver.Solve()
-    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
-        raise StabilityLimit(f"the stability LP of a structure of {len(members)} parts did "
-                             f"not finish within {LP_TIME_LIMIT_S:g} s")
-    if status != pywraplp.Solver.OPTIMAL:
-        return False, {}
-    if not slack:
-        return True, {}
-    return True, {p: sum(sc * v.solution_value() for sc, v in lst)
-                  for p, lst in residual.items()}
+            if active[k]:
+                lo = pos.get(int(con.lower[k]), -1)
+                rows.append((t, lo, *con.rect[k].tolist(), int(con.z[k])))
+    hz = np.array(rows, dtype=np.float64).reshape(-1, 7)
+    hz[:, 2:] *= U
+    balanced = np.zeros(len(members), dtype=bool)
+    if len(hz):
+        balanced[hz[:, 0].astype(np.int64)] = True
+    sd = np.zeros((0, 8))
+    if side_ks is not None and len(side_ks):
+        raw = con.sides[side_ks]
+        sd = np.column_stack([[pos[int(a)] for a in raw[:, 0]], [pos[int(b)] for b in raw[:, 1]],
+                              raw[:, 2], raw[:, 3:] * U]).astype(np.float64)
+    return lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
+                    balanced, hz, sd, st.friction)
+
+
+def _solve(grp: lp.Group, margin: float, n: int) -> float | None:
+    try:
+        return lp.solve(grp, margin, LP_TIME_LIMIT_S)
+    except lp.LPLimit:
+        raise StabilityLimit(f"the stability LP of a structure of {n} parts did not finish "
+                             f"within {LP_TIME_LIMIT_S:g} s") from None
+
+
+def _lp(st: Structure, members: list[int], active: np.ndarray, margin: float,
+        side_ks: np.ndarray | None = None) -> tuple[bool, float | None]:
+    """Whether ``members`` stand with every centre of mass moved by up to ``margin`` (m),
+    and the largest such shift (None: not even unshifted)."""
+    t = _solve(_group(st, members, active, side_ks), margin, len(members))
+    return (t is not None and t >= margin - LP_TOL), t
 
 
 def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
-                 placed: np.ndarray | None = None, explain: bool = True) -> list[Failure]:
+                 placed: np.ndarray | None = None, explain: bool = True,
+                 side_ks: np.ndarray | None = None) -> list[Failure]:
     """Failures of one LP structure: empty when it stands with the margin. Without
-    ``explain`` a failing structure gives one unexplained failure (no slack LP and no
-    bisection: for searches that only need to know whether it stands)."""
+    ``explain`` a failing structure gives one unexplained failure (no residual LP: for
+    searches that only need to know whether it stands)."""
     if len(members) > MAX_LP_PARTS:
         raise StabilityLimit(f"a structure of {len(members)} parts needs a stability LP "
                              f"(the limit is {MAX_LP_PARTS} parts)")
-    if _lp(st, members, active, st.margin)[0]:
+    grp = _group(st, members, active, side_ks)
+    t = _solve(grp, st.margin, len(members))
+    if t is not None and t >= st.margin - LP_TOL:
         return []
     if not explain:
         return [Failure(members[0], ("its supports",), 0, float("nan"), st.margin, False)]
-    _, res = _lp(st, members, active, st.margin, slack=True)
-    worst = max(res.values()) if res else 0.0
-    culprits = sorted(p for p, v in res.items() if v > max(1e-6, 0.5 * worst))
+    try:
+        if t is None:
+            res = lp.residuals(grp, (0.0, 0.0), LP_TIME_LIMIT_S)
+            beyond = lp.min_shift(grp, LP_TIME_LIMIT_S)
+            achieved = -beyond if beyond is not None else float("-inf")
+        else:
+            m = st.margin
+            res = sum(lp.residuals(grp, (sx * m, sy * m), LP_TIME_LIMIT_S)
+                      for sx, sy in lp.CASES)
+            achieved = t
+    except lp.LPLimit:
+        raise StabilityLimit(f"the stability LP of a structure of {len(members)} parts did "
+                             f"not finish within {LP_TIME_LIMIT_S:g} s") from None
+    worst = float(np.max(res)) if len(res) else 0.0
+    culprits = sorted(members[i] for i in np.nonzero(res > max(1e-6, 0.5 * worst))[0].tolist())
     if not culprits:
         culprits = [min(members)]
-    lo, hi = -0.05, st.margin  # the largest margin at which it stands (bisection)
-    if not _lp(st, members, active, lo)[0]:
-        achieved = lo
-    else:
-        for _ in range(10):
-            mid = (lo + hi) / 2
-            if _lp(st, members, active, mid)[0]:
-                lo = mid
-            else:
-                hi = mid
-        achieved = lo
     carried = _carried(st, culprits[0], set(members), active)
     return [Failure(p, st.support_names(p, placed), carried if p == culprits[0] else 0,
                     achieved, st.margin, False) for p in culprits]
@@ -442,7 +326,7 @@ def failures(st: Structure, members: np.ndarray, active: np.ndarray,
         multi = np.array([q for q in members.tolist()
                           if sum(1 for k in con.by_upper[q] if active[k]) >= 2], dtype=np.int64)
     if not len(multi):
-        return _forest(st, members, active)
+        return _side_rescue(st, _forest(st, members, active), placed, explain)
     mset = set(members.tolist())
     in_lp: set[int] = set()
     groups: list[list[int]] = []
@@ -456,7 +340,58 @@ def failures(st: Structure, members: np.ndarray, active: np.ndarray,
     out = _forest(st, rest, active)
     for grp in groups:
         out.extend(_lp_failures(st, grp, active, placed, explain))
-    return out
+    return _side_rescue(st, out, placed, explain)
+
+
+def _side_rescue(st: Structure, out: list[Failure], placed: np.ndarray | None,
+                 explain: bool) -> list[Failure]:
+    """Failures that side contacts turn into standing: for each failing part with a side
+    contact, the structure joined by horizontal and side contacts (placed parts) is solved
+    again with side forces (pushing only, frictionless) and friction at its horizontal
+    contacts. Side contacts only add forces, so a structure that stands without them
+    stands with them; this LP runs only where something failed without them."""
+    sides = st.con.sides
+    if not out or sides is None or not len(sides):
+        return out
+    n = len(st.boxes)
+    pl = placed if placed is not None else np.ones(n, dtype=bool)
+    active = active_contacts(st.con, placed)
+    grounded = np.zeros(n, dtype=bool)  # rests on something placed
+    grounded[st.con.upper[active]] = True
+    ok_side = pl[sides[:, 0]] & pl[sides[:, 1]] & grounded[sides[:, 0]] & grounded[sides[:, 1]]
+    sk = np.nonzero(ok_side)[0]
+    if not len(sk):
+        return out
+    touching = set(sides[sk, 0].tolist()) | set(sides[sk, 1].tolist())
+    adj: dict[int, list[int]] = {}
+    for a, b in sides[sk, :2].tolist():
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    rescued: set[int] = set()
+    tried: set[int] = set()
+    for f in out:
+        if f.part in rescued or f.part in tried or f.part not in touching:
+            continue
+        seen = {f.part}
+        stack = [f.part]
+        while stack:  # closure over horizontal and side contacts among placed parts
+            q = stack.pop()
+            nxt = [o for o in _component_of(st.con, placed, q) if o not in seen]
+            nxt += [o for o in adj.get(q, []) if o not in seen]
+            for o in nxt:
+                if o not in seen:
+                    seen.add(o)
+                    stack.append(o)
+        grp = sorted(seen)
+        tried.update(grp)
+        if len(grp) > MAX_LP_PARTS:
+            raise StabilityLimit(f"a structure of {len(grp)} parts needs a stability LP "
+                                 f"(the limit is {MAX_LP_PARTS} parts)")
+        gs = set(grp)
+        ks = np.array([k for k in sk.tolist() if int(sides[k, 0]) in gs], dtype=np.int64)
+        if _lp(st, grp, active, st.margin, ks)[0]:
+            rescued.update(grp)
+    return [f for f in out if f.part not in rescued]
 
 
 @dataclass(frozen=True)
@@ -592,24 +527,28 @@ class Report:
     stage_why: dict[int, str]
 
 
-def structure_of(inst) -> Structure:  # noqa: ANN001 (Instance; avoids an import cycle)
-    """The stability view of an instance: contacts, masses, friction, margin."""
+def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
+    """The stability view of an instance: contacts, masses, friction, margin; without
+    ``sides`` no side contacts (for proofs that must not rely on them)."""
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
     con = contacts(inst.boxes, inst.eps, inst.surfaces)
+    if not sides:
+        con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
                      float(margin), con)
 
 
-def report(inst, stages_too: bool = True) -> Report:  # noqa: ANN001
-    """Stability of the finished layout and, when it has an order, of every stage."""
-    cached = getattr(inst, "_stability_report", None)
+def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
+    """Stability of the finished layout and, when it has an order, of every stage (without
+    ``sides``: as if no side face carried anything, uncached)."""
+    cached = getattr(inst, "_stability_report", None) if sides else None
     if cached is not None and (cached.placed_stable is not None or not stages_too
                                or inst.order_pos is None):
         return cached
-    st = structure_of(inst)
+    st = structure_of(inst, sides)
     n = inst.n
     ok = np.ones(n, dtype=bool)
     why: dict[int, str] = {}
@@ -629,7 +568,8 @@ def report(inst, stages_too: bool = True) -> Report:  # noqa: ANN001
             placed_ok[sf.placed] = False
             stage_why[sf.placed] = sf.text(inst.ids)
     rep = Report(ok, placed_ok, why, stage_why)
-    object.__setattr__(inst, "_stability_report", rep)
+    if sides:
+        object.__setattr__(inst, "_stability_report", rep)
     return rep
 
 

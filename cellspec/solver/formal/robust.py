@@ -247,7 +247,9 @@ def _stability_not_robust(inst: Any, steps: int, nominal: Any, stab_rules: list)
     None when it is. Displacing every part by up to T moves a centre of mass (with what
     it carries) by at most T and a contact edge by at most T, so a forest structure that
     stands with the margin M + 2T stands with M after any displacement (its contacts,
-    wider than 2(M + 2T), are kept). Structures that need an LP and failing verdicts that
+    wider than 2(M + 2T), are kept). Side contacts are left out of that check (a
+    displacement may open the gap a leaning part relies on): a verdict that needs them is
+    not proved. Structures that need an LP and failing verdicts that
     rest on stability alone are not proved: unknown, never a silent pass."""
     names = {r.name for r in stab_rules}
     if nominal.verdict != "pass":
@@ -267,7 +269,8 @@ def _stability_not_robust(inst: Any, steps: int, nominal: Any, stab_rules: list)
         return (f"stability is proved robust only for structures in which every part rests on "
                 f"one contact; {inst.ids[p]} rests on {int(nsup[p])} (its structure needs the "
                 "LP, which Z3 does not encode)")
-    rep = stab.report(strict, stages_too="stability_stages" in names)
+    # without side contacts: a displacement may open the gap a leaning part relies on
+    rep = stab.report(strict, stages_too="stability_stages" in names, sides=False)
     bad = list(rep.why.values()) + list(rep.stage_why.values())
     if bad:
         return (f"stability is not proved robust to {t:g} m: that needs every structure to "
