@@ -74,7 +74,11 @@ KEYWORD_DOCS: dict[str, str] = {
     "workspace": "`workspace x [a, b] y [c, d] z [e, f]`: every part's box must lie inside",
     "surface": "`surface NAME z Z`: a horizontal surface parts may rest on (`grounded`)",
     "part": "`part NAME size (sx, sy, sz) [mass M]`: a part type",
-    "robot": "`robot NAME model MODEL base (x, y, z) [yaw DEG] [reach R] gripper ...`",
+    "robot": "`robot NAME model MODEL base (x, y, z) [yaw DEG] [reach R] gripper ...` or "
+    "`robot NAME urdf \"FILE.urdf\" tcp LINK [offset (x, y, z)] base ...`: a robot from its URDF",
+    "urdf": "`urdf \"FILE.urdf\"`: the robot's own URDF, relative to the cell file",
+    "tcp": "`tcp LINK`: the URDF link (the flange) the cell's gripper is attached to",
+    "offset": "`offset (x, y, z)`: where on the tcp link the gripper is attached, metres",
     "gripper": "`gripper vacuum` or `gripper parallel [opening W] [depth D]`",
     "default": "`default gripper ...`: the gripper of parts that name none",
     "keepout": "`keepout NAME box x [..] y [..] z [..]` or `keepout NAME : x + y > 1.15`",
