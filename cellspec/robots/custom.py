@@ -21,7 +21,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import pybullet as p
 
 from cellspec.dsl.model import Robot
 from cellspec.dsl.urdf import UrdfChain, read_chain
@@ -64,6 +63,8 @@ def _spec(chain: UrdfChain, offset: tuple[float, float, float]) -> RobotSpec:
 
 def _touching_pairs(spec: RobotSpec, poses: list[np.ndarray]) -> frozenset[tuple[str, str]]:
     """Pairs of the bare arm's links in contact at any of ``poses`` (not adjacent ones)."""
+    import pybullet as p  # lazy: spec_of serves callers that never start the twin (replay)
+
     cid = p.connect(p.DIRECT)
     try:
         body = p.loadURDF(arm_text_path(spec), useFixedBase=True, physicsClientId=cid)
