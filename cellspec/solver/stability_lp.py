@@ -87,6 +87,13 @@ class _Triplets:
                 np.concatenate(self.v))
 
 
+
+def _in_balance(body: np.ndarray, balanced: np.ndarray) -> np.ndarray:
+    """Rows whose body is a part (>= 0, not the table) held in balance by the LP."""
+    ok = body >= 0
+    ok[ok] = balanced[body[ok]]
+    return ok
+
 def _corners(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     """The four corners (k, 4) of rectangles [a0, a1] x [b0, b1]."""
     a = np.stack([a0, a1, a0, a1], axis=1)
@@ -122,8 +129,7 @@ def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
         fcol = col + np.arange(4 * k).reshape(k, 4)
         col += 4 * k
         for body, sign in ((up, 1.0), (lo, -1.0)):
-            ok = (body >= 0)
-            ok[ok] = g.balanced[body[ok]]
+            ok = _in_balance(body, g.balanced)
             if not ok.any():
                 continue
             b = body[ok]
@@ -142,8 +148,7 @@ def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
             ym = (hz[:, 4] + hz[:, 5]) / 2
             zc = hz[:, 6]
             for body, sign in ((up, 1.0), (lo, -1.0)):
-                ok = (body >= 0)
-                ok[ok] = g.balanced[body[ok]]
+                ok = _in_balance(body, g.balanced)
                 if not ok.any():
                     continue
                 b = body[ok]
