@@ -94,6 +94,15 @@ def _in_balance(body: np.ndarray, balanced: np.ndarray) -> np.ndarray:
     ok[ok] = balanced[body[ok]]
     return ok
 
+
+def _optimum(status: str, obj: float) -> float | None:
+    """An LP's optimum; None when infeasible (it cannot stand); LPLimit otherwise."""
+    if status == "OPTIMAL":
+        return obj
+    if status == "INFEASIBLE":
+        return None
+    raise LPLimit(status)
+
 def _corners(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     """The four corners (k, 4) of rectangles [a0, a1] x [b0, b1]."""
     a = np.stack([a0, a1, a0, a1], axis=1)
@@ -326,12 +335,7 @@ def solve(g: Group, margin: float, time_limit: float) -> float | None:
         sh = sx * sx_c + sy * sy_c  # rows: A x - sh t = rhs
         nz = np.nonzero(sh)[0]
         m.add(eq[nz], np.full(len(nz), t[0]), -sh[nz])
-    status, obj, _ = m.run(True, time_limit)
-    if status == "OPTIMAL":
-        return obj
-    if status == "INFEASIBLE":
-        return None
-    raise LPLimit(status)
+    return _optimum(*m.run(True, time_limit)[:2])
 
 
 def residuals(g: Group, shift: tuple[float, float], time_limit: float) -> np.ndarray:
@@ -381,9 +385,4 @@ def min_shift(g: Group, time_limit: float) -> float | None:
     for coef, dv in ((sx_c, d[0]), (sy_c, d[1])):
         nz = np.nonzero(coef)[0]
         m.add(eq[nz], np.full(len(nz), dv), -coef[nz])
-    status, obj, _ = m.run(False, time_limit)
-    if status == "OPTIMAL":
-        return obj
-    if status == "INFEASIBLE":
-        return None
-    raise LPLimit(status)
+    return _optimum(*m.run(False, time_limit)[:2])
