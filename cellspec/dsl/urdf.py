@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.io import TooLarge, read_bounded
 
 MAX_URDF_BYTES = 20 * 1024 * 1024  # a URDF is text; meshes live in their own files
 MAX_LINKS = 1000
@@ -193,13 +194,16 @@ class _Reader:
     def _root(self, size: int) -> ET.Element:
         if not os.path.isfile(self.path):
             raise self.bad("not a regular file (a URDF file was expected)")
+        too_big = (f"the URDF is over {MAX_URDF_BYTES // 2**20} MiB; at most "
+                   f"{MAX_URDF_BYTES // 2**20} MiB are read (meshes belong in their own files)")
         if size > MAX_URDF_BYTES:
-            raise self.bad(f"the URDF is {size / 2**20:.0f} MiB; at most "
-                           f"{MAX_URDF_BYTES // 2**20} MiB are read (meshes belong in their "
-                           "own files)")
+            raise self.bad(too_big)
         try:
-            with open(self.path, "rb") as fh:
-                root = self.b.parse(fh.read())
+            root = self.b.parse(read_bounded(self.path, MAX_URDF_BYTES))
+        except TooLarge:  # it grew after the size was taken
+            raise self.bad(too_big) from None
+        except OSError as exc:
+            raise self.bad(f"cannot read the URDF: {exc.strerror}") from None
         except expat.ExpatError as exc:
             raise CellspecError(Diagnostic(self.path, exc.lineno, exc.offset + 1,
                                            "not a valid URDF (XML): "
