@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 MAX_LAYOUT_BYTES = 32 * 1024 * 1024
 MAX_PARTS = 1_000_000
+MAX_ABS_YAW_DEG = 3600.0  # ten turns: anything larger is a unit mistake, not an angle
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
 
 Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
@@ -42,6 +43,7 @@ class PartIn(BaseModel):
     pos: tuple[Finite, Finite, Finite]
     size: tuple[Finite, Finite, Finite] | None = None
     gripper: Literal["vacuum", "parallel"] | None = None
+    yaw: Finite | None = None  # degrees about the vertical axis (docs/shapes.md)
 
 
 class LayoutIn(BaseModel):
@@ -64,9 +66,14 @@ class Layout:
     grippers: tuple[str | None, ...]
     order: tuple[str, ...] | None
     path: str = "<layout>"
+    yaw: np.ndarray | None = None  # (n,) degrees about z as written; None: all 0
 
     def __post_init__(self) -> None:
         n = len(self.ids)
+        if self.yaw is None:
+            object.__setattr__(self, "yaw", np.zeros(n, dtype=np.float64))
+        assert self.yaw is not None and self.yaw.shape == (n,)
+        self.yaw.setflags(write=False)
         assert self.pos.shape == (n, 3) and self.size.shape == (n, 3)
         assert len(self.types) == n and len(self.grippers) == n
         assert len(set(self.ids)) == n, "part ids must be unique"
@@ -75,6 +82,15 @@ class Layout:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def yawed(self) -> bool:
+        """Some part has a non-zero yaw (the layout is not written axis-aligned)."""
+        return bool(np.any(self.yaw != 0))
+
+    def yaw_of(self, i: int) -> float:
+        """Part ``i``'s yaw in degrees (0 when none was written)."""
+        return float(self.yaw[i]) if self.yaw is not None else 0.0
 
     def with_order(self, order: tuple[str, ...] | list[str] | None) -> Layout:
         """The same layout with another placement order (None: no order)."""
@@ -111,11 +127,31 @@ class Layout:
                 d["size"] = [float(v) for v in self.size[i]]
             if self.grippers[i]:
                 d["gripper"] = self.grippers[i]
+            if self.yaw is not None and self.yaw[i] != 0:
+                d["yaw"] = float(self.yaw[i])
             parts.append(d)
         out: dict[str, Any] = {"units": "m", "parts": parts}
         if self.order is not None:
             out["order"] = list(self.order)
         return out
+
+
+def shaped_rows(cell: Cell, layout: Layout) -> list[int]:
+    """Rows that are not boxes as written: a non-zero yaw or a cylinder type (docs/shapes.md)."""
+    cyl = {t for t, pt in cell.part_types.items() if getattr(pt, "shape", "box") != "box"}
+    yaw = layout.yaw if layout.yaw is not None else np.zeros(len(layout))
+    return [i for i in range(len(layout)) if yaw[i] != 0 or layout.types[i] in cyl]
+
+
+def require_boxes(cell: Cell, layout: Layout, what: str) -> None:
+    """Refuse (exit 2) parts at an angle or cylinders in a layer that cannot handle them yet,
+    rather than treat them as the boxes their type's size describes."""
+    rows = shaped_rows(cell, layout)
+    if rows:
+        some = ", ".join(layout.ids[i] for i in rows[:5]) + (" ..." if len(rows) > 5 else "")
+        raise CellspecError(Diagnostic(layout.path, 0, 0, f"{what} does not handle parts at an "
+                                       f"angle or cylinders yet ({len(rows)} such part(s): "
+                                       f"{some}); docs/shapes.md says which layers do"))
 
 
 class UnknownPartType(CellspecError):
@@ -197,6 +233,11 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     for i, k in badsz[:10]:
         diags.append(Diagnostic(path, 0, 0, f"parts[{i}].size[{k}]: {size[i, k]:.6g} m; sizes "
                                 f"must be positive and at most {MAX_SIZE_M:g} m"))
+    yaw = np.array([p.yaw if p.yaw is not None else 0.0 for p in lay.parts],
+                   dtype=np.float64).reshape(n)
+    for i in np.flatnonzero(np.abs(yaw) > MAX_ABS_YAW_DEG)[:10]:
+        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].yaw: {yaw[i]:.6g} degrees is absurd "
+                                f"(|yaw| must be at most {MAX_ABS_YAW_DEG:g})"))
     order = None
     if lay.order is not None:
         order = tuple(lay.order)
@@ -215,7 +256,8 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
     if diags:
         raise CellspecError(diags[:50])
     return Layout(ids=ids, types=tuple(p.type for p in lay.parts), pos=pos, size=size,
-                  grippers=tuple(p.gripper for p in lay.parts), order=order, path=path)
+                  grippers=tuple(p.gripper for p in lay.parts), order=order, path=path,
+                  yaw=yaw)
 
 
 def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:

@@ -103,8 +103,11 @@ class _TestItems:
             size = b.vec(ip.size) if ip.size else None
             if size is not None and any(s <= 0 for s in size):
                 b.err(ip, "part size must be positive on every axis")
+            yaw = b.num(ip.yaw, ip) if ip.yaw else None
+            if yaw is not None and abs(yaw) > 3600:
+                b.err(ip, f"yaw {ip.yaw} degrees is absurd (|yaw| must be at most 3600)")
             self.parts.append(InlinePart(id=ip.id, type=ip.type, pos=b.vec(ip.pos),
-                                         size=size, gripper=ip.gripper or None))
+                                         size=size, gripper=ip.gripper or None, yaw=yaw))
 
     def order_item(self, item: Any) -> None:
         """``order a, b, ...``."""

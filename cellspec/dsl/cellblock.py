@@ -99,9 +99,19 @@ class CellItems:
                                          source=b.src(item)))
 
     def part_type(self, item: Any) -> None:
-        """``part NAME size (x, y, z) [mass M]``."""
+        """``part NAME size (x, y, z) [mass M]`` or ``part NAME cylinder radius R height H
+        [mass M]`` (a vertical cylinder; its size is its bounding box)."""
         b = self.b
-        size = b.vec(item.size)
+        radius = None
+        if item.shape == "cylinder":
+            radius, height = b.length(item, item.radius), b.length(item, item.height)
+            if radius <= 0 or height <= 0:
+                b.err(item, f"cylinder part type '{item.name}' needs a positive radius and "
+                      "height")
+                return
+            size = (2 * radius, 2 * radius, height)
+        else:
+            size = b.vec(item.size)
         if any(s <= 0 for s in size):
             b.err(item, f"part type '{item.name}' needs a positive size on every axis")
             return
@@ -113,7 +123,9 @@ class CellItems:
                   f"a part a robot places (at most {MAX_PART_MASS_KG} kg)")
         if self.claim(item, item.name, "part type"):
             self.ptypes[item.name] = PartType(name=item.name, size=size, mass=mass,
-                                              source=b.src(item))
+                                              source=b.src(item),
+                                              shape="cylinder" if radius is not None else "box",
+                                              radius=radius)
 
     def robot(self, item: Any) -> None:
         """``robot NAME MODEL at (x, y, z) [yaw D] [reach R] gripper ...``."""

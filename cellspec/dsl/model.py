@@ -66,10 +66,15 @@ class Surface(_Frozen):
 
 
 class PartType(_Frozen):
+    """A part type: a box of ``size``, or a vertical cylinder of ``radius`` whose ``size`` is
+    its bounding box (2R, 2R, H) (docs/shapes.md)."""
+
     name: str
     size: Vec3
     mass: Fraction | None = None
     source: Source
+    shape: Literal["box", "cylinder"] = "box"
+    radius: Fraction | None = None
 
 
 class Gripper(_Frozen):
@@ -184,6 +189,7 @@ class InlinePart(_Frozen):
     pos: Vec3
     size: Vec3 | None = None
     gripper: Literal["vacuum", "parallel"] | None = None
+    yaw: Fraction | None = None  # degrees about z (docs/shapes.md)
 
 
 class Expectation(_Frozen):

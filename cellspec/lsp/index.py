@@ -64,7 +64,8 @@ KEYWORD_DOCS: dict[str, str] = {
     "pass": "the layout must have no error violation",
     "fail": "the listed violations must appear (with `only`, and no others)",
     "only": "no violation beyond the expected ones (warnings included)",
-    "layout": "`layout { ID TYPE at (x, y, z) [size (...)] [gripper vacuum|parallel] ... }` "
+    "layout": "`layout { ID TYPE at (x, y, z) [size (...)] [yaw DEG] [gripper vacuum|parallel] "
+    "... }` "
     "or `layout \"file.json\"`",
     "order": "`order (c1, c2, ...)`: the placement order (support_order, grip_access)",
     "robust": "`robust T`: Z3 proves the verdict holds for every x/y placement error up to T; "
@@ -73,7 +74,12 @@ KEYWORD_DOCS: dict[str, str] = {
     "units": "`units m` or `units mm`: the unit of every length in this file",
     "workspace": "`workspace x [a, b] y [c, d] z [e, f]`: every part's box must lie inside",
     "surface": "`surface NAME z Z`: a horizontal surface parts may rest on (`grounded`)",
-    "part": "`part NAME size (sx, sy, sz) [mass M]`: a part type",
+    "part": "`part NAME size (sx, sy, sz) [mass M]` or `part NAME cylinder radius R height H "
+    "[mass M]`: a part type (a box, or a vertical cylinder)",
+    "cylinder": "`part NAME cylinder radius R height H [mass M]`: a vertical cylinder (its "
+    "size is its bounding box (2R, 2R, H); docs/shapes.md)",
+    "radius": "`radius R`: a cylinder part type's radius",
+    "height": "`height H`: a cylinder part type's height",
     "robot": "`robot NAME model MODEL base (x, y, z) [yaw DEG] [reach R] gripper ...` or "
     "`robot NAME urdf \"FILE.urdf\" tcp LINK [offset (x, y, z)] base ...`: a robot from its URDF",
     "urdf": "`urdf \"FILE.urdf\"`: the robot's own URDF, relative to the cell file",
@@ -99,7 +105,8 @@ KEYWORD_DOCS: dict[str, str] = {
     "vacuum": "suction gripper: needs the part's top free",
     "parallel": "two-finger gripper: needs both sides free along x or along y",
     "at": "a part's AABB centre", "size": "a box's size (sx, sy, sz)",
-    "mass": "a part type's mass, kg", "base": "a robot's base position", "yaw": "degrees",
+    "mass": "a part type's mass, kg", "base": "a robot's base position",
+    "yaw": "degrees about the vertical axis (a robot's base, or a part in a test layout)",
     "reach": "a robot's reach radius from its base", "model": "a robot model name",
     "opening": "the parallel gripper's maximum opening", "depth": "finger depth below the top",
     "true": "the constant true", "false": "the constant false",

@@ -51,7 +51,7 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
-from cellspec.layout import Layout
+from cellspec.layout import Layout, require_boxes
 from cellspec.robots import quiet_pybullet
 from cellspec.solver.instance import build_instance
 
@@ -168,6 +168,7 @@ def _inputs(cell: Cell, layout: Layout) -> tuple[tuple[str, ...], np.ndarray, np
                    "stage steps the whole structure, so the cost grows with the square of "
                    "the part count)")
     inst = build_instance(cell, layout)  # unknown part types: file-located diagnostics
+    require_boxes(cell, layout, "settle")
     size = np.asarray(inst.size_m, dtype=float)
     masses = (np.asarray(inst.masses, dtype=float) if inst.masses is not None
               else np.prod(size, axis=1) * 1000.0)

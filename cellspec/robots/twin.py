@@ -33,7 +33,7 @@ import pybullet as p
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
-from cellspec.layout import Layout
+from cellspec.layout import Layout, require_boxes
 from cellspec.robots.custom import spec_of
 from cellspec.robots.home import tool_down_home
 from cellspec.robots.models import RobotSpec, check_models
@@ -233,6 +233,7 @@ class Twin:
 
     def add_layout(self, layout: Layout) -> None:
         """Add every part of a layout as a box (its size, or its type's size)."""
+        require_boxes(self.cell, layout, "the twin")
         for i, pid in enumerate(layout.ids):
             self.add_box(pid, part_size(self.cell, layout, i), layout.pos[i], kind="part")
 

@@ -49,10 +49,87 @@ class Instance:
     default_gripper: str = "parallel"  # the cell's default gripper kind (the ASP encoding)
     robots: tuple[str, ...] = ()  # the cell's robots, in order (`forall r in robot`)
     reach: dict[str, g.ReachU] | None = None  # robot -> its reach (reachable(p, r))
+    # shapes (docs/shapes.md): yaw in degrees as written, cylinder rows, and whether every
+    # part is an axis-aligned box (then ``boxes`` are the parts; otherwise the enclosing boxes)
+    yaw_deg: np.ndarray | None = None  # (n,) float; None: all 0
+    cyl: np.ndarray | None = None  # (n,) bool; None: no cylinder
+    plain: bool = True
+    shapes: object | None = None  # cellspec.core.shapes.ShapesU when not plain
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+
+class NotPlain(CellspecError):
+    """A layer that does not yet handle yawed boxes or cylinders was given some."""
+
+
+def require_plain(inst: Instance, what: str) -> None:
+    """Refuse (exit 2, a clear message) a layout with yawed boxes or cylinders in a layer that
+    cannot yet decide them exactly: never treat such a part as its enclosing box silently."""
+    if inst.plain:
+        return
+    rows = [i for i in range(inst.n) if not _plain_row(inst, i)]
+    some = ", ".join(inst.ids[i] for i in rows[:5]) + (" ..." if len(rows) > 5 else "")
+    raise NotPlain(Diagnostic("", 0, 0, f"{what} does not handle parts at an angle "
+                              f"or cylinders yet ({len(rows)} such part(s): {some}); "
+                              "docs/shapes.md says which layers do"))
+
+
+def _plain_row(inst: Instance, i: int) -> bool:
+    cyl = inst.cyl is not None and bool(inst.cyl[i])
+    yaw = 0.0 if inst.yaw_deg is None else float(inst.yaw_deg[i])
+    return not cyl and math.fmod(yaw, 90.0) == 0.0
+
+
+def shape_rows(cell: Cell, layout: Layout, size: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Per part: yaw (degrees), cylinder flag, the size the kernel sees (x and y swapped for a
+    box turned by an odd multiple of 90 degrees) and whether every part is plain (an
+    axis-aligned box: the layout is decided exactly as before shapes existed)."""
+    n = len(layout)
+    yaw = np.zeros(n) if layout.yaw is None else np.asarray(layout.yaw, dtype=np.float64)
+    types = np.asarray(layout.types, dtype=object)
+    cyl = np.zeros(n, dtype=bool)
+    for t, pt in cell.part_types.items():
+        if pt.shape == "cylinder":
+            cyl |= types == t
+    bad = np.flatnonzero(cyl & (size[:, 0] != size[:, 1]))
+    if bad.size:
+        i = int(bad[0])
+        raise CellspecError(Diagnostic(layout.path, 0, 0, f"parts[{i}].size: part "
+                                       f"'{layout.ids[i]}' is a cylinder ('{layout.types[i]}'): "
+                                       "its size must be (diameter, diameter, height)"))
+    rem = np.fmod(yaw, 90.0)
+    quarter = (rem == 0) & ~cyl
+    odd = quarter & (np.fmod(np.abs(yaw), 180.0) == 90.0)
+    size = size.copy()
+    size[odd, 0], size[odd, 1] = size[odd, 1].copy(), size[odd, 0].copy()
+    return yaw, cyl, size, bool(quarter.all())
+
+
+def enclosing_boxes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> np.ndarray:
+    """The axis-aligned box enclosing each shape, rounded outward to whole units (a superset):
+    a yawed box's half extents |cos| hx + |sin| hy; a cylinder's are its radius."""
+    out = boxes.copy()
+    turn = ~cyl & (np.fmod(yaw, 90.0) != 0)
+    if not turn.any():
+        return out
+    b = boxes[turn]
+    hx = (b[:, 1] - b[:, 0]) / 2.0
+    hy = (b[:, 3] - b[:, 2]) / 2.0
+    cx = (b[:, 1] + b[:, 0]) / 2.0
+    cy = (b[:, 3] + b[:, 2]) / 2.0
+    th = np.radians(yaw[turn])
+    c, s = np.abs(np.cos(th)), np.abs(np.sin(th))
+    ex = np.ceil(c * hx + s * hy + 1e-6)  # a hair outward: float error never shrinks it
+    ey = np.ceil(s * hx + c * hy + 1e-6)
+    out[turn, 0] = np.floor(cx - ex)
+    out[turn, 1] = np.ceil(cx + ex)
+    out[turn, 2] = np.floor(cy - ey)
+    out[turn, 3] = np.ceil(cy + ey)
+    return out
 
 
 def _box_u(lo, hi) -> BoxU:
@@ -130,7 +207,9 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
     if diags:
         raise CellspecError(diags[:20])
     size = layout.resolve(cell)
-    q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), size.reshape(n, 3))
+    yaw, cyl, ksize, plain = shape_rows(cell, layout, size.reshape(n, 3))
+    q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), ksize)
+    boxes = q.boxes if plain else enclosing_boxes(q.boxes, yaw, cyl)
     cu = cell_u(cell)
     order_pos = None
     if layout.order is not None:
@@ -141,7 +220,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         ids=layout.ids,
         types=layout.types,
         grippers=tuple(gk or default for gk in layout.grippers),
-        boxes=q.boxes,
+        boxes=boxes,
         pos_m=np.asarray(layout.pos, dtype=np.float64),
         size_m=size,
         order_pos=order_pos,
@@ -159,20 +238,38 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         default_gripper=default,
         robots=cu.robots,
         reach=cu.reach,
+        yaw_deg=None if plain else yaw,
+        cyl=None if plain else cyl,
+        plain=plain,
+        shapes=None if plain else _shapes(q.boxes, yaw, cyl),
     )
+
+
+def _shapes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> object | None:
+    """The exact shapes (cellspec.core.shapes), when that kernel exists on this tree."""
+    try:
+        from cellspec.core import shapes  # lazy: the exact kernel lands with issue 22
+    except ImportError:
+        return None
+    return shapes.shapes_u(boxes, yaw, cyl)
 
 
 def _masses(cell: Cell, layout: Layout, size: np.ndarray) -> np.ndarray:
     """Each part's mass: its type's mass scaled by volume (a part's own size keeps the
     type's density), else its volume times 1000 kg/m^3."""
     vol = np.prod(size, axis=1)
-    out = vol * 1000.0
     types = np.asarray(layout.types, dtype=object)
+    for t, pt in cell.part_types.items():
+        if pt.shape == "cylinder":
+            vol[types == t] *= math.pi / 4  # a cylinder fills pi/4 of its bounding box
+    out = vol * 1000.0
     for t, pt in cell.part_types.items():
         if pt.mass is not None:
             rows = types == t
             if rows.any():
                 nominal = float(pt.size[0] * pt.size[1] * pt.size[2])
+                if pt.shape == "cylinder":
+                    nominal *= math.pi / 4
                 out[rows] = float(pt.mass) * vol[rows] / nominal
     return out
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.solver import stability_lp as lp
+from cellspec.solver.instance import require_plain
 from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
     Contacts,
     contacts,
@@ -530,6 +531,7 @@ class Report:
 def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
     """The stability view of an instance: contacts, masses, friction, margin; without
     ``sides`` no side contacts (for proofs that must not rely on them)."""
+    require_plain(inst, "the stability analysis")  # contact polygons of shapes: issue 22
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \

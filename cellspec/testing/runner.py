@@ -105,7 +105,8 @@ def layout_of_test(test: TestCase) -> Layout:
         return Layout(ids=tuple(p.id for p in test.parts), types=tuple(p.type for p in test.parts),
                       pos=pos.reshape(n, 3), size=size.reshape(n, 3),
                       grippers=tuple(p.gripper for p in test.parts), order=test.order,
-                      path=f"{test.source.file}::{test.name}")
+                      path=f"{test.source.file}::{test.name}",
+                      yaw=np.array([float(p.yaw or 0) for p in test.parts], dtype=np.float64))
     assert test.layout_path is not None
     lay = load_layout(test.layout_path)
     if test.order is not None:

@@ -39,7 +39,7 @@ from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
-from cellspec.layout import Layout
+from cellspec.layout import Layout, require_boxes
 from cellspec.solver.cpsat.clusters import (
     MOVE_BOUND,
     Cluster,
@@ -325,6 +325,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
+    require_boxes(cell, layout, "repair")
     cell = with_blocked(cell, blocked)
     reserve = min(0.2, 0.15 * time_limit)  # for building the answer and re-verifying
 

@@ -39,7 +39,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
 from cellspec.solver.cpsat.results import PlanResult, Step
-from cellspec.solver.instance import Instance, build_instance
+from cellspec.solver.instance import Instance, build_instance, require_plain
 
 DEFAULT_TIME_LIMIT = 10.0
 STAGE_RELATIONS = frozenset({"placed_stable"})  # every stage stands: stage_order.reorder
@@ -326,6 +326,7 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
 
     t0 = time.perf_counter()
     inst = build_instance(cell, layout)
+    require_plain(inst, "plan")
     st, steps, method, reason, conflict = solve_order(cell, inst, time_limit)
     orules = order_rule_names(cell)
     if st != Status.OPTIMAL:

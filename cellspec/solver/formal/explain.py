@@ -12,7 +12,7 @@ import numpy as np
 from cellspec.core import ir
 from cellspec.core.status import InternalError, Status
 from cellspec.dsl.model import Cell
-from cellspec.layout import Layout
+from cellspec.layout import Layout, require_boxes
 from cellspec.solver.formal.common import (
     DEFAULT_MAX_BINDINGS,
     DEFAULT_TIMEOUT,
@@ -46,6 +46,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     import z3  # lazy: z3 only when a proof runs
 
     t0 = time.perf_counter()
+    require_boxes(cell, layout, "explain")
     tms = timeout_ms(timeout)
     nominal = check(cell, layout, timeout=timeout)
     if nominal.verdict == Status.UNKNOWN:

@@ -53,7 +53,7 @@ from cellspec.solver.formal.common import (
     timeout_ms,
     var_name,
 )
-from cellspec.solver.instance import build_instance
+from cellspec.solver.instance import build_instance, require_plain
 from cellspec.solver.smt.backend import NoFold, check_fragment, displaced_problem, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering, smt_num, smtlib, variables
 from cellspec.solver.smt.ground import LimitHit
@@ -122,6 +122,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                             f"{nominal.reason}", notes=tuple(notes),
                             seconds=time.perf_counter() - t0, **base)
     inst = build_instance(cell, layout)
+    require_plain(inst, "check --robust")
     if inst.off_grid:
         notes.append("the proof is about the layout rounded to the 0.1 mm grid")
     rules = error_rules(cell, layout)
