@@ -97,7 +97,7 @@ def build(a, b) -> S.ShapesU:
     return make(rows, yaw, cyl)
 
 
-I, J = np.array([0]), np.array([1])
+I, J = np.array([0]), np.array([1])  # noqa: E741 (the pair (0, 1))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,6 @@ enclosing-box version, except ``flanks`` and ``inside``), then decided in float6
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
