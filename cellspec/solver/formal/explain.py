@@ -143,7 +143,7 @@ def _sub_layout(layout: Layout, sel: list[int]) -> Layout:
     return dataclasses.replace(
         layout, ids=ids, types=tuple(layout.types[i] for i in sel),
         pos=layout.pos[idx].reshape(len(idx), 3), size=layout.size[idx].reshape(len(idx), 3),
-        grippers=tuple(layout.grippers[i] for i in sel),
+        grippers=tuple(layout.grippers[i] for i in sel), yaw=layout.yaw[idx].copy(),
         order=None if layout.order is None else tuple(p for p in layout.order if p in keep),
         path=f"{layout.path}::explained")
 
