@@ -123,18 +123,37 @@ def _order(A: Geo, B: Geo, dx: Any, dy: Any) -> tuple[Geo, Geo, Any, Any]:
     return A2, B2, np.where(sw, -dx, dx), np.where(sw, -dy, dy)
 
 
-def covers(A: Geo, B: Geo, E: Geo) -> Any:
-    """Strict: E lies in the interior of B - A. Margin > 0 means true."""
+def _split(A: Geo, B: Geo, E: Geo, fns: tuple) -> Any:
+    """Order the rows (a disc first), then evaluate ``fns`` (rectangles, a disc and a
+    rectangle, two discs) each on its own rows only."""
     dx, dy = B.cx - A.cx, B.cy - A.cy
-    L = _scale(A, B, E, dx, dy)
     A, B, dx, dy = _order(A, B, dx, dy)
+    L = _scale(A, B, E, dx, dy)
+    out = np.empty(len(A.disc), dtype=np.asarray(dx).dtype)
+    for fn, rows in zip(fns, (~A.disc, A.disc & ~B.disc, A.disc & B.disc), strict=True):
+        k = np.nonzero(rows)[0]
+        if len(k) == len(rows):
+            return fn(A, B, E, dx, dy, L)
+        if len(k):
+            out[k] = fn(A.take(k), B.take(k), E.take(k), dx[k], dy[k], L[k])
+    return out
+
+
+def _covers_rr(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
     # rectangles: E inside the polygon B - A, whose normals are A's and B's
-    rr = _sat(A, B, E, dx, dy, [A, B], -1) / L
+    return _sat(A, B, E, dx, dy, [A, B], -1) / L
+
+
+def _covers_dr(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
     # a disc A: every corner of E within A's radius of B (centred at d)
     dr = None
     for px, py in _corners(E):
         m = A.hx * A.hx - _dist2_rect(px - dx, py - dy, B)
         dr = m if dr is None else np.minimum(dr, m)
+    return dr / (L * L)
+
+
+def _covers_dd(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
     # two discs: every corner of E within ra + rb of d
     R = A.hx + B.hx
     dd = None
@@ -142,24 +161,34 @@ def covers(A: Geo, B: Geo, E: Geo) -> Any:
         ex, ey = px - dx, py - dy
         m = R * R - (ex * ex + ey * ey)
         dd = m if dd is None else np.minimum(dd, m)
-    L2 = L * L
-    return np.where(A.disc, np.where(B.disc, dd / L2, dr / L2), rr)
+    return dd / (L * L)
+
+
+def covers(A: Geo, B: Geo, E: Geo) -> Any:
+    """Strict: E lies in the interior of B - A. Margin > 0 means true."""
+    return _split(A, B, E, (_covers_rr, _covers_dr, _covers_dd))
+
+
+def _meets_rr(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
+    # rectangles: A + E (an octagon: normals of A and E) meets B
+    return _sat(A, B, E, dx, dy, [A, B, E], 1) / L
+
+
+def _meets_dr(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
+    # a disc A: the distance between E and B (at d) is at most A's radius
+    inter = _sat(_point(A), B, E, dx, dy, [B, E], 1) / L
+    return np.maximum(inter, (A.hx * A.hx - _min_dist2(E, B, dx, dy)) / (L * L))
+
+
+def _meets_dd(A: Geo, B: Geo, E: Geo, dx: Any, dy: Any, L: Any) -> Any:
+    # two discs: the distance from d to E is at most ra + rb
+    R = A.hx + B.hx
+    return (R * R - _dist2_rect(dx, dy, E)) / (L * L)
 
 
 def meets(A: Geo, B: Geo, E: Geo) -> Any:
     """Closed: B - A meets E. Margin >= 0 means true."""
-    dx, dy = B.cx - A.cx, B.cy - A.cy
-    L = _scale(A, B, E, dx, dy)
-    A, B, dx, dy = _order(A, B, dx, dy)
-    # rectangles: A + E (an octagon: normals of A and E) meets B
-    rr = _sat(A, B, E, dx, dy, [A, B, E], 1) / L
-    # a disc A: the distance between E and B (at d) is at most A's radius
-    inter = _sat(_point(A), B, E, dx, dy, [B, E], 1) / L
-    dr = np.maximum(inter, (A.hx * A.hx - _min_dist2(E, B, dx, dy)) / (L * L))
-    # two discs: the distance from d to E is at most ra + rb
-    R = A.hx + B.hx
-    dd = (R * R - _dist2_rect(dx, dy, E)) / (L * L)
-    return np.where(A.disc, np.where(B.disc, dd, dr), rr)
+    return _split(A, B, E, (_meets_rr, _meets_dr, _meets_dd))
 
 
 def _point(A: Geo) -> Geo:

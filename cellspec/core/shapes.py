@@ -16,7 +16,7 @@ enclosing-box version, except ``flanks`` and ``inside``), then decided in float6
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -27,6 +27,10 @@ from cellspec.core import plane
 from cellspec.core.plane import Geo
 
 T_DEN = 1 << 20  # tan(yaw/2) to 2^-20: the angle is off by at most 2^-20 rad < 1e-6 rad
+# a normalised margin (plane.py: divided by more than a part's half diagonal) this close to
+# its threshold may be decided by the rational rotation of a yaw (it moves a corner by less
+# than 1e-6 of the half diagonal): such decisions are logged in ShapesU.ties
+YAW_BAND = 4e-6
 
 
 def axis_aligned(yaw_deg: np.ndarray) -> np.ndarray:
@@ -73,7 +77,12 @@ class ShapesU:
     cyl: np.ndarray
     plain: np.ndarray
     box: np.ndarray
+    idx: np.ndarray  # each row's part in the layout (take() permutes it)
     exact: bool = True
+    # (relation, i, j) decided within YAW_BAND of the threshold on a part with a rounded
+    # yaw (j = -1 for one-part relations); shared by take() copies; read by verify's
+    # rounding analysis
+    ties: list = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.cx)
@@ -109,7 +118,7 @@ class ShapesU:
 
 
 _ARRAYS = ("cx", "cy", "cz", "hx", "hy", "hz", "rc", "rs", "rn", "cosf", "sinf", "cyl", "plain",
-           "box")
+           "box", "idx")
 
 
 def _obj(values: list) -> np.ndarray:
@@ -143,7 +152,7 @@ def shapes_u(aligned: np.ndarray, yaw_deg: np.ndarray, cyl: np.ndarray) -> Shape
     box = enclosing(cx, cy, hx, hy, rc, rs, rn, np.asarray(cyl, dtype=bool))
     box[:, 4], box[:, 5] = aligned[:, 4], aligned[:, 5]
     return ShapesU(cx, cy, cz, hx, hy, hz, rc, rs, rn, rc / rn, rs / rn,
-                   np.asarray(cyl, dtype=bool), plain, box)
+                   np.asarray(cyl, dtype=bool), plain, box, np.arange(len(cx)))
 
 
 def shapes_float(pos_u: np.ndarray, half_u: np.ndarray, yaw_deg: np.ndarray,
@@ -157,7 +166,7 @@ def shapes_float(pos_u: np.ndarray, half_u: np.ndarray, yaw_deg: np.ndarray,
     return ShapesU(pos_u[:, 0], pos_u[:, 1], pos_u[:, 2], half_u[:, 0], half_u[:, 1],
                    half_u[:, 2], ones, 0 * ones, ones, np.where(cyl, 1.0, np.cos(th)),
                    np.where(cyl, 0.0, np.sin(th)), cyl, ~cyl & axis_aligned(yaw), box,
-                   exact=False)
+                   np.arange(len(yaw)), exact=False)
 
 
 def enclosing(cx: np.ndarray, cy: np.ndarray, hx: np.ndarray, hy: np.ndarray,
@@ -165,10 +174,10 @@ def enclosing(cx: np.ndarray, cy: np.ndarray, hx: np.ndarray, hy: np.ndarray,
     """Each footprint's enclosing box on the grid, rounded outward to whole U (z columns
     left 0 for the caller): ceil((|C| hx + |S| hy) / N) in exact integers."""
     n = len(cx)
-    ac, as_ = np.abs(rc).astype(object), np.abs(rs).astype(object)
-    hxo, hyo, rno = hx.astype(object), hy.astype(object), rn.astype(object)
-    ex = np.array(-((-(ac * hxo + as_ * hyo)) // rno), dtype=np.int64)
-    ey = np.array(-((-(as_ * hxo + ac * hyo)) // rno), dtype=np.int64)
+    # int64 is exact here: half sizes < 2^21 U (100 m), |C|, |S| <= N < 2^41
+    ac, as_ = np.abs(rc), np.abs(rs)
+    ex = -((-(ac * hx + as_ * hy)) // rn)
+    ey = -((-(as_ * hx + ac * hy)) // rn)
     ex = np.where(cyl, hx, ex)
     ey = np.where(cyl, hy, ey)
     out = np.zeros((n, 6), dtype=np.int64)
@@ -179,9 +188,10 @@ def enclosing(cx: np.ndarray, cy: np.ndarray, hx: np.ndarray, hy: np.ndarray,
 
 # --- deciding: float, then exact near the threshold ----------------------------------------
 
-def _decide(sh: ShapesU, margin: Any, strict: bool) -> np.ndarray:
-    """Evaluate ``margin(exact)`` in float64; re-decide the rows within TOL exactly.
-    ``margin(exact, rows)`` returns the margins of ``rows`` (all rows when None)."""
+def _decide(sh: ShapesU, margin: Any, strict: bool, log: tuple | None = None) -> np.ndarray:
+    """Evaluate ``margin(exact, rows)`` (the margins of ``rows``, all rows when None) in
+    float64 and re-decide the rows within TOL exactly. ``log`` = (relation, i, j): rows
+    within YAW_BAND on a part with a rounded yaw go to ``sh.ties``."""
     v = margin(False, None)
     out = (v > 0) if strict else (v >= 0)
     if sh.exact:
@@ -189,6 +199,11 @@ def _decide(sh: ShapesU, margin: Any, strict: bool) -> np.ndarray:
         if len(unsure):
             ve = margin(True, unsure)
             out[unsure] = np.array([(x > 0) if strict else (x >= 0) for x in ve], dtype=bool)
+        if log is not None:
+            rel, i, j = log
+            turned = sh.rs[i] != 0 if j is None else (sh.rs[i] != 0) | (sh.rs[j] != 0)
+            for k in np.nonzero((np.abs(v) <= YAW_BAND) & turned)[0][:100].tolist():
+                sh.ties.append((rel, int(sh.idx[i[k]]), -1 if j is None else int(sh.idx[j[k]])))
     return out
 
 
@@ -202,7 +217,8 @@ def _square(n: int, e: Any, exact: bool) -> Geo:
     return Geo(0 * f, 0 * f, 0 * f + 1, 0 * f, f, f, np.zeros(n, dtype=bool))
 
 
-def _plane_rel(sh: ShapesU, i: np.ndarray, j: np.ndarray, e: int, closed: bool) -> np.ndarray:
+def _plane_rel(sh: ShapesU, i: np.ndarray, j: np.ndarray, e: int, closed: bool,
+               rel: str) -> np.ndarray:
     """meets (closed) or covers (strict) of the footprints of i and j with the square e."""
     fn = plane.meets if closed else plane.covers
 
@@ -210,49 +226,49 @@ def _plane_rel(sh: ShapesU, i: np.ndarray, j: np.ndarray, e: int, closed: bool) 
         ii, jj = (i, j) if rows is None else (i[rows], j[rows])
         return fn(sh.geo(ii, exact), sh.geo(jj, exact), _square(len(ii), e, exact))
 
-    return _decide(sh, margin, strict=not closed)
+    return _decide(sh, margin, strict=not closed, log=(rel, i, j))
 
 
 def _refine(sh: ShapesU, i: np.ndarray, j: np.ndarray, base: np.ndarray, e: int,
-            closed: bool) -> np.ndarray:
+            closed: bool, rel: str) -> np.ndarray:
     """``base`` (the enclosing-box verdict, implied by the exact one) refined on the pairs
     that involve a non-plain part."""
     out = base.copy()
     k = np.nonzero(base & ~(sh.plain[i] & sh.plain[j]))[0]
     if len(k):
-        out[k] = _plane_rel(sh, i[k], j[k], e, closed)
+        out[k] = _plane_rel(sh, i[k], j[k], e, closed, rel)
     return out
 
 
 def contact(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """z within eps, and some shift of at most eps on x and on y makes the footprints touch."""
-    return _refine(sh, i, j, g.contact(sh.box[i], sh.box[j], eps), eps, True)
+    return _refine(sh, i, j, g.contact(sh.box[i], sh.box[j], eps), eps, True, "contact")
 
 
 def near(sh: ShapesU, i: np.ndarray, j: np.ndarray, d: int) -> np.ndarray:
     """``contact`` with d for eps."""
-    return _refine(sh, i, j, g.near(sh.box[i], sh.box[j], d), d, True)
+    return _refine(sh, i, j, g.near(sh.box[i], sh.box[j], d), d, True, "near")
 
 
 def overlaps(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """z overlap > eps, and every shift of at most eps on x and y leaves the footprints'
     interiors intersecting."""
-    return _refine(sh, i, j, g.overlaps(sh.box[i], sh.box[j], eps), eps, False)
+    return _refine(sh, i, j, g.overlaps(sh.box[i], sh.box[j], eps), eps, False, "overlaps")
 
 
 def footprint(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """The ``overlaps`` test in the plane only."""
-    return _refine(sh, i, j, g.footprint(sh.box[i], sh.box[j], eps), eps, False)
+    return _refine(sh, i, j, g.footprint(sh.box[i], sh.box[j], eps), eps, False, "footprint")
 
 
 def supports(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """i supports j: i's top meets j's bottom within eps and the footprints overlap."""
-    return _refine(sh, i, j, g.supports(sh.box[i], sh.box[j], eps), eps, False)
+    return _refine(sh, i, j, g.supports(sh.box[i], sh.box[j], eps), eps, False, "supports")
 
 
 def above(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """i is above j: i's bottom at or over j's top (within eps), footprints overlap."""
-    return _refine(sh, i, j, g.above(sh.box[i], sh.box[j], eps), eps, False)
+    return _refine(sh, i, j, g.above(sh.box[i], sh.box[j], eps), eps, False, "above")
 
 
 def on_surface(sh: ShapesU, idx: np.ndarray, z: int, eps: int) -> np.ndarray:
@@ -299,7 +315,7 @@ def flanks(sh: ShapesU, q: np.ndarray, p: np.ndarray, axis: str, opening: int | 
                 np.zeros(len(pp), dtype=bool))
         return plane.covers(sh.geo(qq, exact), R, T)
 
-    res[z_ok] = _decide(sh, margin, strict=True)
+    res[z_ok] = _decide(sh, margin, strict=True, log=("flanks", qk, pk))
     out[k] = res
     return out
 
@@ -336,7 +352,7 @@ def inside_box(sh: ShapesU, idx: np.ndarray, lo: tuple[int, int, int],
                                                           + abs(hi[1]) + eps)
         return m / L
 
-    out[k] = zok & _decide(sh, margin, strict=False)
+    out[k] = zok & _decide(sh, margin, strict=False, log=("inside", ik, None))
     return out
 
 
@@ -356,7 +372,7 @@ def intersects_box(sh: ShapesU, idx: np.ndarray, lo: tuple[int, int, int],
         return plane.covers(sh.geo(ii, exact), _zone_geo(lo, hi, len(ii), exact),
                             _square(len(ii), eps, exact))
 
-    out[k] = _decide(sh, margin, strict=True)
+    out[k] = _decide(sh, margin, strict=True, log=("intersects", ik, None))
     return out
 
 
@@ -393,7 +409,8 @@ def inside_half(sh: ShapesU, idx: np.ndarray, h: g.HalfSpaceU, eps: int) -> np.n
     if len(k):
         ik = idx[k]
         out[k] = _decide(sh, lambda ex, rows: _half_margin(
-            sh, h, eps, ik if rows is None else ik[rows], ex, True), strict=False)
+            sh, h, eps, ik if rows is None else ik[rows], ex, True), strict=False,
+            log=("inside", ik, None))
     return out
 
 
@@ -405,7 +422,8 @@ def intersects_half(sh: ShapesU, idx: np.ndarray, h: g.HalfSpaceU, eps: int) -> 
     if len(k):
         ik = idx[k]
         out[k] = _decide(sh, lambda ex, rows: _half_margin(
-            sh, h, eps, ik if rows is None else ik[rows], ex, False), strict=True)
+            sh, h, eps, ik if rows is None else ik[rows], ex, False), strict=True,
+            log=("intersects", ik, None))
     return out
 
 

@@ -118,6 +118,21 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     )
 
 
+def _tie_notes(inst: Instance, sh: shapes.ShapesU, limit: int, changed: list[str]
+               ) -> list[str]:
+    """The decisions the kernel logged within YAW_BAND of their threshold on a part whose
+    yaw was rounded to a rational rotation (each moves a corner by < 1e-6 of its size)."""
+    out: list[str] = []
+    for rel, a, b in dict.fromkeys(sh.ties):
+        if rel not in changed:
+            changed.append(rel)
+        if len(out) < 3 * limit:
+            parts = inst.ids[a] + ("" if b < 0 else f", {inst.ids[b]}")
+            out.append(f"the rational rotation of the yaws (docs/shapes.md) decides {rel}("
+                       f"{parts}): it lies within a millionth of its threshold")
+    return out
+
+
 def _float_shapes(inst: Instance, exact: np.ndarray) -> shapes.ShapesU:
     """The shapes at the positions, sizes and yaws as given (float, unrounded); ``exact``
     (the float boxes, filled in here) become their enclosing boxes."""
@@ -146,6 +161,13 @@ ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
     "supports": frozenset({"supports", "on", "stable"}),
     "workspace": frozenset({"inside"}),
     "reachable": frozenset({"reachable"}),
+    # decided within YAW_BAND of the threshold on a yawed part (shapes.ShapesU.ties)
+    "near": frozenset({"near"}),
+    "footprint": frozenset({"supports", "above", "on", "stable"}),
+    "above": frozenset({"above"}),
+    "flanks": frozenset({"flanks"}),
+    "inside": frozenset({"inside"}),
+    "intersects": frozenset({"intersects"}),
 }
 
 
@@ -175,6 +197,8 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     float positions: the verdict then depends on the 0.1 mm rounding, and we say so.
     ``changed`` (when given) receives the names of the checks that changed."""
     changed = [] if changed is None else changed
+    if inst.shapes is not None and not inst.off_grid:  # on the grid: only the yaws round
+        return _tie_notes(inst, inst.shapes, limit, changed)
     pos, size = inst.pos_m, inst.size_m
     exact = np.empty_like(inst.boxes, dtype=np.float64)
     exact[:, 0::2] = (pos - size / 2) / float(g.U)
