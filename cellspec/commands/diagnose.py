@@ -28,12 +28,19 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     # lazy: CLI start-up time (every verb loads for --help; loads textX, the world model)
     from cellspec.dsl.parser import load_cell
-    from cellspec.world.discrepancy import cell_part_sizes, cell_surfaces, diagnose, load_state
+    from cellspec.world.discrepancy import (
+        cell_part_shapes,
+        cell_part_sizes,
+        cell_surfaces,
+        diagnose,
+        load_state,
+    )
 
     cell = load_cell(a.cell)
     surf, sizes = cell_surfaces(cell), cell_part_sizes(cell)
-    exp = load_state(a.expected, surf, sizes)
-    obs = load_state(a.observed, surf, sizes)
+    shapes = cell_part_shapes(cell)
+    exp = load_state(a.expected, surf, sizes, shapes)
+    obs = load_state(a.observed, surf, sizes, shapes)
     dg = diagnose(cell, exp, obs)
     if a.format == "json":
         print(json.dumps(dg.to_json(), indent=2))
