@@ -73,6 +73,9 @@ def render(dg: object) -> list[str]:
     out.append("unexpected relations: " + (", ".join(map(str, d.unexpected)) or "none"))
     drift = ", ".join(f"{k} {v:.4f} m" for k, v in sorted(d.drift.items()) if v >= 0.0005)
     out.append("drift: " + (drift or "none above 0.5 mm"))
+    if d.turn:  # only where a part is turned or round (docs/shapes.md)
+        turn = ", ".join(f"{k} {v:.1f} deg" for k, v in sorted(d.turn.items()) if v >= 0.05)
+        out.append("turn: " + (turn or "none above 0.05 deg"))
     if d.new:
         out.append("new objects: " + ", ".join(d.new)
                    + (f" (in the path: {', '.join(d.in_path)})" if d.in_path else ""))
