@@ -126,9 +126,9 @@ def test_sim_places_turned_bars_and_stacked_cans(cell):
     from cellspec.robots.sim import simulate
 
     res = simulate(cell, lay(*SHAPED), steps=STEPS, unverified=True)
-    # the rules cannot be checked on shapes yet (check: unknown), so never pass ...
-    assert res.verdict == "unknown" and "every action passes in the twin" in res.reason
-    # ... but every action was planned and executed, each part ends where and as planned
+    assert res.verdict == "pass", res.reason
+    # check decides shapes (clingo, issue 22): this cell has no rules, so it passes, and
+    # every action was planned and executed, each part ends where and as planned
     assert [a.ok for a in res.actions] == [True] * 4
     ex = res.execution
     assert ex is not None and ex.ok and not ex.misplaced and not ex.turned
@@ -146,17 +146,17 @@ def test_sim_places_turned_bars_and_stacked_cans(cell):
             assert abs(float(jaw @ [-math.sin(th), math.cos(th), 0.0])) > 0.999
 
 
-def test_sim_cli_runs_shapes_only_unverified_with_a_plan(cell_path, tmp_path):
+def test_sim_cli_runs_shapes_with_a_plan(cell_path, tmp_path):
     (tmp_path / "l.json").write_text(json.dumps({"parts": list(SHAPED[:1])}))
     (tmp_path / "plan.json").write_text(json.dumps({"steps": [STEPS[0].to_json()]}))
     base = ("sim", cell_path, tmp_path / "l.json", "--format", "json")
-    res = run_cellspec(*base, "--plan", tmp_path / "plan.json", "--unverified")
-    out = json.loads(res.stdout)
-    assert res.returncode == 2 and "Traceback" not in res.stderr  # unknown: never pass
-    assert out["verdict"] == "unknown" and [a["result"] for a in out["actions"]] == ["pass"]
-    res = run_cellspec(*base)  # verified first: unknown, not simulated
-    assert res.returncode == 2 and json.loads(res.stdout)["verdict"] == "unknown"
-    assert "not simulated" in json.loads(res.stdout)["reason"]
+    for extra in (("--unverified",), ()):  # check decides shapes now (issue 22)
+        res = run_cellspec(*base, "--plan", tmp_path / "plan.json", *extra)
+        out = json.loads(res.stdout)
+        assert res.returncode == 0 and "Traceback" not in res.stderr
+        assert out["verdict"] == "pass" and [a["result"] for a in out["actions"]] == ["pass"]
+    res = run_cellspec(*base)  # no plan: the sequencer does not take shapes yet, by name
+    assert res.returncode == 2 and "plan does not handle parts at an angle" in res.stderr
 
 
 # -- settle ---------------------------------------------------------------------------
