@@ -16,7 +16,6 @@ enclosing-box version, except ``flanks`` and ``inside``), then decided in float6
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -125,9 +124,10 @@ def _fr(a: Any) -> np.ndarray:
 
 
 def shapes_u(aligned: np.ndarray, yaw_deg: np.ndarray, cyl: np.ndarray) -> ShapesU:
-    """The exact shapes from each part's box at yaw 0 (``aligned``: (n, 6) in U, as
-    geometry.quantise gives it: centre and own size on the grid), its yaw in degrees and
-    whether it is a cylinder (its box's x and y sizes are the diameter)."""
+    """The exact shapes from each part's box as the kernel sees it (``aligned``: (n, 6) in U,
+    as geometry.quantise gives it: centre and own size on the grid, x and y sizes already
+    swapped for a box at an odd multiple of 90°, as instance.shape_rows does), its yaw in
+    degrees and whether it is a cylinder (its box's x and y sizes are the diameter)."""
     aligned = np.asarray(aligned, dtype=np.int64)
     yaw = np.where(cyl, 0.0, np.asarray(yaw_deg, dtype=np.float64))
     cx = (aligned[:, 0] + aligned[:, 1]) // 2
@@ -136,7 +136,7 @@ def shapes_u(aligned: np.ndarray, yaw_deg: np.ndarray, cyl: np.ndarray) -> Shape
     hx0 = (aligned[:, 1] - aligned[:, 0]) // 2
     hy0 = (aligned[:, 3] - aligned[:, 2]) // 2
     hz = (aligned[:, 5] - aligned[:, 4]) // 2
-    odd = (quarter_turns(yaw) % 2) == 1
+    odd = ((quarter_turns(yaw) % 2) == 1) & ~axis_aligned(yaw)  # plain: swapped already
     hx, hy = np.where(odd, hy0, hx0), np.where(odd, hx0, hy0)
     rc, rs, rn = rational_rotation(yaw)
     plain = ~np.asarray(cyl, dtype=bool) & axis_aligned(yaw)

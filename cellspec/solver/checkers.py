@@ -160,6 +160,7 @@ class ClingoChecker:
     name = "clingo"
     description = "clingo (ASP), fed candidate pairs by a numpy broad phase (default)"
     capabilities = frozenset({*RELATIONS, *FEATURES})
+    shapes = True  # yawed boxes and cylinders: kernel-decided atoms (docs/shapes.md)
 
     def supported(self, rules: Sequence[Rule]) -> list[Refusal]:
         """Nothing is refused while clingo can be imported."""
@@ -187,6 +188,7 @@ class ReferenceChecker:
     name = "reference"
     description = f"numpy brute force over every binding (oracle; at most {ref.MAX_PARTS} parts)"
     capabilities = frozenset({*RELATIONS, *FEATURES})
+    shapes = True  # yawed boxes and cylinders: the exact shapes kernel
 
     def supported(self, rules: Sequence[Rule]) -> list[Refusal]:
         """The reference decides every relation and feature of the language."""

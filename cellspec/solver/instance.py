@@ -14,6 +14,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.shapes import ShapesU, shapes_u
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
 
@@ -54,7 +55,7 @@ class Instance:
     yaw_deg: np.ndarray | None = None  # (n,) float; None: all 0
     cyl: np.ndarray | None = None  # (n,) bool; None: no cylinder
     plain: bool = True
-    shapes: object | None = None  # cellspec.core.shapes.ShapesU when not plain
+    shapes: ShapesU | None = None  # the exact shapes when not plain
 
     @property
     def n(self) -> int:
@@ -209,7 +210,8 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
     size = layout.resolve(cell)
     yaw, cyl, ksize, plain = shape_rows(cell, layout, size.reshape(n, 3))
     q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), ksize)
-    boxes = q.boxes if plain else enclosing_boxes(q.boxes, yaw, cyl)
+    shapes = None if plain else _shapes(q.boxes, yaw, cyl)
+    boxes = q.boxes if shapes is None else shapes.box
     cu = cell_u(cell)
     order_pos = None
     if layout.order is not None:
@@ -241,17 +243,13 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         yaw_deg=None if plain else yaw,
         cyl=None if plain else cyl,
         plain=plain,
-        shapes=None if plain else _shapes(q.boxes, yaw, cyl),
+        shapes=shapes,
     )
 
 
-def _shapes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> object | None:
-    """The exact shapes (cellspec.core.shapes), when that kernel exists on this tree."""
-    try:
-        from cellspec.core import shapes  # lazy: the exact kernel lands with issue 22
-    except ImportError:
-        return None
-    return shapes.shapes_u(boxes, yaw, cyl)
+def _shapes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> ShapesU:
+    """The exact shapes (cellspec.core.shapes): their enclosing boxes are ``Instance.boxes``."""
+    return shapes_u(boxes, yaw, cyl)
 
 
 def _masses(cell: Cell, layout: Layout, size: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core import shapes as sh
 from cellspec.solver.instance import BoxU, Instance
 from cellspec.solver.stability import report
 
@@ -31,6 +32,13 @@ class MessageContext:
         half = inst.size_m / 2
         self.lo = inst.pos_m - half
         self.hi = inst.pos_m + half
+        self.shapes = inst.shapes
+        if inst.shapes is not None:  # yawed boxes and cylinders: their world-axis extent
+            odd = ~inst.shapes.plain
+            ex, ey = inst.shapes.extent_xy()
+            for k, e in ((0, ex), (1, ey)):
+                self.lo[odd, k] = inst.pos_m[odd, k] - e[odd] * U
+                self.hi[odd, k] = inst.pos_m[odd, k] + e[odd] * U
         self._xorder: np.ndarray | None = None
         self._xsorted = np.empty(0)
         self._maxw = 0.0
@@ -73,10 +81,15 @@ class MessageContext:
             return float(self.hi[i, k])
         return float(self.lo[i, k])
 
+    def _shaped(self, *parts: int) -> bool:
+        """Some of these parts is a yawed box or a cylinder."""
+        return self.shapes is not None and not all(bool(self.shapes.plain[p]) for p in parts)
+
     def f_overlap(self, i: int, j: int) -> str:
         o = np.minimum(self.hi[i], self.hi[j]) - np.maximum(self.lo[i], self.lo[j])
         k = int(np.argmin(o))
-        return f"{_m(float(o[k]))} on {'xyz'[k]}"
+        tail = " (enclosing boxes)" if self._shaped(i, j) else ""
+        return f"{_m(float(o[k]))} on {'xyz'[k]}{tail}"
 
     def _under(self, i: int) -> np.ndarray:
         """Indices of parts whose footprint overlaps part i's by more than eps.
@@ -96,7 +109,15 @@ class MessageContext:
                                                                        self.lo[i, 0])
         fy = np.minimum(self.hi[cand, 1], self.hi[i, 1]) - np.maximum(self.lo[cand, 1],
                                                                        self.lo[i, 1])
-        return cand[(fx > eps) & (fy > eps)]
+        out = cand[(fx > eps) & (fy > eps)]
+        if self.shapes is not None and len(out):  # the exact footprints of shaped parts
+            odd = ~(self.shapes.plain[out] & self.shapes.plain[i])
+            if odd.any():
+                keep = sh.footprint(self.shapes, out[odd], np.full(int(odd.sum()), i),
+                                    self.inst.eps)
+                odd[odd] = ~keep
+                out = out[~odd]
+        return out
 
     def _near(self, i: int) -> np.ndarray:
         """Parts within the gripper's reach of part i along x (a superset for flanks)."""
@@ -144,16 +165,25 @@ class MessageContext:
         near = self._near(i)
         earlier = near[inst.order_pos[near] < inst.order_pos[i]]
         B = inst.boxes
+        mine = np.full(len(earlier), i)
         if inst.grippers[i] == "vacuum":
-            on_top = earlier[g.supports(B[i][None, :], B[earlier], inst.eps)]
+            if self.shapes is not None:
+                on_top = earlier[sh.supports(self.shapes, mine, earlier, inst.eps)]
+            else:
+                on_top = earlier[g.supports(B[i][None, :], B[earlier], inst.eps)]
             names = ", ".join(inst.ids[k] for k in on_top) or "nothing"
             return f"its top is covered by {names}"
         parts = []
         for axis in "xy":
-            hit = earlier[g.flanks(B[earlier], B[i][None, :], axis, inst.opening, inst.depth,
-                                   inst.eps)]
+            if self.shapes is not None:  # along i's own axes
+                hit = earlier[sh.flanks(self.shapes, earlier, mine, axis, inst.opening,
+                                        inst.depth, inst.eps)]
+            else:
+                hit = earlier[g.flanks(B[earlier], B[i][None, :], axis, inst.opening,
+                                       inst.depth, inst.eps)]
             names = ", ".join(inst.ids[k] for k in hit[:4]) + (" …" if len(hit) > 4 else "")
-            parts.append(f"{axis} by {names}" if len(hit) else f"{axis} free")
+            label = f"its own {axis}" if self._shaped(i) else axis
+            parts.append(f"{label} by {names}" if len(hit) else f"{label} free")
         return "blocked along " + " and along ".join(parts)
 
     def f_outside(self, i: int) -> str:
@@ -186,11 +216,11 @@ class MessageContext:
             lo = np.array(z.lo) * U
             hi = np.array(z.hi) * U
             o = np.minimum(self.hi[i], hi) - np.maximum(self.lo[i], lo)
-            return _m(float(o.min()))
+            return _m(float(o.min())) + (" (enclosing box)" if self._shaped(i) else "")
         coef = np.array(z.coef, dtype=float)
         ext_hi = float(np.where(coef > 0, coef * self.hi[i], coef * self.lo[i]).sum())
         ext_lo = float(np.where(coef > 0, coef * self.lo[i], coef * self.hi[i]).sum())
         norm = float(np.abs(coef).sum())  # L1: the per-axis push along the worst corner
         rhs = z.rhs
         depth = (ext_hi / U - rhs) if z.op in (">", ">=") else (rhs - ext_lo / U)
-        return _m(depth * U / norm)
+        return _m(depth * U / norm) + (" (enclosing box)" if self._shaped(i) else "")

@@ -19,6 +19,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core import shapes as sh
 from cellspec.dsl.model import Rule
 from cellspec.solver import stability
 from cellspec.solver.instance import BoxU, Instance, lin_to_int
@@ -66,22 +67,36 @@ class Reference:
             A = self.B[:, None, :]
             Bm = self.B[None, :, :]
             e = self.inst.eps
-            if name == "contact":
-                m = g.contact(A, Bm, e)
-            elif name == "overlaps":
-                m = g.overlaps(A, Bm, e)
-            elif name == "supports":
-                m = g.supports(A, Bm, e)
-            elif name == "above":
-                m = g.above(A, Bm, e)
-            elif name == "near":
-                m = g.near(A, Bm, extra[0])
-            elif name == "flanks":
+            if name == "flanks":
                 m = g.flanks(A, Bm, extra[0], self.inst.opening, self.inst.depth, e)
+            elif name in ("contact", "overlaps", "supports", "above", "near"):
+                m = getattr(g, name)(A, Bm, extra[0] if name == "near" else e)
             else:
                 raise KeyError(name)
+            if self.inst.shapes is not None:
+                m = self._exact(name, extra, m)
             self._pair[key] = m
         return m
+
+    def _exact(self, name: str, extra: tuple, m: np.ndarray) -> np.ndarray:
+        """The dense matrix ``m`` re-decided by the shapes kernel on every pair that involves
+        a part that is not plain (only where the enclosing boxes allow it, except flanks)."""
+        inst, shapes = self.inst, self.inst.shapes
+        assert shapes is not None
+        mixed = ~(shapes.plain[:, None] & shapes.plain[None, :])
+        np.fill_diagonal(mixed, False)
+        if name == "flanks":
+            reach = sh.flanks_margin(shapes, inst.eps, inst.opening, inst.depth)
+            cand = mixed & g.near(self.B[:, None, :], self.B[None, :, :], reach)
+        else:
+            cand = mixed & m
+        i, j = np.nonzero(cand)
+        out = m.copy()
+        if name == "flanks":
+            out[i, j] = sh.flanks(shapes, i, j, extra[0], inst.opening, inst.depth, inst.eps)
+        else:
+            out[i, j] = getattr(sh, name)(shapes, i, j, extra[0] if name == "near" else inst.eps)
+        return out
 
     def zone(self, name: str, zone: str) -> np.ndarray:
         key = (name, zone)
@@ -89,12 +104,13 @@ class Reference:
         if m is None:
             z = self.inst.zones[zone]
             e = self.inst.eps
-            if isinstance(z, BoxU):
-                fn = g.inside_box if name == "inside" else g.intersects_box
-                m = fn(self.B, z.lo, z.hi, e)
+            fn_name = ("inside" if name == "inside" else "intersects") + (
+                "_box" if isinstance(z, BoxU) else "_half")
+            args = (z.lo, z.hi) if isinstance(z, BoxU) else (z,)
+            if self.inst.shapes is None:
+                m = getattr(g, fn_name)(self.B, *args, e)
             else:
-                fn = g.inside_half if name == "inside" else g.intersects_half
-                m = fn(self.B, z, e)
+                m = getattr(sh, fn_name)(self.inst.shapes, np.arange(self.inst.n), *args, e)
             self._zone[key] = m
         return m
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, shapes
 from cellspec.core.limits import DEFAULT_MAX_MEMORY
 from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
@@ -100,7 +100,7 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     for name, count in listed.items():
         if count > MAX_LISTED:
             notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
-    if inst.off_grid:
+    if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
         rnotes, decisive = rounding_analysis(inst, rules)
         notes.extend(rnotes)
         if decisive and not errors:  # never `pass` where the exact answer may differ
@@ -116,6 +116,26 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         backend=backend,
         skipped_rules=tuple(skipped),
     )
+
+
+def _float_shapes(inst: Instance, exact: np.ndarray) -> shapes.ShapesU:
+    """The shapes at the positions, sizes and yaws as given (float, unrounded); ``exact``
+    (the float boxes, filled in here) become their enclosing boxes."""
+    assert inst.yaw_deg is not None and inst.cyl is not None
+    yaw, cyl = inst.yaw_deg, inst.cyl
+    pos_u = inst.pos_m / float(g.U)
+    half_u = inst.size_m / (2 * float(g.U))
+    plain = ~cyl & shapes.axis_aligned(yaw)
+    odd = plain & (shapes.quarter_turns(yaw) % 2 == 1)  # plain quarter turns: sizes swap
+    for k in (0, 1):
+        exact[odd, 2 * k] = pos_u[odd, k] - half_u[odd, 1 - k]
+        exact[odd, 2 * k + 1] = pos_u[odd, k] + half_u[odd, 1 - k]
+    fs = shapes.shapes_float(pos_u, half_u, yaw, cyl, exact)
+    ex, ey = fs.extent_xy()
+    turn = ~plain
+    exact[turn, 0], exact[turn, 1] = pos_u[turn, 0] - ex[turn], pos_u[turn, 0] + ex[turn]
+    exact[turn, 2], exact[turn, 3] = pos_u[turn, 1] - ey[turn], pos_u[turn, 1] + ey[turn]
+    return fs
 
 
 # which relations of the rules each rounding check decides (a rule reading none of them
@@ -159,6 +179,11 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     exact = np.empty_like(inst.boxes, dtype=np.float64)
     exact[:, 0::2] = (pos - size / 2) / float(g.U)
     exact[:, 1::2] = (pos + size / 2) / float(g.U)
+    fshapes = None
+    if inst.shapes is not None:  # the shapes at the positions and yaws as given, in float
+        fshapes = _float_shapes(inst, exact)
+    what = "rounding to the 0.1 mm grid" + ("" if fshapes is None else
+                                            " (and of the yaws to rational rotations)")
     try:
         i, j = g.broad_phase(inst.boxes, inst.eps + 4)
     except g.TooDense:
@@ -168,23 +193,32 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     e = inst.eps
     checks = [("contact", g.contact), ("overlaps", g.overlaps), ("supports", g.supports)]
     for name, fn in checks:
-        a = fn(inst.boxes[i], inst.boxes[j], e)
-        b = fn(exact[i], exact[j], e)
+        if fshapes is not None and inst.shapes is not None:
+            a = getattr(shapes, name)(inst.shapes, i, j, e)
+            b = getattr(shapes, name)(fshapes, i, j, e)
+        else:
+            a = fn(inst.boxes[i], inst.boxes[j], e)
+            b = fn(exact[i], exact[j], e)
         diff = np.nonzero(a != b)[0]
         if len(diff):
             changed.append(name)
         for k in diff[:limit]:
-            out.append(f"rounding to the 0.1 mm grid decides {name}({inst.ids[i[k]]}, "
+            out.append(f"{what} decides {name}({inst.ids[i[k]]}, "
                        f"{inst.ids[j[k]]}): it is {bool(a[k])} on the grid, {bool(b[k])} "
                        "exactly")
     ws = inst.zones["workspace"]
-    a = g.inside_box(inst.boxes, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-    b = g.inside_box(exact, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+    if fshapes is not None and inst.shapes is not None:
+        every = np.arange(inst.n)
+        a = shapes.inside_box(inst.shapes, every, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+        b = shapes.inside_box(fshapes, every, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+    else:
+        a = g.inside_box(inst.boxes, ws.lo, ws.hi, e)  # type: ignore[union-attr]
+        b = g.inside_box(exact, ws.lo, ws.hi, e)  # type: ignore[union-attr]
     diff = np.nonzero(a != b)[0]
     if len(diff):
         changed.append("workspace")
     for k in diff[:limit]:
-        out.append(f"rounding to the 0.1 mm grid decides whether {inst.ids[k]} is inside the "
+        out.append(f"{what} decides whether {inst.ids[k]} is inside the "
                    "workspace")
     for robot, reach in sorted((inst.reach or {}).items()):
         diff = np.nonzero(g.reachable(inst.boxes, reach) != g.reachable(exact, reach))[0]

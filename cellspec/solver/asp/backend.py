@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core import shapes
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
@@ -59,48 +60,40 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
                   perm: np.ndarray | None = None) -> list[str]:
     """The atoms of every pair relation the program uses, decided in numpy on the
     candidate pairs (i < j) (``above``: on the column pairs)."""
-    out: list[str] = pushed_facts(Kernel(inst, perm, boxes, i, j, cols), prog, _unary)
+    kern = Kernel(inst, perm, boxes, i, j, cols)
     eps = inst.eps
-    a, b = boxes[i], boxes[j]
+    out: list[str] = pushed_facts(kern, prog, _unary)
     for part in sorted(prog.parts, key=str):
         name = part[0]
         if name in ("contact", "overlaps"):  # symmetric: one orientation, and a rule
-            m = (g.contact if name == "contact" else g.overlaps)(a, b, eps)
+            m = kern.mask(name, i, j)
             out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
             out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
         elif name == "supports":
             out.append("#defined supports/2.")
-            out.append(_rows("supports", _pairs_both(i, j, g.supports(a, b, eps),
-                                                      g.supports(b, a, eps))))
+            out.append(_rows("supports", _pairs_both(i, j, kern.mask("supports", i, j),
+                                                      kern.mask("supports", j, i))))
         elif name == "above" and cols is not None:
             ci, cj = cols
-            ca, cb = boxes[ci], boxes[cj]
             out.append("#defined above/2.")
-            out.append(_rows("above", _pairs_both(ci, cj, g.above(ca, cb, eps),
-                                                   g.above(cb, ca, eps))))
+            out.append(_rows("above", _pairs_both(ci, cj, kern.mask("above", ci, cj),
+                                                   kern.mask("above", cj, ci))))
         elif name == "near":
             d = int(part[1])
-            m = g.near(a, b, d)
+            m = kern.mask("near", i, j, d)
             rows = np.stack([i[m], j[m]], axis=1)
             out.append(f"#defined near/3. near(J,I,{d}) :- near(I,J,{d}).")
             out.append(_rows("near", np.hstack([rows, np.full((len(rows), 1), d)])))
         elif name == "flanks":
             out.append("#defined flanks/3.")
             for ax in ("x", "y"):
-                rows = _pairs_both(i, j, g.flanks(a, b, ax, inst.opening, inst.depth, eps),
-                                   g.flanks(b, a, ax, inst.opening, inst.depth, eps))
+                rows = _pairs_both(i, j, kern.flanks(i, j, ax), kern.flanks(j, i, ax))
                 if len(rows):
                     out.append("\n".join(f"flanks({q},{p},{ax})." for q, p in rows.tolist()))
         elif name == "zones":
             out.append("#defined inside/2. #defined intersects/2.")
             for rel, zname in _zone_uses(prog, inst):
-                z = inst.zones[zname]
-                if isinstance(z, BoxU):
-                    fn = g.inside_box if rel == "inside" else g.intersects_box
-                    m = fn(boxes, z.lo, z.hi, eps)
-                else:
-                    m = (g.inside_half if rel == "inside" else g.intersects_half)(boxes, z, eps)
-                out.append(_unary(f'{rel}({{}},"{zname}")', m))
+                out.append(_unary(f'{rel}({{}},"{zname}")', kern.zone(rel, zname)))
         elif name == "reach":  # reachable(p, r): the grasp point within the robot's reach
             out.append("#defined reachable/2.")
             for rname in inst.robots:
@@ -117,11 +110,7 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
                 any_s |= g.on_surface(boxes, z, eps)
             out.append(_unary("grounded({})", any_s))
     for zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
-        z = inst.zones[zname]
-        if isinstance(z, BoxU):
-            m = g.inside_box(boxes, z.lo, z.hi, eps)
-        else:
-            m = g.inside_half(boxes, z, eps)
+        m = kern.zone("inside", zname)
         out.append(f"#defined {OUTSIDE}/2.")
         out.append("\n".join(f'{OUTSIDE}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
     return out
@@ -153,6 +142,15 @@ def _zone_uses(prog: CompiledProgram, inst: Instance) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def _margin(inst: Instance, prog: CompiledProgram) -> int:
+    """The broad-phase margin: the rules' relations on the boxes, and for flanks on yawed
+    parts the fingers' clearance from their own (not their enclosing boxes') sizes."""
+    m = prog.margin_for(inst.boxes, inst.eps, inst.opening, inst.depth)
+    if inst.shapes is not None and prog.flanks:
+        m = max(m, shapes.flanks_margin(inst.shapes, inst.eps, inst.opening, inst.depth))
+    return m
+
+
 def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
           ) -> tuple[str, dict]:
     """The instance as ASP facts (parts numbered by ``perm``), plus broad-phase statistics."""
@@ -167,7 +165,7 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     if prog.needs_box:  # only a comparison left to clingo joins the boxes
         idx = np.arange(n, dtype=np.int64)[:, None]
         out.append(_rows("box", np.hstack([idx, boxes])))
-    margin = prog.margin_for(boxes, inst.eps, inst.opening, inst.depth)
+    margin = _margin(inst, prog)
     i, j = g.broad_phase(boxes, margin)
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
     cols = None
@@ -240,7 +238,7 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     except g.TooDense as exc:
         return BackendResult("unknown", reason=(
             f"the layout has more than {exc.limit} pairs of parts within "
-            f"{prog.margin_for(inst.boxes, inst.eps, inst.opening, inst.depth) * float(g.U):.4f}"
+            f"{_margin(inst, prog) * float(g.U):.4f}"
             " m of each "
             "other: far denser than a buildable cell (many parts at the same place?)"),
             reason_code=Reason.DENSITY_LIMIT)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core import shapes as sh
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import CompiledProgram
 from cellspec.solver.asp.pushdown import OPS, Projection, Selection, Unary
@@ -37,8 +38,28 @@ class Kernel:
                  i: np.ndarray, j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None):
         self.inst, self.perm, self.boxes, self.i, self.j, self.cols = inst, perm, boxes, i, j, cols
         self.eps = inst.eps
+        self.shapes = None  # the exact shapes in ASP numbering, when some part is not plain
+        if inst.shapes is not None:
+            self.shapes = inst.shapes if perm is None else inst.shapes.take(perm)
         self._rows: dict[tuple, np.ndarray] = {}
         self._proj: dict[str, np.ndarray] = {}
+
+    def mask(self, rel: str, i: np.ndarray, j: np.ndarray, dist: int | None = None
+             ) -> np.ndarray:
+        """``rel(i, j)`` on index arrays: geometry.py on the boxes when every part is plain,
+        else the exact shapes kernel (cellspec/core/shapes.py)."""
+        eps = self.eps if dist is None else dist
+        if self.shapes is None:
+            return getattr(g, rel)(self.boxes[i], self.boxes[j], eps)
+        return getattr(sh, rel)(self.shapes, i, j, eps)
+
+    def flanks(self, q: np.ndarray, p: np.ndarray, axis: str) -> np.ndarray:
+        """q blocks a parallel grip of p along ``axis`` (p's own axis for a yawed box)."""
+        inst = self.inst
+        if self.shapes is None:
+            return g.flanks(self.boxes[q], self.boxes[p], axis, inst.opening, inst.depth,
+                            self.eps)
+        return sh.flanks(self.shapes, q, p, axis, inst.opening, inst.depth, self.eps)
 
     def pair_rows(self, rel: str, dist: int | None) -> np.ndarray:
         """Every ordered pair (p, q) with ``rel(p, q)`` among the candidates (``above``: the
@@ -46,23 +67,19 @@ class Kernel:
         key = (rel, dist)
         if key in self._rows:
             return self._rows[key]
-        boxes, eps = self.boxes, self.eps
         if rel == "above":
             assert self.cols is not None, "above needs the column pairs"
             ci, cj = self.cols
-            ca, cb = boxes[ci], boxes[cj]
-            out = pairs_both(ci, cj, g.above(ca, cb, eps), g.above(cb, ca, eps))
+            out = pairs_both(ci, cj, self.mask("above", ci, cj), self.mask("above", cj, ci))
         else:
             i, j = self.i, self.j
-            a, b = boxes[i], boxes[j]
             if rel == "supports":
-                out = pairs_both(i, j, g.supports(a, b, eps), g.supports(b, a, eps))
+                out = pairs_both(i, j, self.mask("supports", i, j),
+                                 self.mask("supports", j, i))
             else:
                 if rel == "near":
                     assert dist is not None, "near needs its distance"
-                    m = g.near(a, b, dist)
-                else:
-                    m = (g.contact if rel == "contact" else g.overlaps)(a, b, eps)
+                m = self.mask(rel, i, j, dist)
                 out = pairs_both(i, j, m, m)
         self._rows[key] = out
         return out
@@ -92,10 +109,12 @@ class Kernel:
     def zone(self, rel: str, zname: str) -> np.ndarray:
         """inside(p, zone) or intersects(p, zone) of a named zone."""
         z = self.inst.zones[zname]
-        if isinstance(z, BoxU):
-            fn = g.inside_box if rel == "inside" else g.intersects_box
-            return fn(self.boxes, z.lo, z.hi, self.eps)
-        return (g.inside_half if rel == "inside" else g.intersects_half)(self.boxes, z, self.eps)
+        kind = "box" if isinstance(z, BoxU) else "half"
+        fn_name = f"{'inside' if rel == 'inside' else 'intersects'}_{kind}"
+        args = (z.lo, z.hi) if isinstance(z, BoxU) else (z,)
+        if self.shapes is None:
+            return getattr(g, fn_name)(self.boxes, *args, self.eps)
+        return getattr(sh, fn_name)(self.shapes, np.arange(len(self.boxes)), *args, self.eps)
 
     def _permuted(self, values: np.ndarray) -> np.ndarray:
         return values if self.perm is None else values[self.perm]
