@@ -8,8 +8,8 @@
 - a moving cylinder in a distance relation is ``unknown`` (``unsupported``), naming the rule;
 - ``check --backend z3`` and ``explain`` decide shapes.
 
-Until clingo decides shapes (branch ``shapes``) the nominal verdict and the witness
-re-check use ``backend="z3"``; the oracle here is the kernel itself."""
+The nominal verdict and the witness re-check are clingo's (kernel-decided relation atoms);
+the oracle here is the kernel itself."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_robust_verdicts_hold_under_sampled_displacements(cell, seed):
             continue
         nominal_fails = _kernel_fails(inst.shapes, inst)
         for steps in (0, 3, 20):
-            r = prove_robust(cell, lay, steps / 10000, backend="z3")
+            r = prove_robust(cell, lay, steps / 10000)
             assert r.verdict == ("fail" if nominal_fails else "pass")
             if steps == 0:
                 assert r.status == "proved", r.reason
@@ -191,8 +191,8 @@ def test_45_degree_boxes_in_a_row(cell):
     # corners 0.9 mm apart along x (half diagonal 35.36 mm): robust to 0.4 mm, not to 2 mm
     lay = layout_from_obj(DIAMONDS)
     assert check(cell, lay, backend="z3").verdict == "pass"
-    assert prove_robust(cell, lay, 0.0004, backend="z3").status == "proved"
-    r = prove_robust(cell, lay, 0.002, backend="z3")
+    assert prove_robust(cell, lay, 0.0004).status == "proved"
+    r = prove_robust(cell, lay, 0.002)
     assert r.status == "refuted" and r.rule == "no_overlap" and set(r.parts) == {"a", "b"}
 
 
@@ -204,20 +204,20 @@ def test_a_box_at_its_enclosing_box_is_not_decided_as_one(cell):
     assert check(cell, lay, backend="z3").verdict == "fail"  # the corner of a enters b
     obj["parts"][1]["pos"] = [0.45, 0.45, 0.025]
     assert check(cell, layout_from_obj(obj), backend="z3").verdict == "pass"
-    assert prove_robust(cell, layout_from_obj(obj), 0.001, backend="z3").status == "proved"
+    assert prove_robust(cell, layout_from_obj(obj), 0.001).status == "proved"
 
 
 def test_a_moving_cylinder_next_to_a_part_is_refused_by_name(cell):
     obj = {"parts": [{"id": "can1", "type": "can", "pos": [0.4, 0.4, 0.05]},
                      {"id": "b", "type": "cube", "pos": [0.4551, 0.4, 0.025], "yaw": 20}]}
-    r = prove_robust(cell, layout_from_obj(obj), 0.001, backend="z3")
+    r = prove_robust(cell, layout_from_obj(obj), 0.001)
     assert r.status == "unknown" and r.reason.startswith("unsupported: rule 'no_overlap'")
     assert "can1" in r.reason and "not linear" in r.reason
     # far from everything, its only relation is inside(workspace): linear, proved
     obj["parts"][1]["pos"] = [0.6, 0.4, 0.025]
-    assert prove_robust(cell, layout_from_obj(obj), 0.001, backend="z3").status == "proved"
+    assert prove_robust(cell, layout_from_obj(obj), 0.001).status == "proved"
     obj["parts"][0]["pos"] = [0.3295, 0.4, 0.05]  # 0.5 mm outside, eps 1 mm
-    r = prove_robust(cell, layout_from_obj(obj), 0.001, backend="z3")
+    r = prove_robust(cell, layout_from_obj(obj), 0.001)
     assert r.verdict == "pass" and r.status == "refuted" and r.rule == "workspace"
 
 
@@ -242,7 +242,7 @@ def test_keepouts_and_half_spaces_under_displacement(keep_cell, cy):
     fails = _kernel_fails(inst.shapes, inst) or _keep_fails(inst.shapes, inst)
     rng = np.random.default_rng(0)
     for steps in (0, 2, 10):
-        r = prove_robust(keep_cell, lay, steps / 10000, backend="z3")
+        r = prove_robust(keep_cell, lay, steps / 10000)
         assert r.verdict == ("fail" if fails else "pass")
         assert r.status == "proved" if steps == 0 else r.status in ("proved", "refuted")
         if r.status == "proved":
@@ -262,10 +262,11 @@ def test_z3_backend_and_explain_decide_shapes(cell):
                      {"id": "d", "type": "slab", "pos": [0.66, 0.5, 0.01], "yaw": 10}]}
     lay = layout_from_obj(obj)
     v = check(cell, lay, backend="z3")
-    assert v.verdict == "fail"
+    assert v.verdict == "fail" and v.to_json(timing=False)["violations"] == check(
+        cell, lay).to_json(timing=False)["violations"]
     assert sorted((x.rule, x.parts) for x in v.violations) == [
         ("no_overlap", ("a", "b")), ("workspace", ("d",))]
-    e = explain(cell, lay, backend="z3", max_causes=3)
+    e = explain(cell, lay, max_causes=3)
     assert e.status == "explained"
     assert sorted((c.rules[0].rule, c.parts) for c in e.causes) == [
         ("no_overlap", ("a", "b")), ("workspace", ("d",))]
@@ -282,3 +283,6 @@ def test_cli_robust_on_shapes(tmp_path, cell):
     assert p.returncode == 0, p.stdout + p.stderr
     p = run_cellspec("check", c, lay, "--backend", "z3", "--robust", "0.002")
     assert p.returncode == 1 and "not robust" in p.stdout, p.stdout + p.stderr
+    p = run_cellspec("check", c, lay, "--robust", "0.002", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 1 and out["robust"]["status"] == "refuted", p.stdout + p.stderr
