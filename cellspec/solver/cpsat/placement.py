@@ -334,7 +334,8 @@ class _Geo:
         """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
         for two parts of one structure, one of them left it (a rigid shift keeps their
         relation, tolerance included)."""
-        if len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]:
+        if (len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]
+                and all(k in self.free for k in parts)):  # a fixed member does not shift
             return [self.free[k] for k in parts if k in self.free]
         return [self.moved[k] for k in parts if k in self.moved]
 
