@@ -73,7 +73,7 @@ def run(a: argparse.Namespace) -> int:
         require_extra("twin", verb="review (its robots; --no-robots draws base markers only)")
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the review page)
     from cellspec.dsl.parser import load_cell
-    from cellspec.layout import load_layout, require_boxes
+    from cellspec.layout import load_layout
     from cellspec.review.session import ReviewSession
 
     if not (0 <= a.port <= 65535):
@@ -85,7 +85,6 @@ def run(a: argparse.Namespace) -> int:
     check_bindable(a.host)
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    require_boxes(cell, layout, "review")
     if not a.no_robots:  # an unknown model is a cell error (exit 2), not a silent marker
         # lazy: CLI start-up time (every verb loads for --help; loads the twin)
         from cellspec.robots.models import check_models

@@ -195,7 +195,7 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
     quiet_pybullet()
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
-    from cellspec.layout import load_layout, require_boxes
+    from cellspec.layout import load_layout
     from cellspec.robots.custom import spec_of
     from cellspec.robots.execute import parse_faults
     from cellspec.robots.models import check_models
@@ -203,7 +203,6 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    require_boxes(cell, layout, "sim")
     check_models(cell)
     dofs = {r.name: spec_of(r).dof for r in cell.robots}
     faults = parse_faults(a.faults, tuple(r.name for r in cell.robots), layout.ids, dofs)

@@ -9,6 +9,7 @@ latest value) and never raises into viser: a bad edit is a message in the panel.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -22,11 +23,12 @@ from cellspec.core.extras import require
 from cellspec.review.replay import Replay
 from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
-from cellspec.review.session import EditResult, ReviewSession
+from cellspec.review.session import ROTATE_STEP_DEG, EditResult, ReviewSession
 
 MAX_VIOLATION_ROWS = 25  # violations with their own select button; the rest are summarised
 MAX_MD_ROWS = 100
 PART_NONE = "(none)"
+ROTATE_BUTTONS = (f"⟳ -{ROTATE_STEP_DEG:g}°", f"⟲ +{ROTATE_STEP_DEG:g}°")
 
 
 @contextlib.contextmanager
@@ -106,8 +108,10 @@ class ReviewApp:
             self.parts = PartsView(srv)
             self.parts.on_pick = lambda pid: self._call(lambda: self._select([pid]))
             self._build_panel()
+            # moves on x, y, z and turns about z only (a part's yaw; docs/shapes.md)
             self.parts.gizmo = srv.scene.add_transform_controls(
-                "/gizmo", scale=0.12, disable_rotations=True, visible=False)
+                "/gizmo", scale=0.12, visible=False,
+                rotation_limits=((0.0, 0.0), (0.0, 0.0), (-1000.0, 1000.0)))
             self.parts.gizmo.on_update(self._dragged)
         self._refresh()
         return self.url
@@ -159,6 +163,9 @@ class ReviewApp:
         with gui.add_folder("Selected part"):
             self.dd_part = gui.add_dropdown("part", self._part_options(), initial_value=PART_NONE)
             self.n_xyz = [gui.add_number(a, 0.0, step=0.0001) for a in ("x", "y", "z")]
+            self.n_yaw = gui.add_number("yaw (deg)", 0.0, step=0.1,
+                                        hint="turn about the vertical axis, degrees")
+            self.bg_rotate = gui.add_button_group("rotate", ROTATE_BUTTONS)
             self.n_snap = gui.add_number("snap (m)", 0.0, min=0.0, max=1.0, step=0.0001,
                                          hint="snap grid for moves; 0 is off")
             self.bg_order = gui.add_button_group("order", ("earlier", "later"))
@@ -182,7 +189,10 @@ class ReviewApp:
                                        hint=f"write the layout to {self.output} if it verifies")
         self.b_reject = gui.add_button("Reject", color="red", hint="exit 1, write nothing")
         self.md_help = gui.add_markdown(
-            f"Accept writes `{_md_escape(str(self.output))}` (only a verified layout). "
+            f"Drag the gizmo's arrows to move the selected part and its blue ring to turn it "
+            f"about the vertical axis; the rotate buttons turn it by "
+            f"{ROTATE_STEP_DEG:g}°. Accept writes `{_md_escape(str(self.output))}` (only a "
+            f"verified layout). "
             f"{_md_escape(self.robot_note)}")
         if self.plan is not None:
             if self.twin is None:
@@ -194,6 +204,8 @@ class ReviewApp:
         self.dd_part.on_update(lambda _e: self._call(self._part_chosen))
         for k, h in enumerate(self.n_xyz):
             h.on_update(lambda _e, k=k: self._call(lambda: self._coord(k)))
+        self.n_yaw.on_update(lambda _e: self._call(self._yaw))
+        self.bg_rotate.on_click(lambda e: self._call(lambda: self._rotate(e.target.value)))
         self.n_snap.on_update(lambda _e: self._call(
             lambda: s.set_snap(self.n_snap.value)))
         self.bg_order.on_click(lambda e: self._call(lambda: self._shift(e.target.value)))
@@ -245,6 +257,19 @@ class ReviewApp:
             return EditResult(False, "select a part first")
         return self.session.set_coord(pid, "xyz"[k], self.n_xyz[k].value)
 
+    def _yaw(self) -> EditResult:
+        pid = self._current()
+        if pid is None:
+            return EditResult(False, "select a part first")
+        return self.session.set_yaw(pid, self.n_yaw.value)
+
+    def _rotate(self, which: str) -> EditResult:
+        pid = self._current()
+        if pid is None:
+            return EditResult(False, "select a part first")
+        return self.session.rotate(pid, -ROTATE_STEP_DEG if which == ROTATE_BUTTONS[0]
+                                   else ROTATE_STEP_DEG)
+
     def _shift(self, which: str) -> EditResult:
         pid = self._current()
         if pid is None:
@@ -265,7 +290,13 @@ class ReviewApp:
             pid = self._current()
             if pid is None:
                 return EditResult(False, "select a part first")
-            return self.session.move(pid, [float(v) for v in self.parts.gizmo.position])
+            w, x, y, z = (float(v) for v in self.parts.gizmo.wxyz)
+            turn = math.degrees(math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+            i = self.session.index(pid)
+            old = float(self.session.yaw[i])
+            d = math.remainder(turn - old, 360.0)  # the ring's turn, from the part's yaw
+            yaw = None if abs(d) < 1e-6 else old + d
+            return self.session.move(pid, [float(v) for v in self.parts.gizmo.position], yaw)
 
         self._call(go)
 
@@ -388,7 +419,8 @@ class ReviewApp:
                 i = s.ids.index(pid)
                 for k in range(3):
                     self.n_xyz[k].value = round(float(s.pos[i][k]), 6)
-            for h in self.n_xyz:
+                self.n_yaw.value = round(float(s.yaw[i]), 6)
+            for h in (*self.n_xyz, self.n_yaw):
                 h.disabled = pid is None
         finally:
             self._syncing = False

@@ -1,7 +1,8 @@
 """The 3D scene of a review: workspace, table, keep-out zones, robots and the parts.
 
-The static cell is drawn once; the parts are one batched mesh (one draw call however many
-parts there are) whose positions, sizes and colours are updated after every edit.
+The static cell is drawn once; the parts are one batched mesh per shape (boxes, cylinders:
+one draw call each however many parts there are) whose positions, yaws, sizes and colours
+are updated after every edit.
 Labels are shown for every part in small layouts and only for the selected and
 violating parts in large ones (HTML labels are the costly part of the page).
 """
@@ -40,6 +41,38 @@ _CUBE_F = np.array([
     [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # y- / y+
     [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3],  # z- / z+
 ], dtype=np.int32)
+
+
+def _unit_cylinder(n: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """A unit cylinder (radius 0.5, height 1, axis z) centred at the origin: scaled per part
+    by its size (2R, 2R, H), as the unit cube is by a box's."""
+    a = np.arange(n) * (2 * math.pi / n)
+    ring = np.stack([0.5 * np.cos(a), 0.5 * np.sin(a)], axis=1)
+    v = np.vstack([np.c_[ring, np.full(n, -0.5)], np.c_[ring, np.full(n, 0.5)],
+                   [[0.0, 0.0, -0.5], [0.0, 0.0, 0.5]]]).astype(np.float32)
+    f = []
+    for k in range(n):
+        j = (k + 1) % n
+        f += [[k, j, n + j], [k, n + j, n + k],  # side
+              [2 * n, j, k], [2 * n + 1, n + k, n + j]]  # bottom, top
+    return v, np.array(f, dtype=np.int32)
+
+
+_CYL_V, _CYL_F = _unit_cylinder()
+_GEOM = {"box": (_CUBE_V, _CUBE_F), "cylinder": (_CYL_V, _CYL_F)}
+
+
+def shape_kinds(cell: Cell, types: Any) -> np.ndarray:
+    """Per part its drawn shape: "box" or "cylinder" (from its type; unknown types: box)."""
+    return np.array([getattr(cell.part_types.get(t), "shape", "box") for t in types],
+                    dtype=object)
+
+
+def yaw_wxyzs(yaw_deg: np.ndarray) -> np.ndarray:
+    """(n, 4) quaternions (w, x, y, z) of rotations about z by ``yaw_deg`` degrees."""
+    h = np.radians(np.asarray(yaw_deg, dtype=np.float64)) / 2
+    z = np.zeros_like(h)
+    return np.stack([np.cos(h), z, z, np.sin(h)], axis=1).astype(np.float32).reshape(-1, 4)
 
 
 def _f(v: Any) -> float:
@@ -154,13 +187,15 @@ class PartsView:
     def __init__(self, server: viser.ViserServer) -> None:
         """Create an empty view; :meth:`update` draws the session's parts."""
         self.server = server
-        self.mesh: Any = None
-        self.count = -1
+        self.meshes: dict[str, Any] = {}  # "box" | "cylinder" -> its batched mesh
+        self.counts: dict[str, int] = {}
         self.labels: dict[str, Any] = {}
         self.gizmo: Any = None
         self.ids: tuple[str, ...] = ()
         self.pos = np.zeros((0, 3))
         self.size = np.zeros((0, 3))
+        self.yaw = np.zeros(0)  # degrees about z
+        self.kind = np.zeros(0, dtype=object)  # "box" | "cylinder"
         self.ghost: set[str] = set()  # replay: parts not yet placed, drawn translucent
         self.extra: dict[str, np.ndarray] = {}  # replay: parts at the supply or carried
         self.extra_mesh: Any = None
@@ -177,30 +212,46 @@ class PartsView:
         opac = np.array([GHOST_OPACITY if p in self.ghost else 1.0 for p in s.ids],
                         dtype=np.float32)
         self.ids, self.pos, self.size = tuple(s.ids), pos, size
+        self.yaw = np.asarray(s.yaw, dtype=np.float64).reshape(n)
+        self.kind = shape_kinds(s.cell, s.types)
+        wxyz = yaw_wxyzs(self.yaw)
         with self.server.atomic():
-            if n == 0:
-                if self.mesh is not None:
-                    self.mesh.remove()
-                    self.mesh = None
-            elif self.mesh is None or n != self.count:
-                if self.mesh is not None:
-                    self.mesh.remove()
-                wxyz = np.tile(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), (n, 1))
-                self.mesh = self.server.scene.add_batched_meshes_simple(
-                    "/parts", _CUBE_V, _CUBE_F, batched_wxyzs=wxyz, batched_positions=pos,
-                    batched_scales=size, batched_colors=colours, batched_opacities=opac,
-                    flat_shading=True, lod="off")
-                self.mesh.on_click(self._clicked)
-            else:
-                self.mesh.batched_positions = pos
-                self.mesh.batched_scales = size
-                self.mesh.batched_colors = colours
-                self.mesh.batched_opacities = opac
-            self.count = n
+            for kind in _GEOM:  # boxes at "/parts" (as before shapes), cylinders beside
+                rows = self.kind == kind
+                self._batch(kind, "/parts" if kind == "box" else f"/parts_{kind}",
+                            int(rows.sum()), wxyz[rows], pos[rows], size[rows], colours[rows],
+                            opac[rows])
             self._extra(s)
             self._moves(s)
             self._labels(s, status)
             self._gizmo(s)
+
+    def _batch(self, kind: str, name: str, n: int, wxyz: np.ndarray, pos: np.ndarray,
+               size: np.ndarray, colours: np.ndarray, opac: np.ndarray) -> None:
+        """Draw the ``n`` parts of one shape as one batched mesh (recreated when the count
+        changes, else updated in place; removed when there are none)."""
+        mesh = self.meshes.get(kind)
+        if n == 0:
+            if mesh is not None:
+                self.meshes.pop(kind).remove()
+            self.counts[kind] = 0
+            return
+        if mesh is None or n != self.counts.get(kind):
+            if mesh is not None:
+                mesh.remove()
+            v, f = _GEOM[kind]
+            mesh = self.server.scene.add_batched_meshes_simple(
+                name, v, f, batched_wxyzs=wxyz, batched_positions=pos, batched_scales=size,
+                batched_colors=colours, batched_opacities=opac, flat_shading=True, lod="off")
+            mesh.on_click(self._clicked)
+            self.meshes[kind] = mesh
+        else:
+            mesh.batched_wxyzs = wxyz
+            mesh.batched_positions = pos
+            mesh.batched_scales = size
+            mesh.batched_colors = colours
+            mesh.batched_opacities = opac
+        self.counts[kind] = n
 
     def _moves(self, s: ReviewSession) -> None:
         """After a repair: an arrow from where each moved part was to where it is now."""
@@ -221,22 +272,29 @@ class PartsView:
                 head_length=0.015)
 
     def _extra(self, s: ReviewSession) -> None:
-        """Replay: the parts at their supply or in a gripper (one more batched mesh)."""
-        if self.extra_mesh is not None:
-            self.extra_mesh.remove()
-            self.extra_mesh = None
+        """Replay: the parts at their supply or in a gripper (a batched mesh per shape, each
+        part at its own yaw: the feeder presents it turned as it will be placed)."""
+        for h in (self.extra_mesh or {}).values():
+            h.remove()
+        self.extra_mesh = None
         if not self.extra:
             return
         sizes = s.sizes()
         idx = {p: i for i, p in enumerate(s.ids)}
-        ids = list(self.extra)
-        pos = np.array([self.extra[p] for p in ids], dtype=np.float32).reshape(-1, 3)
-        size = np.array([sizes[idx[p]] if p in idx else (0.05, 0.05, 0.05) for p in ids],
-                        dtype=np.float32).reshape(-1, 3)
-        wxyz = np.tile(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), (len(ids), 1))
-        self.extra_mesh = self.server.scene.add_batched_meshes_simple(
-            "/replay/parts", _CUBE_V, _CUBE_F, batched_wxyzs=wxyz, batched_positions=pos,
-            batched_scales=size, batched_colors=REPLAY_COLOUR, flat_shading=True, lod="off")
+        kinds = shape_kinds(s.cell, s.types)
+        self.extra_mesh = {}
+        for kind, (v, f) in _GEOM.items():
+            ids = [p for p in self.extra if (kinds[idx[p]] if p in idx else "box") == kind]
+            if not ids:
+                continue
+            pos = np.array([self.extra[p] for p in ids], dtype=np.float32).reshape(-1, 3)
+            size = np.array([sizes[idx[p]] if p in idx else (0.05, 0.05, 0.05) for p in ids],
+                            dtype=np.float32).reshape(-1, 3)
+            wxyz = yaw_wxyzs([s.yaw[idx[p]] if p in idx else 0.0 for p in ids])
+            self.extra_mesh[kind] = self.server.scene.add_batched_meshes_simple(
+                f"/replay/parts_{kind}" if kind != "box" else "/replay/parts", v, f,
+                batched_wxyzs=wxyz, batched_positions=pos, batched_scales=size,
+                batched_colors=REPLAY_COLOUR, flat_shading=True, lod="off")
 
     def _labels(self, s: ReviewSession, status: dict[str, str]) -> None:
         if len(s.ids) <= ALL_LABELS_UP_TO:
@@ -266,20 +324,30 @@ class PartsView:
         if len(s.selected) == 1 and s.selected[0] in s.ids:
             i = s.ids.index(s.selected[0])
             self.gizmo.position = tuple(float(v) for v in s.pos[i])
+            self.gizmo.wxyz = tuple(float(v) for v in yaw_wxyzs([s.yaw[i]])[0])
             self.gizmo.visible = True
         else:
             self.gizmo.visible = False
 
     def pick(self, origin: tuple[float, float, float],
              direction: tuple[float, float, float]) -> str | None:
-        """The part a click ray hits first (slab test against every part box), or None."""
+        """The part a click ray hits first (slab test against every part's box in its own
+        frame, turned by its yaw; a cylinder's enclosing box), or None."""
         if not self.ids:
             return None
-        o = np.asarray(origin, dtype=np.float64)
-        d = np.asarray(direction, dtype=np.float64)
+        n = len(self.ids)
+        yaw = np.radians(self.yaw) if len(self.yaw) == n else np.zeros(n)
+        c, s_ = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+        o0 = np.asarray(origin, dtype=np.float64)[None, :] - self.pos
+        d0 = np.broadcast_to(np.asarray(direction, dtype=np.float64), (n, 3))
+        # the ray in each part's frame: turned by -yaw about the part's centre
+        o = np.stack([c[:, 0] * o0[:, 0] + s_[:, 0] * o0[:, 1],
+                      -s_[:, 0] * o0[:, 0] + c[:, 0] * o0[:, 1], o0[:, 2]], axis=1)
+        d = np.stack([c[:, 0] * d0[:, 0] + s_[:, 0] * d0[:, 1],
+                      -s_[:, 0] * d0[:, 0] + c[:, 0] * d0[:, 1], d0[:, 2]], axis=1)
         d = np.where(np.abs(d) < 1e-12, 1e-12, d)
-        lo = self.pos - self.size / 2
-        hi = self.pos + self.size / 2
+        lo = -self.size / 2
+        hi = self.size / 2
         t1, t2 = (lo - o) / d, (hi - o) / d
         tmin = np.minimum(t1, t2).max(axis=1)
         tmax = np.maximum(t1, t2).min(axis=1)

@@ -25,7 +25,7 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M
 from cellspec.core.io import atomic_write
 from cellspec.dsl.model import Cell
-from cellspec.layout import ID_PATTERN, Layout
+from cellspec.layout import ID_PATTERN, MAX_ABS_YAW_DEG, Layout
 from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.result import Verdict
 from cellspec.solver.verify import check
@@ -34,6 +34,7 @@ AXES = ("x", "y", "z")
 _ID_RE = re.compile(ID_PATTERN)
 MAX_HISTORY = 200
 MAX_SNAP_M = 1.0
+ROTATE_STEP_DEG = 15.0  # one click of the page's rotate buttons
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class ReviewSession:
         self.pos = np.array(layout.pos, dtype=np.float64).reshape(-1, 3)
         self.size = np.array(layout.size, dtype=np.float64).reshape(-1, 3)
         self.grippers: list[str | None] = list(layout.grippers)
+        self.yaw = np.array(layout.yaw, dtype=np.float64).reshape(-1)  # degrees about z
         self.order: list[str] | None = None if layout.order is None else list(layout.order)
         self.selected: tuple[str, ...] = ()
         self.snap: float = 0.0
@@ -115,7 +117,8 @@ class ReviewSession:
         """The current layout as a frozen :class:`Layout` (metres)."""
         return Layout(ids=tuple(self.ids), types=tuple(self.types), pos=self.pos.copy(),
                       size=self.size.copy(), grippers=tuple(self.grippers),
-                      order=None if self.order is None else tuple(self.order), path=self.path)
+                      order=None if self.order is None else tuple(self.order), path=self.path,
+                      yaw=self.yaw.copy())
 
     def to_json(self) -> dict[str, Any]:
         """The current layout as the DESIGN.md layout JSON object."""
@@ -150,6 +153,7 @@ class ReviewSession:
         self.ids, self.types = list(s.ids), list(s.types)
         self.pos, self.size = s.pos.copy(), s.size.copy()
         self.grippers = list(s.grippers)
+        self.yaw = np.array(s.yaw, dtype=np.float64).reshape(-1)
         self.order = None if s.order is None else list(s.order)
         self.selected = tuple(p for p in self.selected if p in self.ids)
 
@@ -171,6 +175,15 @@ class ReviewSession:
     @staticmethod
     def number(value: Any, what: str) -> float:
         """A finite coordinate in metres from user input (CellspecError otherwise)."""
+        v = ReviewSession.finite(value, what)
+        if abs(v) > MAX_ABS_COORD_M:
+            raise CellspecError(f"{what}: {v:.6g} m is absurd (|coordinate| must be at most "
+                                f"{MAX_ABS_COORD_M:g} m)")
+        return v
+
+    @staticmethod
+    def finite(value: Any, what: str) -> float:
+        """A finite number from user input: a number or its text (CellspecError otherwise)."""
         if isinstance(value, bool) or value is None:
             raise CellspecError(f"{what}: expected a number, got {value!r}")
         if isinstance(value, str):
@@ -185,9 +198,6 @@ class ReviewSession:
         if not math.isfinite(v):
             raise CellspecError(f"{what}: must be a finite number (NaN and infinity are not "
                                 "positions)")
-        if abs(v) > MAX_ABS_COORD_M:
-            raise CellspecError(f"{what}: {v:.6g} m is absurd (|coordinate| must be at most "
-                                f"{MAX_ABS_COORD_M:g} m)")
         return v
 
     def _snapped(self, v: float) -> float:
@@ -229,18 +239,31 @@ class ReviewSession:
         return EditResult(True, f"selected {', '.join(ids)}" if ids else "selection cleared",
                           self.verdict)
 
-    def move(self, pid: Any, pos: Any) -> EditResult:
-        """Move part ``pid`` to centre ``pos`` (snapped to the grid), then re-verify."""
+    def move(self, pid: Any, pos: Any, yaw: Any = None) -> EditResult:
+        """Move part ``pid`` to centre ``pos`` (snapped to the grid) and, when ``yaw`` is
+        given, turn it to that many degrees (one edit, one undo step); then re-verify."""
         try:
             i = self.index(str(pid))
             p = self._vec(pos, str(pid))
+            y = float(self.yaw[i]) if yaw is None else self._angle(yaw, f"{pid}.yaw")
         except CellspecError as exc:
             return self._refuse(exc.diagnostics[0].message)
-        if np.array_equal(p, self.pos[i]):
+        turned = y != self.yaw[i]
+        if np.array_equal(p, self.pos[i]) and not turned:
             return EditResult(True, f"{pid} stays at {_fmt(p)}", self.verdict)
         self._push()
         self.pos[i] = p
-        return self._reverify(f"moved {pid} to {_fmt(p)}")
+        self.yaw[i] = y
+        return self._reverify(f"moved {pid} to {_fmt(p)}"
+                              + (f", yaw {y:g} deg" if turned else ""))
+
+    def _angle(self, value: Any, what: str) -> float:
+        """A yaw in degrees from user input, as a layout's (finite, |yaw| <= 3600)."""
+        v = self.finite(value, what)
+        if abs(v) > MAX_ABS_YAW_DEG:
+            raise CellspecError(f"{what}: {v:.6g} degrees is absurd (|yaw| must be at most "
+                                f"{MAX_ABS_YAW_DEG:g})")
+        return round(v, 6) + 0.0  # no -0.0
 
     def set_coord(self, pid: Any, axis: str, value: Any) -> EditResult:
         """Set one coordinate (x, y or z) of part ``pid``, then re-verify."""
@@ -253,6 +276,32 @@ class ReviewSession:
         p = [float(v) for v in self.pos[i]]
         p[AXES.index(axis)] = value
         return self.move(pid, p)
+
+    def set_yaw(self, pid: Any, value: Any) -> EditResult:
+        """Turn part ``pid`` to ``value`` degrees about the vertical axis (as a layout's
+        ``yaw``: finite, |yaw| at most 3600), then re-verify."""
+        try:
+            i = self.index(str(pid))
+            v = self._angle(value, f"{pid}.yaw")
+        except CellspecError as exc:
+            return self._refuse(exc.diagnostics[0].message)
+        if v == self.yaw[i]:
+            return EditResult(True, f"{pid} stays at yaw {v:g} deg", self.verdict)
+        self._push()
+        self.yaw[i] = v
+        return self._reverify(f"turned {pid} to yaw {v:g} deg")
+
+    def rotate(self, pid: Any, delta: Any = ROTATE_STEP_DEG) -> EditResult:
+        """Turn part ``pid`` by ``delta`` degrees (counter-clockwise seen from above); the
+        result is kept in (-180, 180]."""
+        try:
+            i = self.index(str(pid))
+            d = self.finite(delta, "rotate")
+        except CellspecError as exc:
+            return self._refuse(exc.diagnostics[0].message)
+        v = math.fmod(float(self.yaw[i]) + d, 360.0)
+        v = v - 360.0 if v > 180.0 else v + 360.0 if v <= -180.0 else v  # (-180, 180]
+        return self.set_yaw(pid, v)
 
     def add_part(self, ptype: Any, pos: Any = None, pid: Any = None) -> EditResult:
         """Add a part of a cell part type (default: centred over the workspace, resting on
@@ -290,6 +339,7 @@ class ReviewSession:
         self.pos = np.vstack([self.pos, p[None, :]])
         self.size = np.vstack([self.size, np.full((1, 3), np.nan)])
         self.grippers.append(None)
+        self.yaw = np.append(self.yaw, 0.0)
         if self.order is not None:
             self.order.append(pid)
         self.selected = (pid,)
@@ -307,6 +357,7 @@ class ReviewSession:
         self.grippers.pop(i)
         self.pos = np.delete(self.pos, i, axis=0)
         self.size = np.delete(self.size, i, axis=0)
+        self.yaw = np.delete(self.yaw, i)
         if self.order is not None:
             self.order.remove(pid)
         self.selected = tuple(p for p in self.selected if p != pid)

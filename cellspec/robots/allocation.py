@@ -17,7 +17,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import DWELL, SPEED
 from cellspec.robots.ik import joint_time, solve_ik
-from cellspec.robots.tasks import compile_action, part_size, supply_for
+from cellspec.robots.tasks import compile_action, part_shape, part_size, supply_for
 from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
 from cellspec.solver.cpsat.sequence import order_problem
@@ -116,17 +116,18 @@ def _arm_times(twin: Any, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTim
     plan's speed), or None when it reaches no supply or some pose has no IK."""
     i = layout.ids.index(s.part)
     size = part_size(cell, layout, i)
-    z, _ = supply_for(twin, r, size, s.axis)
+    yaw, shape = part_shape(cell, layout, i)
+    z, _ = supply_for(twin, r, size, s.axis, 0, yaw, shape)
     if z is None:
         return None
-    a = compile_action(cell, 0, r, s.part, size, layout.pos[i], s.axis, z)
+    a = compile_action(cell, 0, r, s.part, size, layout.pos[i], s.axis, z, yaw, shape)
     spec = twin.spec(r)
     q = twin.home(r)
     qs = [q]
     for pose in a.poses:
         ign = (f"part:{s.part}",) if pose.name in ("grasp", "retreat") else ()
         res = ik_near(twin, r, pose.pos, pose.quat, qs[-1], seed=SEED, ignore=ign,
-                      vacuum=a.gripper == "vacuum")
+                      vacuum=a.yaw_free)
         if not res.ok:
             return None
         qs.append(res.q)

@@ -117,16 +117,18 @@ class Clash(NamedTuple):
 
 
 def arm_clash(twin: Any, tl: Timeline, every: float = 0.05,
-              parts: dict[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None
-              ) -> Clash | None:
+              parts: dict[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None,
+              shapes: dict[str, tuple[float, str]] | None = None) -> Clash | None:
     """The first contact between arms along a concurrent timeline (sampled every ``every``
     s): a link of one arm with a link of another; with ``parts`` (part -> size, centre at
     the pick, centre at the place or None) also a part one arm carries, or has placed,
     with another arm or with a part another arm carries. A part is attached to its robot
     from its grasp to its release (as planned: at its pick centre at the grasp
     configuration), then stays at its place (when given). Returns the ``Clash`` (a part
-    stands for the robot that carries or placed it); None when the arms never touch. The
+    stands for the robot that carries or placed it); None when the arms never touch.
+    ``shapes``: part -> (yaw in degrees, "box" | "cylinder"), default an unturned box. The
     twin is left as it was found (robots where they were)."""
+    shapes = shapes or {}
     robots = list(tl.t)
     before = {r: twin.get_q(r) for r in robots}
     holds = [h for h in carried_intervals(tl) if parts and h[3] in parts]
@@ -137,9 +139,10 @@ def arm_clash(twin: Any, tl: Timeline, every: float = 0.05,
             t = min(k * every, tl.end)
             for t0, t1, r, part in holds:
                 key = f"part:{part}"
-                size, pick, place = parts[part]  # type: ignore[index]
+                size, pick, place = parts[part][:3]  # type: ignore[index]
+                yaw, shape = shapes.get(part, (0.0, "box"))
                 if t0 <= t < t1 and key not in owner:
-                    twin.add_box(part, size, pick, kind="part")
+                    twin.add_box(part, size, pick, kind="part", yaw=yaw, shape=shape)
                     twin.set_q(r, tl.at(r, t0))
                     twin.attach(r, key)
                     owner[key] = (r, "carried by")
@@ -196,12 +199,13 @@ def concurrent_timeline(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step
     """The arms' concurrent timeline free of clashes (up to ``CLASH_ROUNDS`` waits added),
     else (None, the last clash) and the arms run one after another."""
     carried = {a.part: (a.size, a.pick, a.place) for a in res.compiled}
+    shapes = {a.part: (a.yaw, a.shape) for a in res.compiled}
     after: set[tuple[int, int]] = set()
     clash = None
     for _ in range(CLASH_ROUNDS):
         starts = dispatch(cell, layout, steps, res, sched, vel, after)
         ctl = time_parameterise(res.segments, start, vel, starts)
-        clash = arm_clash(twin, ctl, parts=carried)
+        clash = arm_clash(twin, ctl, parts=carried, shapes=shapes)
         if clash is None:
             return ctl, ""
         pair = _wait(clash, ctl, res)

@@ -4,9 +4,9 @@ Planned joint paths (segments, one robot each, in sequence) are time-parameteris
 robots' velocity limits (``SPEED`` of each joint's limit, the slowest joint sets each
 step's duration). Execution runs in a SEPARATE pybullet DIRECT client with gravity and
 real stepping: the robots (the same URDFs as the twin) track the plan under
-``POSITION_CONTROL`` at 240 Hz, parts are dynamic boxes (a grasped part follows the
-executed tool, a released part falls and settles under physics), and every step records
-(t, q_plan, q_exec) per robot.
+``POSITION_CONTROL`` at 240 Hz, parts are dynamic boxes or cylinders at their yaw (a
+grasped part follows the executed tool, a released part falls and settles under physics),
+and every step records (t, q_plan, q_exec) per robot.
 
 δ(Q_plan, Q_exec) = max over robots and samples of ‖q_plan − q_exec‖ (Euclidean, rad),
 each executed sample matched with the plan sample of the nearest timestamp (and each plan
@@ -39,6 +39,7 @@ import numpy as np
 
 from cellspec.core import progress
 from cellspec.core.errors import CellspecError
+from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
 
 HZ = 240
 DT = 1.0 / HZ
@@ -267,6 +268,7 @@ class Execution:
     duration: float
     records: dict[str, Record]
     faults: tuple[Fault, ...] = ()
+    turned: dict[str, float] = field(default_factory=dict)  # part -> degrees off its pose
 
     def to_json(self) -> dict[str, Any]:
         """Summary (no samples) as plain JSON data."""
@@ -276,7 +278,9 @@ class Execution:
                 "misplaced": {k: round(v, 4) for k, v in sorted(self.misplaced.items())},
                 "blocked": list(self.blocked), "reasons": list(self.reasons),
                 "duration": round(self.duration, 4),
-                "faults": [f.text() for f in self.faults]}
+                "faults": [f.text() for f in self.faults],
+                **({"turned": {k: round(v, 3) for k, v in sorted(self.turned.items())}}
+                   if self.turned else {})}
 
     def trajectories_json(self) -> dict[str, Any]:
         """Every recorded sample, rounded to 1e-9 (for determinism checks and plots)."""
@@ -360,13 +364,17 @@ class _ExecWorld:
             b = p.createMultiBody(0, col, -1, list(centre), physicsClientId=cid)
             p.setCollisionFilterGroupMask(b, -1, 8, 2, physicsClientId=cid)
 
-    def add_part(self, name: str, size, pos, mass: float) -> None:
+    def add_part(self, name: str, size, pos, mass: float, yaw: float = 0.0,
+                 shape: str = "box") -> None:
+        """A dynamic part as it is: a box or a vertical cylinder (size (2R, 2R, H)), turned
+        by ``yaw`` degrees about z."""
+        # lazy: the twin extra (pybullet), also through cellspec.robots
+        from cellspec.robots.twin import shape_ids, yaw_quat
+
         p, cid = self.p, self.cid
-        col = p.createCollisionShape(p.GEOM_BOX, halfExtents=[v / 2 for v in size],
-                                     physicsClientId=cid)
-        vis = p.createVisualShape(p.GEOM_BOX, halfExtents=[v / 2 for v in size],
-                                  rgbaColor=[0.2, 0.6, 0.9, 1], physicsClientId=cid)
-        b = p.createMultiBody(mass, col, vis, [float(v) for v in pos], physicsClientId=cid)
+        col, vis = shape_ids(cid, [float(v) / 2 for v in size], shape, (0.2, 0.6, 0.9, 1))
+        b = p.createMultiBody(mass, col, vis, [float(v) for v in pos], yaw_quat(float(yaw)),
+                              physicsClientId=cid)
         p.changeDynamics(b, -1, lateralFriction=0.8, physicsClientId=cid)
         p.setCollisionFilterGroupMask(b, -1, 2, 2 | 8 | 4, physicsClientId=cid)
         self.parts[name] = b
@@ -451,7 +459,8 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
     """Run the timeline in a separate physics client and compare planned and executed joints.
 
     ``parts``: name -> {"size", "start" (where it appears: the supply), "place" (planned
-    final centre), "mass", "appear" (time it is presented at the supply)}.
+    final centre), "mass", "appear" (time it is presented at the supply), and optionally
+    "yaw" (degrees, default 0) and "shape" ("box" default, or "cylinder")}.
     """
     cell = twin.cell
     eps = float(epsilon if epsilon is not None else (
@@ -513,7 +522,8 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
         while ai < len(appear) and appear[ai][0] <= t + 1e-12:
             name = appear[ai][1]
             d = parts[name]
-            w.add_part(name, d["size"], d["start"], d["mass"])
+            w.add_part(name, d["size"], d["start"], d["mass"], d.get("yaw", 0.0),
+                       d.get("shape", "box"))
             ai += 1
         while ev < len(pending) and pending[ev][0] <= t + 1e-12:
             _, r, kind, part = pending[ev]
@@ -559,6 +569,7 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
                 misplaced[name] = off
         else:
             misplaced[name] = math.inf
+    turned = _turned(w, parts)
     reasons = []
     if dmax > eps:
         reasons.append(f"trajectory deviation δ = {dmax:.4f} rad > ε = {eps:g} rad ({drobot} "
@@ -566,9 +577,25 @@ def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]
     for name, off in sorted(misplaced.items()):
         reasons.append(f"part {name} ends {off:.3f} m from its planned place" if
                        math.isfinite(off) else f"part {name} never appeared")
+    for name, deg in sorted(turned.items()):
+        reasons.append(f"part {name} ends turned {deg:.1f} deg from its planned pose")
     if blocked:
         reasons.append("contact with the blocked region: " + ", ".join(blocked))
     return Execution(ok=not reasons, delta=dmax, epsilon=eps, delta_robot=drobot, delta_t=dt_,
                      per_action=per_action, misplaced=misplaced, blocked=tuple(blocked),
                      blocked_at=blocked,
-                     reasons=tuple(reasons), duration=end, records=records, faults=faults)
+                     reasons=tuple(reasons), duration=end, records=records, faults=faults,
+                     turned=turned)
+
+
+def _turned(w: _ExecWorld, parts: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Parts given a yaw or a shape that end turned more than ``TURN_TOL_DEG`` from their
+    planned pose (a box off its yaw, a cylinder tipped over), in degrees."""
+    out = {}
+    for name, d in parts.items():
+        if name in w.parts and ("yaw" in d or "shape" in d):
+            _, quat = w.p.getBasePositionAndOrientation(w.parts[name], physicsClientId=w.cid)
+            deg = turn_error_deg(quat, d.get("yaw", 0.0), d.get("shape", "box"))
+            if deg > TURN_TOL_DEG:
+                out[name] = deg
+    return out

@@ -21,7 +21,7 @@ from cellspec.robots import motion
 from cellspec.robots.allocation import grip_kind, ik_near, too_wide
 from cellspec.robots.execute import Segment
 from cellspec.robots.reports import ActionReport, SimResult
-from cellspec.robots.tasks import Action, compile_action, part_size, supply_for
+from cellspec.robots.tasks import Action, compile_action, part_shape, part_size, supply_for
 from cellspec.solver.cpsat.results import Step
 
 MOTION_TIME_LIMIT = 5.0
@@ -60,17 +60,18 @@ def _plan_one(twin: Any, cell: Cell, layout: Layout, res: SimResult,
     """Plan action k (part i on ``robot``) and add its report (and, when it passes, its
     action, joints and motions) to ``res``; the part is left at its place."""
     size = part_size(cell, layout, i)
+    yaw, shape = part_shape(cell, layout, i)
     place = tuple(float(v) for v in layout.pos[i])
 
     def fail(check: str, why: str) -> None:
         res.actions.append(ActionReport(k, robot, s.part, False, check, why))
-        twin.add_box(s.part, size, place, kind="part")
+        twin.add_box(s.part, size, place, kind="part", yaw=yaw, shape=shape)
 
     a, refusal = _compile(twin, cell, layout, k, s, i, robot, size, place, seed)
     if a is None or robot is None:
         fail(*refusal)  # type: ignore[misc]
         return
-    twin.add_box(s.part, size, a.pick, kind="part")
+    twin.add_box(s.part, size, a.pick, kind="part", yaw=yaw, shape=shape)
     key = f"part:{s.part}"
     qs, bad = _solve_poses(twin, robot, a, key, homes[robot], seed)
     twin.detach(robot)
@@ -105,10 +106,11 @@ def _compile(twin: Any, cell: Cell, layout: Layout, k: int, s: Step, i: int,
     wide = too_wide(twin, robot, size, s.axis)
     if wide is not None:
         return None, ("gripper", wide)
-    z, why = supply_for(twin, robot, size, s.axis, seed)
+    yaw, shape = part_shape(cell, layout, i)
+    z, why = supply_for(twin, robot, size, s.axis, seed, yaw, shape)
     if z is None:
         return None, ("reach", f"{robot} reaches no supply area: {why}")
-    a = compile_action(cell, k, robot, s.part, size, place, s.axis, z)
+    a = compile_action(cell, k, robot, s.part, size, place, s.axis, z, yaw, shape)
     rob = next(r for r in cell.robots if r.name == robot)
     if rob.reach is not None:
         base = np.array([float(v) for v in rob.base])
@@ -139,7 +141,7 @@ def _solve_poses(twin: Any, robot: str, a: Action, key: str, home: np.ndarray, s
             twin.detach(robot)
         ign = (key,) if pose.name in ("grasp", "retreat") else ()
         r = ik_near(twin, robot, pose.pos, pose.quat, prev, seed=seed, ignore=ign,
-                    vacuum=a.gripper == "vacuum")
+                    vacuum=a.yaw_free)
         if not r.ok:
             return qs, (classify(r.reason), f"{pose.name} pose {_p(pose.pos)}: {r.reason}")
         qs[pose.name] = r.q

@@ -69,7 +69,8 @@ def run(cell_path=CELL):
         for t in times:
             for name, part in PARTS.items():
                 if name not in shown and part["appear"] <= t:
-                    twin.add_box(name, part["size"], part["start"], kind="part")
+                    twin.add_box(name, part["size"], part["start"], kind="part",
+                                 yaw=part.get("yaw", 0.0), shape=part.get("shape", "box"))
                     shown.add(name)
             for r, wps in WAYPOINTS.items():
                 for tt, q in wps:
@@ -133,7 +134,9 @@ def script_text(cell: Cell, result: Any, script_name: str = "robot_script.py") -
     events = [(_r(t), r, kind, part) for t, r, kind, part in tl.events]
     t0 = {w[0]: w[1] for w in tl.windows}
     parts = {a.part: {"size": [_r(v) for v in a.size], "start": [_r(v) for v in a.pick],
-                      "place": [_r(v) for v in a.place], "appear": _r(t0[a.index])}
+                      "place": [_r(v) for v in a.place], "appear": _r(t0[a.index]),
+                      **({"yaw": _r(a.yaw)} if a.yaw else {}),
+                      **({"shape": a.shape} if a.shape != "box" else {})}
              for a in result.compiled}
     actions = []
     for a in result.compiled:

@@ -4,18 +4,19 @@
 robot, no GUI, ``deterministicOverlappingPairs=1``, 240 Hz, pybullet's default solver)
 with every surface of the cell a static slab at its height (``twin.surface_slabs``). The
 layout's parts are spawned one by one in the layout's ``order`` (the parts list's order
-when there is none), each at its planned pose as a dynamic box of its resolved size and
+when there is none), each at its planned pose as a dynamic body of its resolved size and
 mass (``build_instance``: the part type's size and mass, scaled by volume for a part with
-its own size). After each spawn the world runs at least ``SPAWN_STEPS`` steps (0.3 s) and
-then on, up to ``SPAWN_MAX_STEPS`` (2 s), while any part still moves (faster than
-``REST_SPEED`` or turning faster than ``REST_SPIN``); then the finished structure at least
-``FINAL_STEPS`` (1 s), up to ``FINAL_MAX_STEPS`` (4 s) the same way. The extension matters
-for parts at a knife edge: a cube whose centre is exactly over its support's edge starts
-to tip from pybullet's round-off and needs ~0.5 s to fall (it turns at 0.04 rad/s after
-0.1 s, 0.8 rad/s after 0.3 s; standing structures turn at most 0.007 rad/s then), and a
-fixed 0.3 s let the next part arrive in time to prop it up. The result gives, per part,
-the largest displacement of its centre from its planned place and the largest rotation
-over the whole run, and the step at which it fell.
+its own size): a box turned by its yaw, or a vertical ``GEOM_CYLINDER`` of the type's
+radius and height (docs/shapes.md). After each spawn the world runs at least
+``SPAWN_STEPS`` steps (0.3 s) and then on, up to ``SPAWN_MAX_STEPS`` (2 s), while any
+part still moves (faster than ``REST_SPEED`` or turning faster than ``REST_SPIN``); then
+the finished structure at least ``FINAL_STEPS`` (1 s), up to ``FINAL_MAX_STEPS`` (4 s)
+the same way. The extension matters for parts at a knife edge: a cube whose centre is
+exactly over its support's edge starts to tip from pybullet's round-off and needs ~0.5 s
+to fall (it turns at 0.04 rad/s after 0.1 s, 0.8 rad/s after 0.3 s; standing structures
+turn at most 0.007 rad/s then), and a fixed 0.3 s let the next part arrive in time to
+prop it up. The result gives, per part, the largest displacement of its centre from its
+planned place and the largest rotation over the whole run, and the step at which it fell.
 
 Friction: Bullet combines two bodies' ``lateralFriction`` by multiplying them, so every
 body (parts and slabs) gets ``sqrt(mu)`` and every contact has the cell's ``friction MU``
@@ -23,7 +24,9 @@ body (parts and slabs) gets ``sqrt(mu)`` and every contact has the cell's ``fric
 or spinning friction, no restitution.
 
 Threshold: a part **fell** when it moved more than ``FALL_DISPLACEMENT`` (5 mm) from its
-planned place or turned more than ``FALL_ROTATION_DEG`` (5°). pybullet's own noise on
+planned place or turned more than ``FALL_ROTATION_DEG`` (5°) from its planned orientation
+(a box: the whole rotation from its yaw; a cylinder: the tilt of its axis only, since a
+turn about its own axis leaves the same shape in the same place). pybullet's own noise on
 structures that obviously stand, spawned exactly touching (measured by
 ``cellspec.robots.agreement.measure_noise``, printed by ``bench/physics_agreement.py``):
 aligned towers of 1-6 cubes move at most 0.28 mm and turn 0.19°; an aligned 4x2 wall,
@@ -51,8 +54,9 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Cell
-from cellspec.layout import Layout, require_boxes
+from cellspec.layout import Layout
 from cellspec.robots import quiet_pybullet
+from cellspec.robots.tasks import part_shape
 from cellspec.solver.instance import build_instance
 
 HZ = 240
@@ -168,7 +172,6 @@ def _inputs(cell: Cell, layout: Layout) -> tuple[tuple[str, ...], np.ndarray, np
                    "stage steps the whole structure, so the cost grows with the square of "
                    "the part count)")
     inst = build_instance(cell, layout)  # unknown part types: file-located diagnostics
-    require_boxes(cell, layout, "settle")
     size = np.asarray(inst.size_m, dtype=float)
     masses = (np.asarray(inst.masses, dtype=float) if inst.masses is not None
               else np.prod(size, axis=1) * 1000.0)
@@ -188,10 +191,18 @@ def _inputs(cell: Cell, layout: Layout) -> tuple[tuple[str, ...], np.ndarray, np
     return tuple(order), size, masses, mu
 
 
-def _rotation_deg(quat) -> float:
-    """The rotation angle (deg) of a unit quaternion (xyzw) away from the identity."""
-    w = min(1.0, abs(float(quat[3])))
+def _rotation_deg(quat, home=(0.0, 0.0, 0.0, 1.0)) -> float:
+    """The angle (deg) of the rotation from the unit quaternion ``home`` to ``quat`` (xyzw):
+    from the identity, the quaternion's own rotation angle."""
+    w = min(1.0, abs(sum(float(a) * float(b) for a, b in zip(quat, home, strict=True))))
     return math.degrees(2.0 * math.acos(w))
+
+
+def _tilt_deg(quat) -> float:
+    """The angle (deg) between a body's own z axis and the world's: how far a vertical
+    cylinder leans (a turn about its own axis leaves it the same shape in the same place)."""
+    x, y = float(quat[0]), float(quat[1])
+    return math.degrees(math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (x * x + y * y)))))
 
 
 def _at_rest(p: Any, cid: int, bodies: list[int]) -> bool:
@@ -213,13 +224,14 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
     # lazy: the twin extra (pybullet), also through cellspec.robots
     import pybullet as p
 
-    from cellspec.robots.twin import connect, surface_slabs
+    from cellspec.robots.twin import connect, shape_ids, surface_slabs, yaw_quat
 
     if not (1 <= spawn_steps <= spawn_max_steps and 0 <= final_steps <= final_max_steps):
         raise CellspecError("settle: steps must satisfy 1 <= spawn <= spawn max and "
                             "0 <= final <= final max")
     order, size, masses, mu = _inputs(cell, layout)
     index = {pid: i for i, pid in enumerate(layout.ids)}
+    shapes = [part_shape(cell, layout, i) for i in range(len(layout))]
     lat = math.sqrt(mu)  # Bullet multiplies the two bodies' coefficients
     t0 = time.perf_counter()
     cid = connect(GRAVITY)
@@ -234,6 +246,8 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
         n = len(order)
         bodies: list[int] = []
         home = np.zeros((n, 3))
+        turn: list[tuple[float, ...]] = []  # each part's planned orientation (its yaw)
+        cyl: list[bool] = []
         disp = np.zeros(n)
         rot = np.zeros(n)
         fell_at: list[int | None] = [None] * n
@@ -242,10 +256,13 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
         steps = 0
         for k, pid in enumerate(order):
             i = index[pid]
-            col = p.createCollisionShape(p.GEOM_BOX, halfExtents=(size[i] / 2).tolist(),
-                                         physicsClientId=cid)
+            yaw, shape = shapes[i]
+            col, _ = shape_ids(cid, (size[i] / 2).tolist(), shape)
             pos = [float(v) for v in layout.pos[i]]
-            b = p.createMultiBody(float(masses[i]), col, -1, pos, physicsClientId=cid)
+            quat = yaw_quat(yaw)
+            b = p.createMultiBody(float(masses[i]), col, -1, pos, quat, physicsClientId=cid)
+            turn.append(quat)
+            cyl.append(shape == "cylinder")
             p.changeDynamics(b, -1, lateralFriction=lat, restitution=0.0,
                              physicsClientId=cid)
             bodies.append(b)
@@ -265,7 +282,7 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
                     for j, bj in enumerate(bodies):
                         pj, qj = p.getBasePositionAndOrientation(bj, physicsClientId=cid)
                         d = float(np.linalg.norm(np.asarray(pj) - home[j]))
-                        r = _rotation_deg(qj)
+                        r = _tilt_deg(qj) if cyl[j] else _rotation_deg(qj, turn[j])
                         disp[j] = max(disp[j], d)
                         rot[j] = max(rot[j], r)
                         if fell_at[j] is None and (d > FALL_DISPLACEMENT or

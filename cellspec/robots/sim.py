@@ -223,6 +223,8 @@ def _execute(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult
             parts[a.part] = {"size": a.size, "start": a.pick, "place": a.place,
                              "mass": float(pt.mass) if pt is not None and pt.mass else 0.1,
                              "appear": t0[a.index]}
+            if a.yaw or a.shape != "box":  # its end pose is checked too (execute._turned)
+                parts[a.part].update(yaw=a.yaw, shape=a.shape)
         hook = None
         if snapshots:
             def hook(cid: int) -> None:
@@ -245,6 +247,8 @@ def _execution_reports(res: SimResult, tl: Timeline, ex: Execution) -> list[Acti
             off = ex.misplaced[a.part]
             why.append(f"{a.part} ends {off:.3f} m from its place" if math.isfinite(off)
                        else f"{a.part} never appeared")
+        if a.part in ex.turned:
+            why.append(f"{a.part} ends turned {ex.turned[a.part]:.1f} deg from its pose")
         hits = [b for b, t in ex.blocked_at.items()
                 if any(w[0] == comp.index and w[1] <= t <= w[2] + DWELL for w in tl.windows)]
         if hits:

@@ -18,6 +18,7 @@ part's top; parallel jaws grasp ``depth`` below the top, closing along the grip 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,17 +59,31 @@ class Action:
     pick: tuple[float, float, float]  # the part's centre at the supply
     place: tuple[float, float, float]  # the part's centre in the layout
     poses: tuple[Pose, ...]  # STEPS in order
+    yaw: float = 0.0  # the part's yaw (degrees), at the supply as at its place
+    shape: str = "box"  # "box" | "cylinder" (docs/shapes.md)
 
     def pose(self, name: str) -> Pose:
         """One of the action's poses by name."""
         return next(p for p in self.poses if p.name == name)
 
+    @property
+    def yaw_free(self) -> bool:
+        """The tool's turn about its own axis is free: jaws or a cup on a cylinder (round
+        about its axis), a cup on an unturned box (as before shapes); a turned box keeps
+        the tool's yaw so that it arrives at its place turned as planned."""
+        return self.shape == "cylinder" or (self.gripper == "vacuum" and self.yaw == 0)
+
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "robot": self.robot, "part": self.part,
-                "gripper": self.gripper, "axis": self.axis, "supply": self.supply,
-                "pick": [round(v, 6) for v in self.pick],
-                "place": [round(v, 6) for v in self.place],
-                "poses": [p.to_json() for p in self.poses]}
+        out = {"index": self.index, "robot": self.robot, "part": self.part,
+               "gripper": self.gripper, "axis": self.axis, "supply": self.supply,
+               "pick": [round(v, 6) for v in self.pick],
+               "place": [round(v, 6) for v in self.place],
+               "poses": [p.to_json() for p in self.poses]}
+        if self.yaw != 0:  # written only for shapes: box layouts stay byte-identical
+            out["yaw"] = round(self.yaw, 6)
+        if self.shape != "box":
+            out["shape"] = self.shape
+        return out
 
 
 def part_size(cell: Cell, layout: Layout, i: int) -> tuple[float, float, float]:
@@ -79,6 +94,30 @@ def part_size(cell: Cell, layout: Layout, i: int) -> tuple[float, float, float]:
         raise CellspecError(f"{layout.path}: part {exc.part}: unknown part type "
                             f"{exc.type!r}") from None
     return (float(s[0]), float(s[1]), float(s[2]))
+
+
+def part_shape(cell: Cell, layout: Layout, i: int) -> tuple[float, str]:
+    """A layout part's yaw (degrees) and shape ("box" or "cylinder", from its type)."""
+    pt = cell.part_types.get(layout.types[i])
+    return layout.yaw_of(i), (pt.shape if pt is not None else "box")
+
+
+TURN_TOL_DEG = 5.0  # a placed part turned further than this from its planned pose is not placed
+
+
+def turn_error_deg(quat, yaw: float, shape: str = "box") -> float:
+    """How far (degrees) a part at orientation ``quat`` (xyzw) is turned from its planned
+    pose: a cylinder, the tilt of its axis (it is round about it); a box, the rotation from
+    its yaw, or from its yaw plus a half turn (the same box in the same place)."""
+    x, y, z, w = (float(v) for v in quat)
+    if shape == "cylinder":
+        return math.degrees(math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (x * x + y * y)))))
+    best = 180.0
+    for extra in (0.0, 180.0):
+        h = math.radians(float(yaw) + extra) / 2
+        dot = abs(z * math.sin(h) + w * math.cos(h))
+        best = min(best, math.degrees(2.0 * math.acos(min(1.0, dot))))
+    return best
 
 
 def tcp_for(cell: Cell, robot: str, centre, size) -> np.ndarray:
@@ -98,23 +137,29 @@ def supply_centre(zone: BoxZone, size) -> tuple[float, float, float]:
             float(b.lo[2]) + size[2] / 2)
 
 
-def grasp_orientation(cell: Cell, robot: str, axis: str | None) -> np.ndarray:
-    """TCP orientation: pointing down; parallel jaws closing along the sequencer's axis."""
+def grasp_orientation(cell: Cell, robot: str, axis: str | None, yaw: float = 0.0,
+                      shape: str = "box") -> np.ndarray:
+    """TCP orientation: pointing down; parallel jaws closing along the sequencer's axis,
+    taken along the part's own axes (turned by its ``yaw``, degrees) for a box, along the
+    world's for a cylinder (any diameter grips it; docs/shapes.md)."""
     # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.ik import grasp_quat
 
     r = next(x for x in cell.robots if x.name == robot)
+    # the jaws are symmetric: a half turn grips the same way, so keep the wrist near home
+    turn = math.radians((float(yaw) + 90.0) % 180.0 - 90.0) if shape == "box" else 0.0
     if r.gripper.kind == "vacuum":
-        return grasp_quat("z")
-    return grasp_quat(axis or "x")
+        return grasp_quat("z", turn)
+    return grasp_quat(axis or "x", turn)
 
 
 def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, axis: str | None,
-                   supply: BoxZone) -> Action:
-    """The poses of one placement (no IK yet)."""
+                   supply: BoxZone, yaw: float = 0.0, shape: str = "box") -> Action:
+    """The poses of one placement (no IK yet); the feeder presents the part at the supply
+    with the yaw it has at its place, so one tool orientation serves both."""
     r = next(x for x in cell.robots if x.name == robot)
     pick = supply_centre(supply, size)
-    quat = tuple(float(v) for v in grasp_orientation(cell, robot, axis))
+    quat = tuple(float(v) for v in grasp_orientation(cell, robot, axis, yaw, shape))
     g = tcp_for(cell, robot, pick, size)
     pl = tcp_for(cell, robot, place, size)
     up = np.array([0.0, 0.0, CLEARANCE])
@@ -129,7 +174,8 @@ def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, a
                   size=(float(size[0]), float(size[1]), float(size[2])),
                   gripper=r.gripper.kind, axis=axis if r.gripper.kind == "parallel" else None,
                   supply=supply.name, pick=pick,
-                  place=(float(place[0]), float(place[1]), float(place[2])), poses=poses)
+                  place=(float(place[0]), float(place[1]), float(place[2])), poses=poses,
+                  yaw=float(yaw), shape=shape)
 
 
 def supplies_by_distance(cell: Cell, robot: str) -> list[BoxZone]:
@@ -144,21 +190,22 @@ def supplies_by_distance(cell: Cell, robot: str) -> list[BoxZone]:
     return sorted(cell.twin.supplies, key=d)
 
 
-def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0
-               ) -> tuple[BoxZone | None, str]:
-    """The nearest supply whose approach and grasp poses the robot reaches, or why none."""
+def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0,
+               yaw: float = 0.0, shape: str = "box") -> tuple[BoxZone | None, str]:
+    """The nearest supply whose approach and grasp poses the robot reaches (the part at
+    ``yaw`` degrees, of ``shape``), or why none."""
     # lazy: the twin extra (pybullet), through cellspec.robots
     from cellspec.robots.ik import solve_ik
 
     cell: Cell = twin.cell
     why = []
     for z in supplies_by_distance(cell, robot):
-        a = compile_action(cell, 0, robot, "probe", size, (0.0, 0.0, 0.0), axis, z)
+        a = compile_action(cell, 0, robot, "probe", size, (0.0, 0.0, 0.0), axis, z, yaw, shape)
         ok = True
         for name in ("approach", "grasp"):
             p = a.pose(name)
             r = solve_ik(twin, robot, p.pos, p.quat, seed=seed, check_collision=False,
-                         yaw_free=a.gripper == "vacuum")
+                         yaw_free=a.yaw_free)
             if not r.ok:
                 why.append(f"{z.name}: {name} {_p(p.pos)}: {r.reason}")
                 ok = False

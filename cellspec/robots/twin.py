@@ -2,7 +2,8 @@
 
 Robots are placed at the cell's ``base`` and ``yaw``, each with its gripper (from the
 cell) attached to the flange; the layout's parts, the keep-out zones and the surfaces
-become static boxes. Body names: ``part:ID``, ``keepout:NAME``, ``obstacle:NAME``,
+become static boxes (a part as it is: a box or a vertical cylinder, turned by its yaw;
+docs/shapes.md). Body names: ``part:ID``, ``keepout:NAME``, ``obstacle:NAME``,
 ``surface:NAME``; robot links are named ``ROBOT/LINK``. Every pybullet call passes
 ``physicsClientId``; ``deterministicOverlappingPairs=1`` is set.
 
@@ -14,8 +15,9 @@ returns the ``RobotBody`` record (``body``, ``joints``, ``tcp``, ``link_names``,
 ``parent``, ``geom_links``, ``gripper_links``, ``base_links``, ``spec``, ``gripper``,
 ``q``); ``pose(name)``, ``link_pose(robot, link)``, ``carried(robot)``, ``set_qs``,
 ``all_q``, ``names(kinds)``, ``body_name(id)``, ``add_layout(layout)``; the dicts
-``bodies``/``kinds``/``sizes`` keyed by body name; ``version`` (bumped when the bodies or
-attachments change); ``yaw_quat(deg)``. ``tool_pose(robot, q)`` restores the joints.
+``bodies``/``kinds``/``sizes``/``yaws``/``shapes`` keyed by body name; ``version``
+(bumped when the bodies or attachments change); ``yaw_quat(deg)``. ``tool_pose(robot, q)``
+restores the joints.
 
 ``home(robot)`` is the cell's ``home ROBOT (q1, ...)`` when the cell declares one (checked
 when the twin is built: the model's joint count and limits, else ``CellspecError`` at the
@@ -33,14 +35,15 @@ import pybullet as p
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
-from cellspec.layout import Layout, require_boxes
+from cellspec.layout import Layout
 from cellspec.robots.custom import spec_of
 from cellspec.robots.home import tool_down_home
 from cellspec.robots.models import RobotSpec, check_models
-from cellspec.robots.tasks import part_size
+from cellspec.robots.tasks import part_shape, part_size
 from cellspec.robots.urdf import GripperGeom, robot_urdf
 
 KINDS = ("part", "keepout", "obstacle", "surface")
+SHAPES = ("box", "cylinder")
 ZONE_CLIP = 5.0  # unbounded keep-out axes are clipped to +-5 m
 SLAB = 10.0  # half-thickness of a half-space keep-out slab
 
@@ -74,6 +77,26 @@ def yaw_quat(yaw_deg: float) -> tuple[float, float, float, float]:
     """Quaternion (xyzw) of a rotation by yaw_deg degrees about z."""
     h = math.radians(yaw_deg) / 2
     return (0.0, 0.0, math.sin(h), math.cos(h))
+
+
+def shape_ids(cid: int, half: Sequence[float], shape: str,
+              rgba: Sequence[float] | None = None) -> tuple[int, int]:
+    """Collision and visual shape ids (visual -1 without ``rgba``) of a box of half extents
+    ``half``, or of a vertical cylinder of radius half[0] and height 2 half[2] (pybullet's
+    cylinder axis is z; a cylinder's half extents are (R, R, H/2))."""
+    h = [float(v) for v in half]
+    if shape == "cylinder":
+        col = p.createCollisionShape(p.GEOM_CYLINDER, radius=h[0], height=2 * h[2],
+                                     physicsClientId=cid)
+        vis = (-1 if rgba is None else
+               p.createVisualShape(p.GEOM_CYLINDER, radius=h[0], length=2 * h[2],
+                                   rgbaColor=list(rgba), physicsClientId=cid))
+        return col, vis
+    col = p.createCollisionShape(p.GEOM_BOX, halfExtents=h, physicsClientId=cid)
+    vis = (-1 if rgba is None else
+           p.createVisualShape(p.GEOM_BOX, halfExtents=h, rgbaColor=list(rgba),
+                               physicsClientId=cid))
+    return col, vis
 
 
 def connect(gravity_z: float = 0.0) -> int:
@@ -117,7 +140,9 @@ class Twin:
         self.attached: dict[str, tuple[str, tuple, tuple]] = {}
         self.version = 0  # bumped whenever the set of bodies changes
         self.moves = 0  # bumped whenever a static body is moved (set_pose)
-        self._shapes: dict[tuple[float, float, float, str], tuple[int, int]] = {}
+        self._shapes: dict[tuple[float, float, float, str, str], tuple[int, int]] = {}
+        self.yaws: dict[str, float] = {}  # body name -> its rest yaw (degrees), parts only
+        self.shapes: dict[str, str] = {}  # body name -> "box" | "cylinder"
         try:  # any error while building (bad input or pybullet's) disconnects the client
             for r in cell.robots:
                 self._load_robot(r)
@@ -191,15 +216,10 @@ class Twin:
                 f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))})"))
         return q
 
-    def _shape(self, half: Sequence[float], kind: str) -> tuple[int, int]:
-        key = (round(half[0], 9), round(half[1], 9), round(half[2], 9), kind)
+    def _shape(self, half: Sequence[float], kind: str, shape: str = "box") -> tuple[int, int]:
+        key = (round(half[0], 9), round(half[1], 9), round(half[2], 9), kind, shape)
         if key not in self._shapes:
-            cid = self.client
-            col = p.createCollisionShape(p.GEOM_BOX, halfExtents=list(key[:3]),
-                                         physicsClientId=cid)
-            vis = p.createVisualShape(p.GEOM_BOX, halfExtents=list(key[:3]),
-                                      rgbaColor=_COLOURS[kind], physicsClientId=cid)
-            self._shapes[key] = (col, vis)
+            self._shapes[key] = shape_ids(self.client, key[:3], shape, _COLOURS[kind])
         return self._shapes[key]
 
     def _add_surfaces(self) -> None:
@@ -232,10 +252,12 @@ class Twin:
                 self.set_pose(f"keepout:{z.name}", centre, quat)
 
     def add_layout(self, layout: Layout) -> None:
-        """Add every part of a layout as a box (its size, or its type's size)."""
-        require_boxes(self.cell, layout, "the twin")
+        """Add every part of a layout as it is: a box or a cylinder of its size (its own, or
+        its type's), turned by its yaw."""
         for i, pid in enumerate(layout.ids):
-            self.add_box(pid, part_size(self.cell, layout, i), layout.pos[i], kind="part")
+            yaw, shape = part_shape(self.cell, layout, i)
+            self.add_box(pid, part_size(self.cell, layout, i), layout.pos[i], kind="part",
+                         yaw=yaw, shape=shape)
 
     # -- bodies -----------------------------------------------------------------------
     def _key(self, name: str) -> str:
@@ -246,24 +268,36 @@ class Twin:
             raise KeyError(f"no single body named {name!r} in the twin")
         return hits[0]
 
-    def add_box(self, name: str, size, pos, kind: str = "part") -> int:
-        """Add a static box (kind part|keepout|obstacle|surface); returns its body id."""
+    def add_box(self, name: str, size, pos, kind: str = "part", *, yaw: float = 0.0,
+                shape: str = "box") -> int:
+        """Add a static body (kind part|keepout|obstacle|surface): a box of ``size``, or a
+        vertical cylinder whose ``size`` is its bounding box (2R, 2R, H), turned by ``yaw``
+        degrees about z (its rest orientation); returns its body id."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
         key = f"{kind}:{name}"
         if key in self.bodies:
             raise ValueError(f"{key} already exists in the twin")
         size = np.asarray(size, dtype=float)
         if size.shape != (3,) or not np.all(np.isfinite(size)) or np.any(size <= 0):
             raise ValueError(f"{key}: box size must be three positive numbers, not {size}")
-        col, vis = self._shape(tuple(size / 2), kind)
+        if shape == "cylinder" and size[0] != size[1]:
+            raise ValueError(f"{key}: a cylinder's size is (2R, 2R, H), not {size}")
+        if not math.isfinite(float(yaw)):
+            raise ValueError(f"{key}: yaw must be a finite number of degrees, not {yaw}")
+        col, vis = self._shape(tuple(size / 2), kind, shape)
         body = p.createMultiBody(baseMass=0, baseCollisionShapeIndex=col,
                                  baseVisualShapeIndex=vis,
                                  basePosition=[float(v) for v in pos],
+                                 baseOrientation=yaw_quat(float(yaw)),
                                  physicsClientId=self.client)
         self.bodies[key] = body
         self.kinds[key] = kind
         self.sizes[key] = size
+        self.yaws[key] = float(yaw)
+        self.shapes[key] = shape
         self.version += 1
         return body
 
@@ -274,14 +308,17 @@ class Twin:
             if part == key:
                 del self.attached[robot]
         p.removeBody(self.bodies.pop(key), physicsClientId=self.client)
-        del self.kinds[key], self.sizes[key]
+        del self.kinds[key], self.sizes[key], self.yaws[key], self.shapes[key]
         self.version += 1
 
     def set_pose(self, name: str, pos, quat=None) -> None:
-        """Move a body to pos (and orientation quat xyzw)."""
-        q = (0.0, 0.0, 0.0, 1.0) if quat is None else tuple(float(v) for v in quat)
+        """Move a body to pos, with orientation quat (xyzw), or its rest orientation (its
+        yaw when it was added) when quat is None."""
+        key = self._key(name)
+        q = (yaw_quat(self.yaws[key]) if quat is None
+             else tuple(float(v) for v in quat))
         self.moves += 1
-        p.resetBasePositionAndOrientation(self.bodies[self._key(name)],
+        p.resetBasePositionAndOrientation(self.bodies[key],
                                           [float(v) for v in pos], q,
                                           physicsClientId=self.client)
 

@@ -144,7 +144,7 @@ def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
                   types=tuple(layout.types[i] for i in parts), pos=np.array(layout.pos[idx]),
                   size=np.array(layout.size[idx]),
                   grippers=tuple(layout.grippers[i] for i in parts), order=None,
-                  path=layout.path, yaw=None if layout.yaw is None else layout.yaw[idx].copy())
+                  path=layout.path, yaw=np.array(layout.yaw[idx]))
 
 
 def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
