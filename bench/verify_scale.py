@@ -616,7 +616,14 @@ def main(argv: list[str] | None = None) -> int:
                     "total) or one call per box")
     ap.add_argument("--child-pybullet", nargs=3, metavar=("MODE", "LAYOUT", "OUT"),
                     help=argparse.SUPPRESS)
+    ap.add_argument("--yawed", action="store_true",
+                    help="the shapes series (bench/shapes_series.py): half the parts yawed, a "
+                    "tenth cylinders, against the axis-aligned layout in the same process")
+    ap.add_argument("--child-yawed", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child-pybullet-shapes", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child_yawed or args.child_pybullet_shapes or args.yawed:
+        return _shapes_main(args)
     if args.child_engine:
         child_engine(*args.child_engine)
         return 0
@@ -664,6 +671,28 @@ def main(argv: list[str] | None = None) -> int:
     for line in fails:
         _log(line)
     return 1 if fails else 0
+
+
+def _shapes_main(args: argparse.Namespace) -> int:
+    """``--yawed`` and its children (bench/shapes_series.py)."""
+    import shapes_series
+
+    if args.child_yawed:
+        shapes_series.child(*args.child_yawed)
+        return 0
+    if args.child_pybullet_shapes:
+        shapes_series.child_pybullet(*args.child_pybullet_shapes)
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.sizes == ",".join(map(str, DEFAULT_SIZES)):
+        sizes = [10_000, 100_000]
+    with tempfile.TemporaryDirectory(prefix="cellspec_bench_") as d:
+        rows = shapes_series.run(sizes, args.height, args.seed, Path(d), args.timeout,
+                                 not args.no_pybullet)
+    print(json.dumps({"bench": "verify_scale_yawed", "seed": args.seed, "results": rows},
+                     separators=(",", ":")), flush=True)
+    _log(shapes_series.table(rows))
+    return 0 if all("error" not in r for r in rows) else 1
 
 
 if __name__ == "__main__":
