@@ -172,10 +172,12 @@ def test_verbs_that_cannot_decide_shapes_refuse_them(tmp_path):
     (tmp_path / "l.json").write_text(json.dumps(_lay(
         {"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025], "yaw": 30})))
     c, lay = str(tmp_path / "c.cell"), str(tmp_path / "l.json")
+    # repair, plan and explain decide shapes now (issue 22 item 3): with the stability rule
+    # on, whose analysis does not handle them yet, the answer is unknown or a refusal,
+    # never a pass and never a traceback
     for verb in (("repair", c, lay), ("explain", c, lay), ("plan", c, lay)):
         res = run_cellspec(*verb)
         assert res.returncode == 2 and "Traceback" not in res.stderr, (verb, res.stderr)
-        assert "does not handle parts at an angle or cylinders yet" in res.stderr, verb
     res = run_cellspec("check", c, lay, "--format", "json")
     out = json.loads(res.stdout)
     assert res.returncode == 2 and out["verdict"] == "unknown"  # never pass
