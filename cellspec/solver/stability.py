@@ -41,7 +41,6 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.solver import stability_lp as lp
-from cellspec.solver.instance import require_plain
 from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
     Contacts,
     contacts,
@@ -61,6 +60,13 @@ LP_TOL = 1e-7  # m: the same for the LP's shift (GLOP's feasibility tolerance, 0
 U = float(g.U)
 
 
+def _shapes():  # noqa: ANN202
+    """cellspec.solver.stability_shapes, imported (with shapely) only for layouts with shapes."""
+    from cellspec.solver import stability_shapes
+
+    return stability_shapes
+
+
 class StabilityLimit(Exception):
     """A stability LP could not be decided within its limits (the verdict is unknown)."""
 
@@ -75,6 +81,7 @@ class Failure:
     achieved: float  # m: how far inside the contact edges its load acts (< 0: beyond)
     margin: float  # m: what the cell asks for
     exact: bool  # True: forest analysis (centre of mass); False: LP structure
+    edge: float | None = None  # m: a contact polygon's edge distance (achieved: its margin)
 
     def text(self, ids: tuple[str, ...]) -> str:
         """The human sentence: how far inside or beyond the edge, against the margin."""
@@ -83,11 +90,16 @@ class Failure:
                  "carries," if self.carried else "")
         name = ids[self.part]
         if self.exact:
+            e = self.achieved if self.edge is None else self.edge
             if self.achieved < -0.0005:
                 return (f"{name} topples off {on}: its centre of mass{carry} is "
-                        f"{-self.achieved:.3f} m beyond the edge")
-            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
-                    f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+                        f"{-e:.3f} m beyond the edge")
+            if self.edge is None:
+                return (f"{name} stands with its centre of mass{carry} {max(e, 0):.3f} m "
+                        f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+            return (f"{name} stands with its centre of mass{carry} {max(e, 0):.4f} m inside the "
+                    f"edge of {on}{_slant(e, self.achieved)}; the cell asks for "
+                    f"{self.margin:.3f} m along x and y")
         if self.achieved == float("-inf"):
             return (f"{name} slides or topples off {on}: no contact forces hold its structure, "
                     "whatever common shift of its centres of mass (up to 0.05 m)")
@@ -97,6 +109,13 @@ class Failure:
         return (f"{name} does not stand on {on} with the margin: its structure stands with "
                 f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
                 f"direction; the cell asks for {self.margin:.3f} m")
+
+
+def _slant(edge: float, shift: float) -> str:
+    """A contact polygon's slanted edge: the margin's shift along x and y reaches it sooner."""
+    if f"{max(edge, 0):.4f}" == f"{max(shift, 0):.4f}":
+        return ""
+    return f", which a shift of {max(shift, 0):.4f} m along x and y reaches (a slanted edge)"
 
 
 @dataclass
@@ -179,15 +198,23 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
     if not len(has):
         return []
     k = edge[has]
-    dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
+    if con.poly is None:
+        dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
+        euclid = None
+    else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
+        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has])
     bad = np.nonzero(dist < st.margin - TOL)[0]
     out = []
     for t in bad.tolist():
         li = int(has[t])
         lo_p = int(con.lower[k[t]])
         sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
-        out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
-                           True))
+        if euclid is None:
+            out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]),
+                               st.margin, True))
+        else:  # -inf: a contact that carries nothing (the LP's sentence)
+            out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
+                               bool(np.isfinite(dist[t])), float(euclid[t])))
     return out
 
 
@@ -199,12 +226,13 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
     set is held fixed, like a surface) and, when given, the side contacts ``side_ks``."""
     con = st.con
     pos = {p: t for t, p in enumerate(members)}
-    rows = []
+    rows, ks = [], []
     for t, p in enumerate(members):
         for k in con.by_upper[p]:
             if active[k]:
                 lo = pos.get(int(con.lower[k]), -1)
                 rows.append((t, lo, *con.rect[k].tolist(), int(con.z[k])))
+                ks.append(k)
     hz = np.array(rows, dtype=np.float64).reshape(-1, 7)
     hz[:, 2:] *= U
     balanced = np.zeros(len(members), dtype=bool)
@@ -215,8 +243,11 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
         raw = con.sides[side_ks]
         sd = np.column_stack([[pos[int(a)] for a in raw[:, 0]], [pos[int(b)] for b in raw[:, 1]],
                               raw[:, 2], raw[:, 3:] * U]).astype(np.float64)
-    return lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
-                    balanced, hz, sd, st.friction)
+    grp = lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
+                   balanced, hz, sd, st.friction)
+    if con.poly is not None:  # forces at the contact polygons' vertices (shapes)
+        grp = _shapes().with_polygons(grp, con, np.array(ks, dtype=np.int64))
+    return grp
 
 
 def _solve(grp: lp.Group, margin: float, n: int) -> float | None:
@@ -454,9 +485,13 @@ def final_structures(st: Structure) -> tuple[np.ndarray, np.ndarray]:
         np.minimum.at(by0, par, by0[lvl])
         np.maximum.at(by1, par, by1[lvl])
     m = st.margin - TOL
-    r = con.rect[edge[idx]] * U
-    ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
-          & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))
+    if con.poly is None:
+        r = con.rect[edge[idx]] * U
+        ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
+              & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))
+    else:  # the centres' box grown by the margin lies in the (convex) contact polygon
+        ok = _shapes().rect_inside(con, edge[idx], bx0[idx] - m, bx1[idx] + m,
+                                   by0[idx] - m, by1[idx] + m)
     trivial = ~bad
     np.logical_and.at(trivial, final[idx], ok)
     return final, trivial
@@ -531,12 +566,12 @@ class Report:
 def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
     """The stability view of an instance: contacts, masses, friction, margin; without
     ``sides`` no side contacts (for proofs that must not rely on them)."""
-    require_plain(inst, "the stability analysis")  # contact polygons of shapes: issue 22
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
-    con = contacts(inst.boxes, inst.eps, inst.surfaces)
+    fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp)
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
