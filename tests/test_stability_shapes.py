@@ -212,3 +212,24 @@ def test_forest_analysis_agrees_with_the_lp_on_polygons(tmp_path_factory, rows):
     lp_stands = stab._lp(s, members.tolist(), act, s.margin)[0]
     near = [f for f in forest if abs(f.achieved - s.margin) < 1e-6]
     assert near or (not forest) == lp_stands, (rows, [f.text(inst.ids) for f in forest])
+
+
+def test_shape_families_generate_analysable_structures():
+    """The physics-agreement shape families: seeded, overlap-free, every structure decided
+    by the stability analysis; the default families (bench/physics_agreement.py) unchanged."""
+    from cellspec.testing import structures as sx
+
+    assert "rotated_roof" not in sx.FAMILIES and set(sx.SHAPE_FAMILIES) == {
+        "rotated_roof", "yawed_stack", "cylinders_on_blocks"}
+    assert "can" not in sx.cell_text() and "part can cylinder radius 0.025" in \
+        sx.cell_text(shapes=True)
+    cell = sx.load_cell_variant(shapes=True)
+    S = sx.structures(12, 3, list(sx.SHAPE_FAMILIES))
+    assert [s.layout.to_json() for s in S] == [
+        s.layout.to_json() for s in sx.structures(12, 3, list(sx.SHAPE_FAMILIES))]
+    verdicts = set()
+    for s in S:
+        inst = build_instance(cell, s.layout)
+        assert not inst.plain and not sx._shape_overlaps(s.layout.to_json()["parts"])
+        verdicts.add(bool(stab.report(inst).stable.all()))
+    assert verdicts == {True, False}
