@@ -26,10 +26,10 @@ false for the part that topples or slides off what carries it (with whatever it
 carries), so each failure is reported once, where it happens. ``placed_stable(p)``: when
 the layout has an order, the structure p joins when it is placed stands (every stage).
 
-Assumptions: rigid parts, static loads (gravity only), no sliding at the margin, contact
-faces axis-aligned. Limits: a structure that needs more than ``MAX_LP_PARTS`` parts in
-one LP, or an LP that does not finish in ``LP_TIME_LIMIT_S``, raises
-:class:`StabilityLimit` and the verdict is ``unknown``.
+Assumptions: rigid parts, static loads (gravity only), no sliding at the margin. Yawed boxes
+and cylinders: contact polygons (:mod:`stability_shapes`), same margin and stages. Limits:
+a structure that needs more than ``MAX_LP_PARTS`` parts in one LP, or an LP that does not
+finish in ``LP_TIME_LIMIT_S``, raises :class:`StabilityLimit` and the verdict is ``unknown``.
 """
 
 from __future__ import annotations
@@ -89,17 +89,14 @@ class Failure:
         carry = (f", with the {self.carried} part{'s' if self.carried != 1 else ''} it "
                  "carries," if self.carried else "")
         name = ids[self.part]
+        if self.exact and self.edge is not None:  # a contact polygon (shapes)
+            return _shapes().forest_text(name, carry, on, self.achieved, self.edge, self.margin)
         if self.exact:
-            e = self.achieved if self.edge is None else self.edge
             if self.achieved < -0.0005:
                 return (f"{name} topples off {on}: its centre of mass{carry} is "
-                        f"{-e:.3f} m beyond the edge")
-            if self.edge is None:
-                return (f"{name} stands with its centre of mass{carry} {max(e, 0):.3f} m "
-                        f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
-            return (f"{name} stands with its centre of mass{carry} {max(e, 0):.4f} m inside the "
-                    f"edge of {on}{_slant(e, self.achieved)}; the cell asks for "
-                    f"{self.margin:.3f} m along x and y")
+                        f"{-self.achieved:.3f} m beyond the edge")
+            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
+                    f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
         if self.achieved == float("-inf"):
             return (f"{name} slides or topples off {on}: no contact forces hold its structure, "
                     "whatever common shift of its centres of mass (up to 0.05 m)")
@@ -109,13 +106,6 @@ class Failure:
         return (f"{name} does not stand on {on} with the margin: its structure stands with "
                 f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
                 f"direction; the cell asks for {self.margin:.3f} m")
-
-
-def _slant(edge: float, shift: float) -> str:
-    """A contact polygon's slanted edge: the margin's shift along x and y reaches it sooner."""
-    if f"{max(edge, 0):.4f}" == f"{max(shift, 0):.4f}":
-        return ""
-    return f", which a shift of {max(shift, 0):.4f} m along x and y reaches (a slanted edge)"
 
 
 @dataclass
@@ -209,12 +199,9 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         li = int(has[t])
         lo_p = int(con.lower[k[t]])
         sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
-        if euclid is None:
-            out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]),
-                               st.margin, True))
-        else:  # -inf: a contact that carries nothing (the LP's sentence)
-            out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
-                               bool(np.isfinite(dist[t])), float(euclid[t])))
+        e = None if euclid is None else float(euclid[t])  # -inf: a contact carries nothing
+        out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
+                           e is None or e > -np.inf, e))
     return out
 
 

@@ -223,3 +223,16 @@ def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
     grp.hz = hz
     grp.px, grp.py = pts[..., 0], pts[..., 1]
     return grp
+
+
+def forest_text(name: str, carry: str, on: str, shift: float, edge: float,
+                margin: float) -> str:
+    """The forest's sentence on a contact polygon: the edge distance from the polygon, and
+    the four shifts' reach when a slanted edge makes it smaller."""
+    if shift < -0.0005:
+        return (f"{name} topples off {on}: its centre of mass{carry} is {-edge:.3f} m beyond "
+                "the edge")
+    e, t = f"{max(edge, 0):.4f}", f"{max(shift, 0):.4f}"
+    slant = "" if e == t else f", which a shift of {t} m along x and y reaches (a slanted edge)"
+    return (f"{name} stands with its centre of mass{carry} {e} m inside the edge of {on}{slant}; "
+            f"the cell asks for {margin:.3f} m along x and y")
