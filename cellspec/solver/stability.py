@@ -188,7 +188,7 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
     if not len(has):
         return []
     k = edge[has]
-    if con.poly is None:
+    if con.fp is None:
         dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
         euclid = None
     else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
@@ -199,9 +199,8 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         li = int(has[t])
         lo_p = int(con.lower[k[t]])
         sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
-        e = None if euclid is None else float(euclid[t])  # -inf: a contact carries nothing
         out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
-                           e is None or e > -np.inf, e))
+                           True, None if euclid is None else float(euclid[t])))
     return out
 
 
@@ -232,7 +231,7 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
                               raw[:, 2], raw[:, 3:] * U]).astype(np.float64)
     grp = lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
                    balanced, hz, sd, st.friction)
-    if con.poly is not None:  # forces at the contact polygons' vertices (shapes)
+    if con.fp is not None:  # forces at the contact polygons' vertices (shapes)
         grp = _shapes().with_polygons(grp, con, np.array(ks, dtype=np.int64))
     return grp
 
@@ -472,7 +471,7 @@ def final_structures(st: Structure) -> tuple[np.ndarray, np.ndarray]:
         np.minimum.at(by0, par, by0[lvl])
         np.maximum.at(by1, par, by1[lvl])
     m = st.margin - TOL
-    if con.poly is None:
+    if con.fp is None:
         r = con.rect[edge[idx]] * U
         ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
               & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))

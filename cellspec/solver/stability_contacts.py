@@ -35,10 +35,10 @@ class Contacts:
     # on ``axis`` (0 x, 1 y) touches b's opposite face over [u0, u1] x [z0, z1]
     # contact polygons (layouts with yawed boxes or cylinders only, else None; ``rect`` is
     # then only their pair's enclosing-box overlap): see stability_shapes.attach
-    poly: np.ndarray | None = None
-    nv: np.ndarray | None = None
+    fp: Footprints | None = None
     nrm: np.ndarray | None = None
     off: np.ndarray | None = None
+    verts: dict[int, np.ndarray] | None = None
 
 
 def _pairs(boxes: np.ndarray, eps: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,8 @@ grid rectangle. A disc (a vertical cylinder) has two polygons: the **inscribed**
 polygon of :data:`DISC_SIDES` sides, where forces may act (a subset of the disc: a smaller
 support can only make the verdict stricter), and the **circumscribed** one, used only to
 decide *whether* two parts touch (a superset: a part is never taken for resting on
-nothing, held fixed and passed, while the kernel says it rests on something).
+nothing, held fixed and passed, while the kernel says it rests on something); that
+test is done on the exact disc (grown by :data:`GUARD`), the 32-gon only bounds it.
 32 sides lose at most ``R (1 - cos(pi/32)) < 0.0049 R`` of the radius (0.12 mm on a 25 mm
 can, a tenth of the default 2 mm margin) at 8x the force columns of a rectangle; 16 would
 lose 0.48 mm, 64 would double the LP for 0.03 mm. Every inner polygon is also shrunk by
@@ -24,32 +25,47 @@ on an edge by less than the polygon's loss) is a contact that carries nothing, s
 part falls rather than being held fixed. Pairs of two plain boxes keep their exact
 rectangles. Side contacts of a pair with a non-plain part are left out (they only add
 forces, so leaving them out can only refuse a structure that stands).
+
+**Speed.** Whether parts touch is decided in numpy (separating axes for rectangles, the
+distance to a rectangle or a centre for discs). A contact polygon is held as the
+half-planes of its two footprints (their intersection), which is all the forest test and
+the stage shortcut need; its vertices (shapely) are computed only for the contacts of
+structures that need an LP.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-import shapely
 
 from cellspec.core import geometry as g
 
 DISC_SIDES = 32
-GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer grown, against float rounding
+GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer shapes grown, against float rounding
 T_DEN = 1 << 20  # the kernel's rotation: tan(yaw/2) to 2^-20 (cellspec/core/shapes.py)
 U = float(g.U)
 
 
 @dataclass
 class Footprints:
-    """Per part: ``plain`` (an axis-aligned box, exact on the grid), the ``inner`` polygons
-    (forces act inside them) and the ``outer`` ones (they contain the footprint)."""
+    """Per part (U): ``plain`` (an axis-aligned box, exact), ``cyl``, centre (cx, cy), own x
+    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon: ``verts``
+    (n, V, 2) counter-clockwise (a rectangle padded by repeats), ``nrm``/``off`` its
+    outward unit edge normals and offsets (padding: normal 0, offset +inf)."""
 
     plain: np.ndarray
-    inner: np.ndarray
-    outer: np.ndarray
+    cyl: np.ndarray
+    cx: np.ndarray
+    cy: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    hx: np.ndarray
+    hy: np.ndarray
+    verts: np.ndarray
+    nvert: np.ndarray
+    nrm: np.ndarray
+    off: np.ndarray
 
 
 def _rotation(yaw_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,42 +75,84 @@ def _rotation(yaw_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (1 - a * a) / (1 + a * a), 2 * a / (1 + a * a), (q % 2) == 1
 
 
+def _halfspaces(verts: np.ndarray, nv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Outward unit normals and offsets of counter-clockwise rings (padded edges: 0, inf)."""
+    k, v = verts.shape[:2]
+    nxt = np.roll(verts, -1, axis=1)
+    nxt[np.arange(k), np.clip(nv - 1, 0, v - 1)] = verts[:, 0]  # each ring's closing edge
+    d = nxt - verts
+    length = np.hypot(d[..., 0], d[..., 1])
+    real = (np.arange(v)[None, :] < nv[:, None]) & (length > 1e-9)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nrm = np.where(real[..., None], np.stack([d[..., 1], -d[..., 0]], -1)
+                       / length[..., None], 0.0)
+    return nrm, np.where(real, (nrm * verts).sum(-1), np.inf)
+
+
 def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
     """The footprints of every part of a non-plain instance (U)."""
     n = inst.n
-    boxes = inst.boxes
+    b = inst.boxes.astype(np.float64)
     yaw = inst.yaw_deg if inst.yaw_deg is not None else np.zeros(n)
     cyl = inst.cyl if inst.cyl is not None else np.zeros(n, dtype=bool)
-    res = float(g.RESOLUTION)
-    cx = 2 * np.rint(inst.pos_m[:, 0] / res)  # the quantised centre and half sizes (U)
-    cy = 2 * np.rint(inst.pos_m[:, 1] / res)
-    hx0 = np.rint(inst.size_m[:, 0] / res)
-    hy0 = np.rint(inst.size_m[:, 1] / res)
-    c, s, odd = _rotation(np.where(cyl, 0.0, yaw))
-    hx, hy = np.where(odd, hy0, hx0), np.where(odd, hx0, hy0)
     plain = ~cyl & (np.fmod(yaw, 90.0) == 0)
+    res = float(g.RESOLUTION)
+    c, s, odd = _rotation(np.where(cyl | plain, 0.0, yaw))
+    hx0 = np.rint(inst.size_m[:, 0] / res)  # the quantised centre and half sizes (U)
+    hy0 = np.rint(inst.size_m[:, 1] / res)
+    hx, hy = np.where(odd, hy0, hx0), np.where(odd, hx0, hy0)
+    cx = np.where(plain, (b[:, 0] + b[:, 1]) / 2, 2 * np.rint(inst.pos_m[:, 0] / res))
+    cy = np.where(plain, (b[:, 2] + b[:, 3]) / 2, 2 * np.rint(inst.pos_m[:, 1] / res))
+    hx = np.where(plain, (b[:, 1] - b[:, 0]) / 2, hx)  # a plain box: exactly its grid box
+    hy = np.where(plain, (b[:, 3] - b[:, 2]) / 2, hy)
+    c, s = np.where(plain, 1.0, c), np.where(plain, 0.0, s)
+    shrink = np.where(plain, 0.0, GUARD)
+    v = DISC_SIDES if cyl.any() else 4
+    verts = np.zeros((n, v, 2))
     sq = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW
-    ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
-    ring = np.stack([np.cos(ang), np.sin(ang)], axis=1)
-    inner = np.empty(n, dtype=object)
-    outer = np.empty(n, dtype=object)
-    for p in range(n):
-        if plain[p]:
-            x0, x1, y0, y1 = boxes[p, :4].astype(np.float64)
-            r = shapely.box(x0, y0, x1, y1)
-            inner[p] = outer[p] = r
-        elif cyl[p]:
-            rad = hx[p]
-            inner[p] = shapely.Polygon(ring * (rad - GUARD) + (cx[p], cy[p]))
-            out_r = rad / math.cos(math.pi / DISC_SIDES) + GUARD
-            outer[p] = shapely.Polygon(ring * out_r + (cx[p], cy[p]))
-        else:
-            ax, ay = np.array([c[p], s[p]]), np.array([-s[p], c[p]])
-            for grow, dst in ((-GUARD, inner), (GUARD, outer)):
-                pts = (sq[:, :1] * (hx[p] + grow) * ax + sq[:, 1:] * (hy[p] + grow) * ay
-                       + (cx[p], cy[p]))
-                dst[p] = shapely.Polygon(pts)
-    return Footprints(plain, inner, outer)
+    ex, ey = hx - shrink, hy - shrink
+    rx = sq[None, :, 0] * ex[:, None]
+    ry = sq[None, :, 1] * ey[:, None]
+    verts[:, :4, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
+    verts[:, :4, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
+    verts[:, 4:] = verts[:, :1]
+    nvert = np.where(cyl, DISC_SIDES, 4)
+    if cyl.any():
+        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
+        r = (hx[cyl] - GUARD)[:, None]
+        verts[cyl, :, 0] = cx[cyl, None] + r * np.cos(ang)
+        verts[cyl, :, 1] = cy[cyl, None] + r * np.sin(ang)
+    nrm, off = _halfspaces(verts, nvert)
+    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nvert, nrm, off)
+
+
+def _meet(fp: Footprints, i: np.ndarray, j: np.ndarray, ex: float, ey: float) -> np.ndarray:
+    """The interiors of footprints i and j (j moved by (ex, ey)), each grown by GUARD,
+    intersect: separating axes for two rectangles, the distance for a disc."""
+    dx = fp.cx[j] + ex - fp.cx[i]
+    dy = fp.cy[j] + ey - fp.cy[i]
+    hxi, hyi = fp.hx[i] + GUARD, fp.hy[i] + GUARD
+    hxj, hyj = fp.hx[j] + GUARD, fp.hy[j] + GUARD
+    ci, si, cj, sj = fp.c[i], fp.s[i], fp.c[j], fp.s[j]
+    out = np.ones(len(i), dtype=bool)
+    for nx, ny in ((ci, si), (-si, ci), (cj, sj), (-sj, cj)):  # rectangles: 4 axes
+        sa = hxi * np.abs(nx * ci + ny * si) + hyi * np.abs(ny * ci - nx * si)
+        sb = hxj * np.abs(nx * cj + ny * sj) + hyj * np.abs(ny * cj - nx * sj)
+        out &= np.abs(nx * dx + ny * dy) < sa + sb
+    di, dj = fp.cyl[i], fp.cyl[j]
+    both = di & dj
+    out[both] = np.hypot(dx[both], dy[both]) < hxi[both] + hxj[both]
+    for disc, sign in ((dj & ~di, 1.0), (di & ~dj, -1.0)):  # disc vs rectangle
+        if not disc.any():
+            continue
+        rc, rs = (ci, si) if sign > 0 else (cj, sj)
+        hx, hy = (hxi, hyi) if sign > 0 else (hxj, hyj)
+        rad = hxj if sign > 0 else hxi
+        qx = sign * (dx * rc + dy * rs)  # the disc's centre in the rectangle's frame
+        qy = sign * (-dx * rs + dy * rc)
+        gap = np.hypot(np.maximum(np.abs(qx) - hx, 0), np.maximum(np.abs(qy) - hy, 0))
+        out[disc] = (gap < rad)[disc]
+    return out
 
 
 def _mixed(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -103,12 +161,11 @@ def _mixed(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
 
 
 def overlap(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """The pairs' footprints overlap with positive area (outer polygons; True for two plain
-    boxes, which the caller decides on their rectangles)."""
+    """The pairs' footprints overlap with positive area (True for two plain boxes, which
+    the caller decides on their rectangles)."""
     out = np.ones(len(i), dtype=bool)
     m = np.nonzero(_mixed(fp, i, j))[0]
-    if len(m):
-        out[m] = shapely.area(shapely.intersection(fp.outer[i[m]], fp.outer[j[m]])) > 0
+    out[m] = _meet(fp, i[m], j[m], 0.0, 0.0)
     return out
 
 
@@ -118,61 +175,45 @@ def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray
     the four corner shifts); True for two plain boxes (decided by the caller)."""
     out = np.ones(len(lo), dtype=bool)
     m = np.nonzero(_mixed(fp, lo, hi))[0]
-    for dx, dy in ((eps, eps), (eps, -eps), (-eps, eps), (-eps, -eps)):
-        if not len(m):
-            break
-        moved = shapely.transform(fp.outer[hi[m]], lambda xy, d=(dx, dy): xy + d)
-        ok = shapely.area(shapely.intersection(fp.outer[lo[m]], moved)) > 0
-        out[m[~ok]] = False
-        m = m[ok]
+    for ex, ey in ((eps, eps), (eps, -eps), (-eps, eps), (-eps, -eps)):
+        out[m] &= _meet(fp, lo[m], hi[m], float(ex), float(ey))
     return out
 
 
 def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
-    """Give every contact its polygon: ``con.poly`` (k, V, 2) vertices in U, counter-
-    clockwise, padded by repeating the first; ``con.nv`` vertex counts (0: carries
-    nothing); ``con.nrm`` (k, V, 2) outward unit edge normals and ``con.off`` (k, V)
-    their offsets (padded and zero-length edges: normal 0, offset +inf)."""
+    """Give every contact its polygon as half-planes: ``con.nrm`` (k, W, 2) and ``con.off``
+    (k, W), the inner footprints' edges of both parts (of the upper part alone on a
+    surface; a plain pair's exact rectangle), and ``con.fp``; vertices come later, for LP
+    structures only (:func:`with_polygons`)."""
     k = len(con.lower)
     lo, up = con.lower, con.upper
-    geoms = np.empty(k, dtype=object)
-    rect = (lo < 0) & fp.plain[up]
-    rect |= (lo >= 0) & fp.plain[np.maximum(lo, 0)] & fp.plain[up]
-    r = con.rect.astype(np.float64)
-    geoms[rect] = shapely.box(r[rect, 0], r[rect, 2], r[rect, 1], r[rect, 3])
-    surf = (lo < 0) & ~rect
-    geoms[surf] = fp.inner[up[surf]]
-    pair = (lo >= 0) & ~rect
-    if pair.any():
-        geoms[pair] = shapely.intersection(fp.inner[lo[pair]], fp.inner[up[pair]])
-    rings: list[np.ndarray] = []
-    for gm in geoms.tolist():
-        if gm.is_empty or gm.geom_type != "Polygon" or gm.area <= 0:
-            rings.append(np.zeros((0, 2)))
-            continue
+    v = fp.nrm.shape[1]
+    nrm = np.zeros((k, 2 * v, 2))
+    off = np.full((k, 2 * v), np.inf)
+    nrm[:, :v], off[:, :v] = fp.nrm[up], fp.off[up]
+    pair = lo >= 0
+    nrm[pair, v:], off[pair, v:] = fp.nrm[lo[pair]], fp.off[lo[pair]]
+    con.fp, con.nrm, con.off, con.verts = fp, nrm, off, {}
+
+
+def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
+    """Contact k's polygon (U): the vertices of the intersection of the inner footprints
+    (convex), (0, 2) when it has no area (it carries nothing); cached."""
+    got = con.verts.get(k)
+    if got is not None:
+        return got
+    import shapely
+
+    fp = con.fp
+    up, lo = int(con.upper[k]), int(con.lower[k])
+    gm = shapely.Polygon(fp.verts[up, :fp.nvert[up]])
+    if lo >= 0:
+        gm = gm.intersection(shapely.Polygon(fp.verts[lo, :fp.nvert[lo]]))
+    xy = np.zeros((0, 2))
+    if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
         xy = np.asarray(gm.exterior.coords)[:-1]
-        x, y = xy[:, 0], xy[:, 1]
-        if np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y) < 0:
-            xy = xy[::-1]
-        rings.append(xy)
-    nv = np.array([len(q) for q in rings], dtype=np.int64)
-    v = max(int(nv.max()) if k else 0, 1)
-    poly = np.zeros((k, v, 2))
-    for t, q in enumerate(rings):
-        if len(q):
-            poly[t, :len(q)] = q
-            poly[t, len(q):] = q[0]
-    nxt = np.roll(poly, -1, axis=1)
-    last = np.clip(nv - 1, 0, v - 1)
-    nxt[np.arange(k), last] = poly[:, 0]  # the closing edge of each ring
-    d = nxt - poly
-    length = np.hypot(d[..., 0], d[..., 1])
-    real = (np.arange(v)[None, :] < nv[:, None]) & (length > 1e-9)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        nrm = np.where(real[..., None], np.stack([d[..., 1], -d[..., 0]], -1)
-                       / length[..., None], 0.0)
-    off = np.where(real, (nrm * poly).sum(-1), np.inf)
-    con.poly, con.nv, con.nrm, con.off = poly, nv, nrm, off
+    con.verts[k] = xy
+    return xy
 
 
 def _depth(con, ks: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # noqa: ANN001
@@ -184,22 +225,20 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: A
                   ) -> tuple[np.ndarray, np.ndarray]:
     """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
     shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
-    distance to the nearest edge line, from the polygon: the message's), both in m. A
-    contact that carries nothing gives -inf for both."""
+    distance to the nearest edge line: the message's), both in m. Inside the polygon the
+    distance is to its boundary; outside, how far beyond the most violated edge line of
+    the two footprints (negative either way)."""
     d = _depth(con, ks, cx / U, cy / U)
     l1 = np.abs(con.nrm[ks, :, 0]) + np.abs(con.nrm[ks, :, 1])
     t = np.min(d / np.where(l1 > 0, l1, 1.0), axis=1) * U
-    e = np.min(d, axis=1) * U
-    none = con.nv[ks] == 0
-    t[none] = e[none] = -np.inf
-    return t, e
+    return t, np.min(d, axis=1) * U
 
 
 def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
                 y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
     """Whether the rectangles (m) lie inside the contacts' polygons (their four corners do:
-    the polygons are convex)."""
-    ok = con.nv[ks] > 0
+    the polygons are convex; an empty polygon holds none)."""
+    ok = np.ones(len(ks), dtype=bool)
     for x, y in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
         ok &= np.min(_depth(con, ks, x / U, y / U), axis=1) >= 0
     return ok
@@ -207,21 +246,21 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
 
 def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
     """An LP group whose horizontal rows are the contacts ``ks`` in order: forces at the
-    polygons' vertices (``px``, ``py``, m), the friction force at the mean of the vertices
-    (inside the convex polygon: its rectangle columns collapse onto that point); rows of
-    contacts that carry nothing are dropped (their parts stay balanced: they must stand
-    on their other contacts)."""
-    keep = con.nv[ks] > 0
-    kk = ks[keep]
+    polygons' vertices (``px``, ``py``, m, padded by repeats), the friction force at the
+    mean of the vertices (inside the convex polygon: the row's rectangle collapses onto
+    that point); rows of contacts that carry nothing are dropped (their parts stay
+    balanced: they must stand on their other contacts)."""
+    rings = [vertices(con, int(k)) for k in ks.tolist()]
+    keep = np.array([len(r) > 0 for r in rings], dtype=bool)
+    rings = [r for r in rings if len(r)]
     hz = grp.hz[keep].copy()
-    v = max(int(con.nv[kk].max()) if len(kk) else 1, 1)
-    pts = con.poly[kk, :v] * U
-    w = np.arange(v)[None, :] < con.nv[kk][:, None]
-    mx = (pts[..., 0] * w).sum(1) / np.maximum(w.sum(1), 1)
-    my = (pts[..., 1] * w).sum(1) / np.maximum(w.sum(1), 1)
-    hz[:, 2], hz[:, 3], hz[:, 4], hz[:, 5] = mx, mx, my, my
+    v = max([len(r) for r in rings] + [1])
+    pts = np.zeros((len(rings), v, 2))
+    for t, r in enumerate(rings):
+        pts[t, :len(r)], pts[t, len(r):] = r, r[0]
+        hz[t, 2:4], hz[t, 4:6] = r[:, 0].mean() * U, r[:, 1].mean() * U
     grp.hz = hz
-    grp.px, grp.py = pts[..., 0], pts[..., 1]
+    grp.px, grp.py = pts[..., 0] * U, pts[..., 1] * U
     return grp
 
 
