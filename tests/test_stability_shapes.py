@@ -233,3 +233,17 @@ def test_shape_families_generate_analysable_structures():
         assert not inst.plain and not sx._shape_overlaps(s.layout.to_json()["parts"])
         verdicts.add(bool(stab.report(inst).stable.all()))
     assert verdicts == {True, False}
+
+
+def test_stage_shortcut_on_polygons(cell):
+    """A structure whose every stage trivially stands skips the stage checks: the centres'
+    box grown by the margin lies inside each contact polygon. A centred tower of a yawed
+    cube and a can is trivial; the yawed overhang (its arm beyond the base) is not."""
+    tower = [P("a", "cube", 0, 0, 0.025, yaw=30), P("k", "can", 3, -2, 0.075),
+             P("c", "cube", 0, 0, 0.125, yaw=60)]
+    over = [P("base", "cube", 0, 0, 0.025), P("arm", "cube", 30, 0, 0.075, yaw=45),
+            P("w", "cube", 5, 0, 0.125)]
+    for parts, trivial in ((tower, True), (over, False)):
+        inst = build_instance(cell, layout_from_obj({"parts": parts}))
+        final, triv = stab.final_structures(stab.structure_of(inst))
+        assert triv[final].tolist() == [trivial] * 3
