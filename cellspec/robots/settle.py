@@ -55,12 +55,12 @@ from cellspec.layout import Layout
 from cellspec.robots import quiet_pybullet
 from cellspec.solver.instance import build_instance
 
-HZ = 240
-SPAWN_STEPS = 72  # at least 0.3 s after each part is placed ...
-SPAWN_MAX_STEPS = 480  # ... and up to 2 s while something still moves
-FINAL_STEPS = 240  # at least 1 s for the finished structure ...
-FINAL_MAX_STEPS = 960  # ... and up to 4 s while something still moves
-SAMPLE_EVERY = 4  # steps between two samples of every part's pose
+HZ = 960  # 4x pybullet's default 240 Hz: converged for heavy loads on light parts (below)
+SPAWN_STEPS = 288  # at least 0.3 s after each part is placed ...
+SPAWN_MAX_STEPS = 1920  # ... and up to 2 s while something still moves
+FINAL_STEPS = 960  # at least 1 s for the finished structure ...
+FINAL_MAX_STEPS = 3840  # ... and up to 4 s while something still moves
+SAMPLE_EVERY = 16  # steps between two samples of every part's pose (1/60 s)
 REST_SPEED = 0.002  # m/s: every part slower than this (and REST_SPIN) is at rest
 REST_SPIN = 0.02  # rad/s
 FALL_DISPLACEMENT = 0.005  # metres
