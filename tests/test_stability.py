@@ -57,19 +57,20 @@ def test_roof_centres_over_pillar_edges_fail_by_the_margin(station):
     assert set(got) == {("stability_stages", ("r1",))}
     assert got[("stability_stages", ("r1",))] == (
         "after step 3 (r1 placed), r1 stands with its centre of mass 0.000 m inside the edge "
-        "of p1; the cell asks for 0.002 m")
+        "of p1; the cell asks for 0.001 m")
     assert all(x.source.endswith("physical.cell:49:1") for x in v.violations)
 
 
 def test_roof_cubes_that_lean_on_each_other_stand_finished(station):
     # finished, the two roof cubes lean on each other (side contact, pushing only); each
-    # moved 1.5 mm outward they no longer touch and each stands only 1.5 mm inside its
-    # pillar's edge, short of the 2 mm margin
-    rows = [r if r[0] not in ("r1", "r2") else (r[0], r[1], (r[2][0] + (-0.0015 if r[0] == "r1"
-                                                                      else 0.0015), *r[2][1:]))
+    # moved 0.75 mm outward they no longer touch (1.5 mm apart, beyond the 1 mm contact
+    # tolerance) and each stands only 0.75 mm inside its pillar's edge, short of the 1 mm
+    # margin
+    rows = [r if r[0] not in ("r1", "r2") else (r[0], r[1], (r[2][0] + (-0.00075 if r[0] == "r1"
+                                                                      else 0.00075), *r[2][1:]))
             for r in BRIDGE]
     assert cellspec.check(station, _lay(BRIDGE)).verdict == "pass"  # no order: finished only
-    v = cellspec.check(station, _lay(rows))  # a 3 mm gap in the middle: no side contact
+    v = cellspec.check(station, _lay(rows))  # a 1.5 mm gap in the middle: no side contact
     assert {x.parts for x in v.violations if x.rule == "stability"} == {("r1",), ("r2",)}
 
 
@@ -115,7 +116,7 @@ def test_a_stage_that_falls_is_named_with_what_balances_it(stages_cell):
     assert [(x.rule, x.parts) for x in v.violations] == [("stability_stages", ("B",))]
     assert v.violations[0].message == (
         "after step 3 (B placed), A stands with its centre of mass, with the 1 part it "
-        "carries, 0.000 m inside the edge of P; the cell asks for 0.002 m; C, placed by "
+        "carries, 0.000 m inside the edge of P; the cell asks for 0.001 m; C, placed by "
         "step 4, would balance it")
 
 
@@ -210,13 +211,13 @@ def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
     r = prove_robust(station, tower, 0.002)
     assert r.status == "proved"
     assert any("margin plus twice the tolerance" in n for n in r.notes)
-    # b's centre 0.005 m inside a's edge: 0.002 + 2 * 0.002 = 0.006 is not left
-    off = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.42, 0.2, 0.075))],
+    # b's centre 0.0045 m inside a's edge: 0.001 + 2 * 0.002 = 0.005 is not left
+    off = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.4205, 0.2, 0.075))],
                ["a", "b"])
     r = prove_robust(station, off, 0.002)
     assert r.status == "unknown"
-    assert "not proved robust to 0.002 m" in r.reason and "0.0060 m" in r.reason
-    assert prove_robust(station, off, 0.001).status == "proved"  # 0.004 is left
+    assert "not proved robust to 0.002 m" in r.reason and "0.0050 m" in r.reason
+    assert prove_robust(station, off, 0.001).status == "proved"  # 0.003 is left
 
 
 def test_robust_refuses_lp_structures_honestly(stages_cell):
