@@ -78,26 +78,28 @@ class Failure:
     exact: bool  # True: forest analysis (centre of mass); False: LP structure
 
     def text(self, ids: tuple[str, ...]) -> str:
-        """The human sentence: how far inside or beyond the edge, against the margin."""
+        """The human sentence: how far inside or beyond the edge, against the margin (to
+        0.1 mm: the default margin is 1 mm; a load less than 0.05 mm beyond an edge prints
+        as on it)."""
         on = " and ".join(self.support) if self.support else "its supports"
         carry = (f", with the {self.carried} part{'s' if self.carried != 1 else ''} it "
                  "carries," if self.carried else "")
         name = ids[self.part]
         if self.exact:
-            if self.achieved < -0.0005:
+            if self.achieved < -0.00005:
                 return (f"{name} topples off {on}: its centre of mass{carry} is "
-                        f"{-self.achieved:.3f} m beyond the edge")
-            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
-                    f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+                        f"{-self.achieved:.4f} m beyond the edge")
+            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.4f} m "
+                    f"inside the edge of {on}; the cell asks for {self.margin:.4f} m")
         if self.achieved == float("-inf"):
             return (f"{name} slides or topples off {on}: no contact forces hold its structure, "
                     "whatever common shift of its centres of mass (up to 0.05 m)")
-        if self.achieved < -0.0005:
+        if self.achieved < -0.00005:
             return (f"{name} topples off {on}: its structure stands only with its centres of "
-                    f"mass moved {-self.achieved:.3f} m (it misses by that much)")
+                    f"mass moved {-self.achieved:.4f} m (it misses by that much)")
         return (f"{name} does not stand on {on} with the margin: its structure stands with "
-                f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
-                f"direction; the cell asks for {self.margin:.3f} m")
+                f"every centre of mass moved by up to {max(self.achieved, 0):.4f} m in any "
+                f"direction; the cell asks for {self.margin:.4f} m")
 
 
 @dataclass
