@@ -300,7 +300,8 @@ def test_lp_without_the_sparse_fast_path_decides_the_same(station, monkeypatch):
 # 0.356 kg on the benchmark's 30 mm cube (0.022 kg, 16:1), its load 1.3 mm inside the
 # cube's edge. settle at 240 Hz dropped it (pybullet's contact solver did not converge);
 # at 960 Hz, the oracle's rate now, and at 2400 Hz it stands (tests/test_settle.py).
-HEAVY_ON_SMALL = [("m1", "small", (0.45, 0.275, 0.015)), ("m2", "block", (0.451232, 0.273727, 0.05)),
+HEAVY_ON_SMALL = [("m1", "small", (0.45, 0.275, 0.015)),
+                  ("m2", "block", (0.451232, 0.273727, 0.05)),
                   ("m3", "cube", (0.438013, 0.277028, 0.095)),
                   ("m4", "block", (0.420053, 0.285533, 0.14))]
 
