@@ -32,10 +32,11 @@ cell c {
     part slab size (0.10, 0.04, 0.02) mass 0.064
     part can cylinder radius 0.025 height 0.05 mass 0.1
     tolerance contact 0.001
+    stability margin 0.002
 }
 """
 X, Y = 0.40, 0.30  # every part below is placed relative to this point, in mm
-M = 0.002  # the default margin
+M = 0.002  # the cell's margin (written: the hand derivations below use it)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_cylinder_standing_on_a_box(cell):
     for dx, ok in ((0, True), (20, True), (30, False)):
         r = _report(cell, [P("b", "cube", 0, 0, 0.025), P("k", "can", dx, 0, 0.075)])
         assert r.stable.tolist() == [True, ok], (dx, r.why)
-    assert r.why == {1: "k topples off b: its centre of mass is 0.005 m beyond the edge"}
+    assert r.why == {1: "k topples off b: its centre of mass is 0.0050 m beyond the edge"}
 
 
 def test_box_on_a_can_inside_the_disc_but_not_the_inscribed_polygon_is_refused(cell):
@@ -81,7 +82,7 @@ def test_box_on_a_can_inside_the_disc_but_not_the_inscribed_polygon_is_refused(c
         assert r.stable.tolist() == [True, ok], (d, r.why)
     assert r.why == {1: "b stands with its centre of mass 0.0021 m inside the edge of k, which "
                         "a shift of 0.0019 m along x and y reaches (a slanted edge); the cell "
-                        "asks for 0.002 m along x and y"}
+                        "asks for 0.0020 m along x and y"}
 
 
 def test_yawed_slab_whose_enclosing_box_would_be_carried_topples(cell):
@@ -94,7 +95,7 @@ def test_yawed_slab_whose_enclosing_box_would_be_carried_topples(cell):
             P("b2", "cube", 40, -40, 0.025)]
     r = _report(cell, [*base, P("s", "slab", 0, 0, 0.06, yaw=45)])
     assert r.stable.tolist() == [True, True, True, False]
-    assert r.why == {3: "s topples off a: its centre of mass is 0.005 m beyond the edge"}
+    assert r.why == {3: "s topples off a: its centre of mass is 0.0050 m beyond the edge"}
     # the same slab as its enclosing box (a plain 99 mm square plate) stands on all three
     obj = {"parts": [*base, {**P("s", "slab", 0, 0, 0.06), "size": [0.099, 0.099, 0.02]}]}
     inst = build_instance(cell, layout_from_obj(obj))
@@ -106,15 +107,15 @@ def test_roof_turned_45_degrees_bridging_two_pillars(cell):
     at +-15 mm: it rests on two triangles 20.4 mm high at the faces; the support polygon
     (their hull) holds every shift of 2 mm: stands. Inner faces at +-34 mm: two tips
     1.36 mm wide (wider than the 1 mm contact tolerance, so both carry) and 1.36 mm high:
-    a 2 mm shift across the bridge leaves the hull: fails by the margin (the LP: 1 mm)."""
+    a 2 mm shift across the bridge leaves the hull: fails by the margin (the LP: 1.36 mm)."""
     roof = P("r", "cube", 0, 0, 0.075, yaw=45)
     r = _report(cell, [P("p1", "cube", -40, 0, 0.025), P("p2", "cube", 40, 0, 0.025), roof])
     assert r.stable.all(), r.why
     r = _report(cell, [P("p1", "cube", -59, 0, 0.025), P("p2", "cube", 59, 0, 0.025), roof])
     assert r.stable.tolist() == [True, True, False]
     assert r.why == {2: "r does not stand on p1 and p2 with the margin: its structure stands "
-                        "with every centre of mass moved by up to 0.001 m in any direction; "
-                        "the cell asks for 0.002 m"}
+                        "with every centre of mass moved by up to 0.0014 m in any direction; "
+                        "the cell asks for 0.0020 m"}
 
 
 def test_yawed_overhang_balanced_only_by_a_later_part(cell):
@@ -127,7 +128,7 @@ def test_yawed_overhang_balanced_only_by_a_later_part(cell):
     r = _report(cell, parts, ["base", "arm", "w"])
     assert r.stable.all() and r.placed_stable.tolist() == [True, False, True]
     assert r.stage_why == {1: "after step 2 (arm placed), arm topples off base: its centre of "
-                              "mass is 0.005 m beyond the edge; w, placed by step 3, would "
+                              "mass is 0.0050 m beyond the edge; w, placed by step 3, would "
                               "balance it"}
 
 
@@ -161,7 +162,7 @@ def test_a_sliver_under_a_can_carries_nothing(cell):
     r = stab.report(inst)
     assert r.stable.tolist() == [True, True, False]
     assert r.why[2] == ("k topples off a and g: its structure stands only with its centres of "
-                        "mass moved 0.002 m (it misses by that much)")
+                        "mass moved 0.0020 m (it misses by that much)")
 
 
 def test_inscribed_polygon_loses_under_half_a_percent_of_the_radius():

@@ -12,7 +12,7 @@ decide *whether* two parts touch (a superset: a part is never taken for resting 
 nothing, held fixed and passed, while the kernel says it rests on something); that
 test is done on the exact disc (grown by :data:`GUARD`), the 32-gon only bounds it.
 32 sides lose at most ``R (1 - cos(pi/32)) < 0.0049 R`` of the radius (0.12 mm on a 25 mm
-can, a tenth of the default 2 mm margin) at 8x the force columns of a rectangle; 16 would
+can, an eighth of the default 1 mm margin) at 8x the force columns of a rectangle; 16 would
 lose 0.48 mm, 64 would double the LP for 0.03 mm. Every inner polygon is also shrunk by
 :data:`GUARD` and every outer one grown by it, so float rounding of rotated corners never
 gives more support, or less contact, than the exact shapes.
@@ -266,12 +266,13 @@ def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
 
 def forest_text(name: str, carry: str, on: str, shift: float, edge: float,
                 margin: float) -> str:
-    """The forest's sentence on a contact polygon: the edge distance from the polygon, and
-    the four shifts' reach when a slanted edge makes it smaller."""
-    if shift < -0.0005:
-        return (f"{name} topples off {on}: its centre of mass{carry} is {-edge:.3f} m beyond "
+    """The forest's sentence on a contact polygon (to 0.1 mm, as for boxes): the edge
+    distance from the polygon, and the four shifts' reach when a slanted edge makes it
+    smaller."""
+    if shift < -0.00005:
+        return (f"{name} topples off {on}: its centre of mass{carry} is {-edge:.4f} m beyond "
                 "the edge")
     e, t = f"{max(edge, 0):.4f}", f"{max(shift, 0):.4f}"
     slant = "" if e == t else f", which a shift of {t} m along x and y reaches (a slanted edge)"
     return (f"{name} stands with its centre of mass{carry} {e} m inside the edge of {on}{slant}; "
-            f"the cell asks for {margin:.3f} m along x and y")
+            f"the cell asks for {margin:.4f} m along x and y")
