@@ -89,3 +89,24 @@ def test_generator_is_seeded_buildable_and_overlap_free():
                                                                             lo[j, :2]) > 0)
                 if over and abs(hi[j, 2] - lo[i, 2]) < 1e-9:
                     assert lay.order.index(lay.ids[j]) < lay.order.index(lay.ids[i])
+
+
+def test_a_knife_edge_is_dropped_as_noise():
+    """A cube 0.1 mm inside its support's edge stands still at settle's 960 Hz (moving
+    0.05 mm, like a solid structure) and falls with the seeded 0.2 mm offsets reversed:
+    the noise test tries structures that barely move too, and both signs, so it is
+    dropped, not counted as a stander."""
+    from cellspec.layout import layout_from_obj
+
+    cell = load_cell_variant()
+    lay = layout_from_obj({"parts": [
+        {"id": "a", "type": "cube", "pos": [0.40, 0.20, 0.025]},
+        {"id": "b", "type": "cube", "pos": [0.4249, 0.20, 0.075]}], "order": ["a", "b"]},
+        "<knife>")
+    noise = ag.Noise(0.00014, 0.29, ())
+    assert ag.st.settle(cell, lay).verdict == "stand"
+    verdicts = [ag.st.settle(cell, ag.perturbed(lay, 0, 0, s)).verdict for s in (1, -1)]
+    assert verdicts == ["stand", "fall"]
+    lab = ag.label(cell, lay, noise, seed=0, index=0)
+    assert lab.perturbed and lab.drop == "verdict changes under a 0.2 mm perturbation"
+    assert ag.label(cell, lay, noise, seed=0, index=0, perturb=False).drop is None

@@ -194,3 +194,57 @@ def test_zero_mass_from_the_instance_is_refused(station, monkeypatch):
     monkeypatch.setattr(instance, "_masses", lambda c, la, s: np.zeros_like(real(c, la, s)))
     with pytest.raises(CellspecError, match="positive mass"):
         st.settle(station, layout(cubes(("a", 0.40, 0.20, 0.025))))
+
+
+# Issue 14's 1 mm case (seed 0 #623 of bench/physics_agreement.py): 0.356 kg of mixed
+# parts on the benchmark's 30 mm cube (0.022 kg), the load 1.3 mm inside the cube's edge.
+HEAVY_ON_SMALL = {"parts": [
+    {"id": "m1", "type": "small", "pos": [0.45, 0.275, 0.015]},
+    {"id": "m2", "type": "block", "pos": [0.451232, 0.273727, 0.05]},
+    {"id": "m3", "type": "cube", "pos": [0.438013, 0.277028, 0.095]},
+    {"id": "m4", "type": "block", "pos": [0.420053, 0.285533, 0.14]}],
+    "order": ["m1", "m2", "m3", "m4"]}
+
+
+@pytest.fixture(scope="module")
+def bench_cell():
+    from cellspec.testing.structures import load_cell_variant
+
+    return load_cell_variant()
+
+
+def test_rate_is_960_hz_with_the_same_simulated_durations():
+    assert st.HZ == 960
+    assert (st.SPAWN_STEPS / st.HZ, st.SPAWN_MAX_STEPS / st.HZ) == (0.3, 2.0)
+    assert (st.FINAL_STEPS / st.HZ, st.FINAL_MAX_STEPS / st.HZ) == (1.0, 4.0)
+    assert st.SAMPLE_EVERY / st.HZ == pytest.approx(1 / 60)
+
+
+def test_heavy_stack_on_the_small_cube_stands(bench_cell, monkeypatch):
+    """The load 1.3 mm inside the edge: a rigid stack stands. At 960 Hz settle agrees; at
+    pybullet's default 240 Hz its contact solver does not converge (mass ratio 16:1) and
+    the light cube tips: the false label that made 1 mm look unsound."""
+    r = st.settle(bench_cell, layout(HEAVY_ON_SMALL))
+    assert r.verdict == "stand"
+    assert r.max_displacement < 0.002
+    monkeypatch.setattr(st, "HZ", 240)  # the old rate, the old step counts
+    old = st.settle(bench_cell, layout(HEAVY_ON_SMALL), spawn_steps=72, spawn_max_steps=480,
+                    final_steps=240, final_max_steps=960)
+    assert old.verdict == "fall"
+
+
+def test_heavy_stack_moved_past_the_small_cubes_edge_falls(bench_cell):
+    obj = json.loads(json.dumps(HEAVY_ON_SMALL))
+    for part in obj["parts"][1:]:  # the load 2.6 mm outward: 1.3 mm beyond the edge
+        part["pos"][0] = round(part["pos"][0] - 0.0026, 6)
+    r = st.settle(bench_cell, layout(obj))
+    assert r.verdict == "fall"
+    assert r.first_fall.fell_at == 4 and r.max_displacement > 0.05
+
+
+@pytest.mark.parametrize("x,verdict", [(0.4245, "stand"), (0.425, "fall"), (0.4255, "fall")])
+def test_half_a_millimetre_either_side_of_the_edge(station, x, verdict):
+    """A cube 0.5 mm inside its support's edge stands, on the edge or 0.5 mm past it falls
+    (the knife edge from round-off; also at 2400 Hz)."""
+    r = st.settle(station, layout(cubes(("a", 0.40, 0.20, 0.025), ("b", x, 0.20, 0.075))))
+    assert r.verdict == verdict

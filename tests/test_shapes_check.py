@@ -193,14 +193,18 @@ def test_cli_grip_along_the_parts_own_axes(tmp_path):
 
 
 def test_cli_z3_and_stability_refuse_by_name(tmp_path):
-    """Z3 does not decide shapes yet: unknown, unsupported; the stability analysis (the
-    cell without ``stability off``) refuses them by name too."""
+    """Z3 decides shapes (branch formal: linear atoms, tests/test_shapes_formal.py) and
+    agrees with clingo; with stability on, clingo decides it (contact polygons) and Z3,
+    which has no LP, refuses it by name."""
     lay = {"units": "m", "parts": [{"id": "a", "type": "cube", "pos": [0.3, 0.3, 0.025],
                                     "yaw": 30}]}
     rc, out = _cli(tmp_path, lay, "--backend", "z3")
-    assert rc == 2 and out["verdict"] == "unknown" and "unsupported" in out["reason"]
+    assert (rc, out["verdict"]) == (0, "pass"), out
+    assert _cli(tmp_path, lay)[1]["verdict"] == "pass"  # clingo agrees
     (tmp_path / "c.cell").write_text(STD.replace("    stability off\n", ""))
     (tmp_path / "l.json").write_text(json.dumps(lay))
-    r = run_cellspec("check", tmp_path / "c.cell", tmp_path / "l.json")
-    assert r.returncode == 2 and "stability" in r.stdout + r.stderr
+    r = run_cellspec("check", tmp_path / "c.cell", tmp_path / "l.json")  # stability decides
+    assert r.returncode == 0 and r.stdout.startswith("pass"), r.stdout + r.stderr
+    r = run_cellspec("check", tmp_path / "c.cell", tmp_path / "l.json", "--backend", "z3")
+    assert r.returncode == 2 and "stability" in r.stdout + r.stderr  # Z3 has no LP: by name
     assert "Traceback" not in r.stderr

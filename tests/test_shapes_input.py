@@ -167,19 +167,29 @@ def test_fmt_keeps_cylinders_and_yaw(tmp_path):
     assert run_cellspec("fmt", "--check", str(f)).returncode == 0
 
 
-def test_verbs_that_cannot_decide_shapes_refuse_them(tmp_path):
+def test_every_verb_decides_shapes_with_the_standard_rules(tmp_path):
+    """Issue 22: check (stability included), plan, repair and explain decide a yawed stack
+    and a cylinder with ``import physical``; no layer refuses them any more."""
     (tmp_path / "c.cell").write_text("import physical\n" + CELL)
     (tmp_path / "l.json").write_text(json.dumps(_lay(
-        {"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025], "yaw": 30})))
+        {"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025], "yaw": 30},
+        {"id": "b", "type": "cube", "pos": [0.4, 0.2, 0.075], "yaw": 45},
+        {"id": "k", "type": "can", "pos": [0.6, 0.2, 0.05]})))
     c, lay = str(tmp_path / "c.cell"), str(tmp_path / "l.json")
-    for verb in (("repair", c, lay), ("explain", c, lay), ("plan", c, lay)):
-        res = run_cellspec(*verb)
-        assert res.returncode == 2 and "Traceback" not in res.stderr, (verb, res.stderr)
-        assert "does not handle parts at an angle or cylinders yet" in res.stderr, verb
     res = run_cellspec("check", c, lay, "--format", "json")
+    assert res.returncode == 0 and json.loads(res.stdout)["verdict"] == "pass", res.stdout
+    res = run_cellspec("plan", c, lay)
+    assert res.returncode == 0 and "re-verified" in res.stdout, res.stdout + res.stderr
+    assert res.stdout.index(" a ") < res.stdout.index(" b ")  # a carries b: placed first
+    assert run_cellspec("repair", c, lay).returncode == 0
+    assert run_cellspec("explain", c, lay).returncode == 0
+    # moved 3 cm off its support, the turned top cube falls: named, never a pass
+    (tmp_path / "f.json").write_text(json.dumps(_lay(
+        {"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025], "yaw": 30},
+        {"id": "b", "type": "cube", "pos": [0.43, 0.2, 0.075], "yaw": 45})))
+    res = run_cellspec("check", c, str(tmp_path / "f.json"), "--format", "json")
     out = json.loads(res.stdout)
-    assert res.returncode == 2 and out["verdict"] == "unknown"  # never pass
-    assert out["reason_code"] == "unsupported"
+    assert res.returncode == 1 and {v["rule"] for v in out["violations"]} == {"stability"}
 
 
 def test_yaw_is_an_angle_not_a_size():

@@ -68,7 +68,7 @@ def _compute(a: argparse.Namespace):
 
     left = remaining(a.time_limit)
     t = a.robust_timeout if left is None else min(a.robust_timeout, left)
-    return v, prove_robust(cell, layout, float(a.robust), timeout=t)
+    return v, prove_robust(cell, layout, float(a.robust), timeout=t, backend=a.backend)
 
 
 def run(a: argparse.Namespace) -> int:

@@ -28,12 +28,19 @@ def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     # lazy: CLI start-up time (every verb loads for --help; loads textX, the world model)
     from cellspec.dsl.parser import load_cell
-    from cellspec.world.discrepancy import cell_part_sizes, cell_surfaces, diagnose, load_state
+    from cellspec.world.discrepancy import (
+        cell_part_shapes,
+        cell_part_sizes,
+        cell_surfaces,
+        diagnose,
+        load_state,
+    )
 
     cell = load_cell(a.cell)
     surf, sizes = cell_surfaces(cell), cell_part_sizes(cell)
-    exp = load_state(a.expected, surf, sizes)
-    obs = load_state(a.observed, surf, sizes)
+    shapes = cell_part_shapes(cell)
+    exp = load_state(a.expected, surf, sizes, shapes)
+    obs = load_state(a.observed, surf, sizes, shapes)
     dg = diagnose(cell, exp, obs)
     if a.format == "json":
         print(json.dumps(dg.to_json(), indent=2))
@@ -66,6 +73,9 @@ def render(dg: object) -> list[str]:
     out.append("unexpected relations: " + (", ".join(map(str, d.unexpected)) or "none"))
     drift = ", ".join(f"{k} {v:.4f} m" for k, v in sorted(d.drift.items()) if v >= 0.0005)
     out.append("drift: " + (drift or "none above 0.5 mm"))
+    if d.turn:  # only where a part is turned or round (docs/shapes.md)
+        turn = ", ".join(f"{k} {v:.1f} deg" for k, v in sorted(d.turn.items()) if v >= 0.05)
+        out.append("turn: " + (turn or "none above 0.05 deg"))
     if d.new:
         out.append("new objects: " + ", ".join(d.new)
                    + (f" (in the path: {', '.join(d.in_path)})" if d.in_path else ""))

@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--keep-shape", action="store_true",
                    help="prefer moving whole structures rigidly over moving fewer parts "
                    "(blocked-region recovery: shift and flatten only where needed)")
+    c.add_argument("--allow-rotate", default=None, metavar="DEG",
+                   help="a moved box may also turn: one angle (90: any quarter turn) or "
+                   "comma-separated yaws in degrees, multiples of 90 (e.g. 0,90); parts at "
+                   "another angle and cylinders stay where they are")
     c.add_argument("--workers", type=int, default=1, metavar="N",
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
@@ -80,7 +84,8 @@ def _compute(a: argparse.Namespace) -> Any:
     layout = load_layout(a.layout)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
     r = repair(cell, layout, time_limit=remaining(a.time_limit), blocked=blocked,
-               keep_shape=a.keep_shape, workers=a.workers, progress=_progress())
+               keep_shape=a.keep_shape, workers=a.workers, progress=_progress(),
+               allow_rotate=a.rotate)
     return r
 
 
@@ -93,6 +98,11 @@ def run(a: argparse.Namespace) -> int:
     if not 1 <= a.workers <= MAX_WORKERS:
         raise CellspecError(f"--workers must be between 1 and {MAX_WORKERS} (got {a.workers})")
     a.max_memory = limits.parse_memory(a.max_memory)
+    a.rotate = ()
+    if a.allow_rotate is not None:
+        from cellspec.solver.cpsat.repair import parse_rotate  # lazy: as in _compute
+
+        a.rotate = parse_rotate(a.allow_rotate)
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
@@ -113,7 +123,8 @@ def run(a: argparse.Namespace) -> int:
                   + ", ".join(f"{v.rule}({', '.join(v.parts)})" for v in bad[:12])
                   + (" ..." if len(bad) > 12 else ""))
         for m in r.moves:
-            print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}  [{m.why}]")
+            turn = f"  turned to yaw {m.yaw:g}" if m.yaw is not None else ""
+            print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}{turn}  [{m.why}]")
         if r.status in ("optimal", "feasible") and not r.already_valid:
             if r.reordered and r.layout is not None:
                 order = r.layout["order"]

@@ -51,7 +51,7 @@ def run(a: argparse.Namespace) -> int:
     require_extra("twin", verb="run")
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the world model)
     from cellspec.dsl.parser import load_cell
-    from cellspec.layout import load_layout, require_boxes
+    from cellspec.layout import load_layout
     from cellspec.world.run import ENGINE_NOTE, parse_faults, run_layout
 
     faults = parse_faults(a.faults)
@@ -59,7 +59,6 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--seed must not be negative")
     cell = load_cell(a.cell)
     layout = load_layout(a.layout)
-    require_boxes(cell, layout, "run")
 
     # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress

@@ -37,7 +37,7 @@ def run(a: argparse.Namespace) -> int:
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the twin)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
-    from cellspec.robots.settle import settle
+    from cellspec.robots.settle import HZ, settle
 
     check_output(a.output)
     cell = load_cell(a.cell)
@@ -56,6 +56,6 @@ def run(a: argparse.Namespace) -> int:
             print(f"{m.step:4d}  {m.id}  moved {m.displacement * 1000:8.2f} mm  turned "
                   f"{m.rotation_deg:7.2f} deg  {state}")
         print(f"settle: {res.verdict}: {res.message()}")
-    print(f"note: settle simulated {res.steps} steps at 240 Hz in {res.seconds:.3f} s",
+    print(f"note: settle simulated {res.steps} steps at {HZ} Hz in {res.seconds:.3f} s",
           file=sys.stderr)
     return EXIT_OK if res.verdict == "stand" else EXIT_FAIL

@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     # lazy: CLI start-up time (every verb loads for --help; loads the world model)
+    from cellspec.world.context import shape_note
     from cellspec.world.db import open_world
 
     if (a.what == "trace") != (a.trace is not None):
@@ -82,8 +83,8 @@ def run(a: argparse.Namespace) -> int:
                   f"{snap['transitions']} history entries")
             for e in snap["entities"]:
                 p = ", ".join(f"{v:.4f}" for v in e["pos"])
-                print(f"  {e['id']:<8} {e['type']:<9} ({p})  conf {e['confidence']:.3f}  "
-                      f"{e['lifecycle']}")
+                print(f"  {e['id']:<8} {e['type']:<9} ({p}){shape_note(e)}  conf "
+                      f"{e['confidence']:.3f}  {e['lifecycle']}")
         elif a.what == "history":
             hist = w.history()
             if a.format == "json":

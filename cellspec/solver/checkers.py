@@ -217,6 +217,7 @@ class Z3Checker:
     name = "z3"
     description = "Z3 (SMT, linear integer arithmetic); no stability LP"
     capabilities = frozenset(smt.FEATURES)
+    shapes = True  # yawed boxes: exact linear atoms; cylinders: the kernel's constants
 
     def supported(self, rules: Sequence[Rule]) -> list[Refusal]:
         """Refuses the relations it does not encode (stable, placed_stable) by name."""

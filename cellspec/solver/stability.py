@@ -26,10 +26,10 @@ false for the part that topples or slides off what carries it (with whatever it
 carries), so each failure is reported once, where it happens. ``placed_stable(p)``: when
 the layout has an order, the structure p joins when it is placed stands (every stage).
 
-Assumptions: rigid parts, static loads (gravity only), no sliding at the margin, contact
-faces axis-aligned. Limits: a structure that needs more than ``MAX_LP_PARTS`` parts in
-one LP, or an LP that does not finish in ``LP_TIME_LIMIT_S``, raises
-:class:`StabilityLimit` and the verdict is ``unknown``.
+Assumptions: rigid parts, static loads (gravity only), no sliding at the margin. Yawed boxes
+and cylinders: contact polygons (:mod:`stability_shapes`), same margin and stages. Limits:
+a structure that needs more than ``MAX_LP_PARTS`` parts in one LP, or an LP that does not
+finish in ``LP_TIME_LIMIT_S``, raises :class:`StabilityLimit` and the verdict is ``unknown``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.solver import stability_lp as lp
-from cellspec.solver.instance import require_plain
 from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
     Contacts,
     contacts,
@@ -49,16 +48,25 @@ from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import t
 )
 
 DEFAULT_FRICTION = Fraction(1, 2)
-DEFAULT_MARGIN = Fraction(2, 1000)  # m: the smallest whole mm with 0 false passes on
-# bench/physics_agreement.py (issue 14's centre-of-mass shift with side contacts: 1 000
-# structures, seed 0: 0 mm gives 8 false passes, 1 mm gives 1, 2 mm none at 8.9 % false
-# fails; the 400 of seed 1: 10, 1, none at 9.1 %; see the README)
+DEFAULT_MARGIN = Fraction(1, 1000)  # m: the smallest whole mm with 0 false passes on
+# bench/physics_agreement.py (issue 14's centre-of-mass shift with side contacts, labelled
+# by settle at 960 Hz: 1 000 structures, seed 0: 0 mm gives 4 false passes, 1 mm none at
+# 2.9 % false fails; the 400 of seed 1: 4, then none at 4.5 %; see the README. With
+# settle at 240 Hz 1 mm passed one heavy stack on the 30 mm cube per seed, which stands
+# at 960 and 2400 Hz: docs/twin.md, "The settle oracle")
 GRAVITY = lp.GRAVITY
 MAX_LP_PARTS = 400  # parts in one structure that needs an LP
 LP_TIME_LIMIT_S = 2.0
 TOL = 1e-9  # m: slack on the margin comparison (float rounding, not physics)
 LP_TOL = 1e-7  # m: the same for the LP's shift (GLOP's feasibility tolerance, 0.1 um)
 U = float(g.U)
+
+
+def _shapes():  # noqa: ANN202
+    """cellspec.solver.stability_shapes, imported (with shapely) only for layouts with shapes."""
+    from cellspec.solver import stability_shapes
+
+    return stability_shapes
 
 
 class StabilityLimit(Exception):
@@ -75,28 +83,33 @@ class Failure:
     achieved: float  # m: how far inside the contact edges its load acts (< 0: beyond)
     margin: float  # m: what the cell asks for
     exact: bool  # True: forest analysis (centre of mass); False: LP structure
+    edge: float | None = None  # m: a contact polygon's edge distance (achieved: its margin)
 
     def text(self, ids: tuple[str, ...]) -> str:
-        """The human sentence: how far inside or beyond the edge, against the margin."""
+        """The human sentence: how far inside or beyond the edge, against the margin (to
+        0.1 mm: the default margin is 1 mm; a load less than 0.05 mm beyond an edge prints
+        as on it)."""
         on = " and ".join(self.support) if self.support else "its supports"
         carry = (f", with the {self.carried} part{'s' if self.carried != 1 else ''} it "
                  "carries," if self.carried else "")
         name = ids[self.part]
+        if self.exact and self.edge is not None:  # a contact polygon (shapes)
+            return _shapes().forest_text(name, carry, on, self.achieved, self.edge, self.margin)
         if self.exact:
-            if self.achieved < -0.0005:
+            if self.achieved < -0.00005:
                 return (f"{name} topples off {on}: its centre of mass{carry} is "
-                        f"{-self.achieved:.3f} m beyond the edge")
-            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.3f} m "
-                    f"inside the edge of {on}; the cell asks for {self.margin:.3f} m")
+                        f"{-self.achieved:.4f} m beyond the edge")
+            return (f"{name} stands with its centre of mass{carry} {max(self.achieved, 0):.4f} m "
+                    f"inside the edge of {on}; the cell asks for {self.margin:.4f} m")
         if self.achieved == float("-inf"):
             return (f"{name} slides or topples off {on}: no contact forces hold its structure, "
                     "whatever common shift of its centres of mass (up to 0.05 m)")
-        if self.achieved < -0.0005:
+        if self.achieved < -0.00005:
             return (f"{name} topples off {on}: its structure stands only with its centres of "
-                    f"mass moved {-self.achieved:.3f} m (it misses by that much)")
+                    f"mass moved {-self.achieved:.4f} m (it misses by that much)")
         return (f"{name} does not stand on {on} with the margin: its structure stands with "
-                f"every centre of mass moved by up to {max(self.achieved, 0):.3f} m in any "
-                f"direction; the cell asks for {self.margin:.3f} m")
+                f"every centre of mass moved by up to {max(self.achieved, 0):.4f} m in any "
+                f"direction; the cell asks for {self.margin:.4f} m")
 
 
 @dataclass
@@ -179,7 +192,11 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
     if not len(has):
         return []
     k = edge[has]
-    dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
+    if con.fp is None:
+        dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
+        euclid = None
+    else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
+        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has])
     bad = np.nonzero(dist < st.margin - TOL)[0]
     out = []
     for t in bad.tolist():
@@ -187,7 +204,7 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         lo_p = int(con.lower[k[t]])
         sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
         out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
-                           True))
+                           True, None if euclid is None else float(euclid[t])))
     return out
 
 
@@ -199,12 +216,13 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
     set is held fixed, like a surface) and, when given, the side contacts ``side_ks``."""
     con = st.con
     pos = {p: t for t, p in enumerate(members)}
-    rows = []
+    rows, ks = [], []
     for t, p in enumerate(members):
         for k in con.by_upper[p]:
             if active[k]:
                 lo = pos.get(int(con.lower[k]), -1)
                 rows.append((t, lo, *con.rect[k].tolist(), int(con.z[k])))
+                ks.append(k)
     hz = np.array(rows, dtype=np.float64).reshape(-1, 7)
     hz[:, 2:] *= U
     balanced = np.zeros(len(members), dtype=bool)
@@ -215,8 +233,11 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
         raw = con.sides[side_ks]
         sd = np.column_stack([[pos[int(a)] for a in raw[:, 0]], [pos[int(b)] for b in raw[:, 1]],
                               raw[:, 2], raw[:, 3:] * U]).astype(np.float64)
-    return lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
-                    balanced, hz, sd, st.friction)
+    grp = lp.Group(st.centre_of(members), st.masses[np.asarray(members, dtype=np.int64)],
+                   balanced, hz, sd, st.friction)
+    if con.fp is not None:  # forces at the contact polygons' vertices (shapes)
+        grp = _shapes().with_polygons(grp, con, np.array(ks, dtype=np.int64))
+    return grp
 
 
 def _solve(grp: lp.Group, margin: float, n: int) -> float | None:
@@ -454,9 +475,13 @@ def final_structures(st: Structure) -> tuple[np.ndarray, np.ndarray]:
         np.minimum.at(by0, par, by0[lvl])
         np.maximum.at(by1, par, by1[lvl])
     m = st.margin - TOL
-    r = con.rect[edge[idx]] * U
-    ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
-          & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))
+    if con.fp is None:
+        r = con.rect[edge[idx]] * U
+        ok = ((bx0[idx] - r[:, 0] >= m) & (r[:, 1] - bx1[idx] >= m)
+              & (by0[idx] - r[:, 2] >= m) & (r[:, 3] - by1[idx] >= m))
+    else:  # the centres' box grown by the margin lies in the (convex) contact polygon
+        ok = _shapes().rect_inside(con, edge[idx], bx0[idx] - m, bx1[idx] + m,
+                                   by0[idx] - m, by1[idx] + m)
     trivial = ~bad
     np.logical_and.at(trivial, final[idx], ok)
     return final, trivial
@@ -531,12 +556,12 @@ class Report:
 def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
     """The stability view of an instance: contacts, masses, friction, margin; without
     ``sides`` no side contacts (for proofs that must not rely on them)."""
-    require_plain(inst, "the stability analysis")  # contact polygons of shapes: issue 22
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
-    con = contacts(inst.boxes, inst.eps, inst.surfaces)
+    fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp)
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,

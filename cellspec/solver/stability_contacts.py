@@ -6,10 +6,14 @@ otherwise). Split from :mod:`cellspec.solver.stability`, which uses them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cellspec.core import geometry as g
+
+if TYPE_CHECKING:  # shapely is imported only for layouts with shapes
+    from cellspec.solver.stability_shapes import Footprints
 
 SMALL = 64  # parts: up to this many, contact pairs are found by testing all pairs
 
@@ -29,6 +33,12 @@ class Contacts:
     by_lower: _Index = field(default=None)  # type: ignore[assignment]
     # side contacts (s, 8) in U: (a, b, axis, u0, u1, z0, z1, plane): a's face at ``plane``
     # on ``axis`` (0 x, 1 y) touches b's opposite face over [u0, u1] x [z0, z1]
+    # contact polygons (layouts with yawed boxes or cylinders only, else None; ``rect`` is
+    # then only their pair's enclosing-box overlap): see stability_shapes.attach
+    fp: Footprints | None = None
+    nrm: np.ndarray | None = None
+    off: np.ndarray | None = None
+    verts: dict[int, np.ndarray] | None = None
 
 
 def _pairs(boxes: np.ndarray, eps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,8 +103,14 @@ def _rests_on(a: np.ndarray, b: np.ndarray, eps: int) -> np.ndarray:
             & (g.olap(a, b, "y") > 0))
 
 
-def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
-    """Every surface and part-on-part contact of the layout, and its side contacts."""
+def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int],
+             fp: Footprints | None = None) -> Contacts:
+    """Every surface and part-on-part contact of the layout, and its side contacts. With
+    footprints ``fp`` (a layout with yawed boxes or cylinders; ``boxes`` enclose them) the
+    pairs with a non-plain part are decided on the footprints and every contact gets its
+    polygon (cellspec/solver/stability_shapes.py)."""
+    if fp is not None:
+        from cellspec.solver import stability_shapes as shp
     n = len(boxes)
     low, up, rects, zs, surf = [], [], [], [], []
     seen: set[int] = set()
@@ -119,12 +135,18 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
         bi, bj = boxes[i], boxes[j]
         s_ij = _rests_on(bi, bj, eps)
         s_ji = _rests_on(bj, bi, eps)
+        if fp is not None:  # enclosing boxes overlap: do the footprints?
+            fo = shp.overlap(fp, i, j)
+            s_ij &= fo
+            s_ji &= fo
         lo = np.concatenate([i[s_ij], j[s_ji]])
         hi = np.concatenate([j[s_ij], i[s_ji]])
         # a part with no support wider than eps rests on nothing (gravity's to report):
         # its slivers are dropped, so it is held fixed here and reported once
         a, b = boxes[lo], boxes[hi]
         wide = g.footprint(a, b, eps)
+        if fp is not None:
+            wide &= shp.wide(fp, lo, hi, eps)
         held = np.zeros(n, dtype=bool)
         held[hi[wide]] = True
         held[upper] = True  # on a surface
@@ -143,7 +165,12 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int]) -> Contacts:
     srt = np.lexsort((lower, upper))  # by upper part, then lower (surfaces first)
     lower, upper, rect, zz = lower[srt], upper[srt], rect[srt], zz[srt]
     surf = [surf[k] for k in srt.tolist()]
-    c = Contacts(lower, upper, rect, zz, surf, side_contacts(boxes, eps, pairs))
+    sides = side_contacts(boxes, eps, pairs)
+    if fp is not None:  # yawed faces: no side contacts (they only add forces: conservative)
+        sides = sides[fp.plain[sides[:, 0]] & fp.plain[sides[:, 1]]]
+    c = Contacts(lower, upper, rect, zz, surf, sides)
     c.by_upper = _Index(upper, n)
     c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
+    if fp is not None:
+        shp.attach(c, fp)
     return c

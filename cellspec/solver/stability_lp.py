@@ -63,6 +63,10 @@ class Group:
     hz: np.ndarray  # (k, 7)
     sd: np.ndarray  # (s, 8)
     friction: float
+    # contact polygons (yawed boxes, cylinders: stability_shapes.with_polygons): the force
+    # points of each ``hz`` row, (k, V) m, padded by repeats; None: the rectangles' corners
+    px: np.ndarray | None = None
+    py: np.ndarray | None = None
 
 
 class _Triplets:
@@ -134,9 +138,13 @@ def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
     if k:
         up = hz[:, 0].astype(np.int64)
         lo = hz[:, 1].astype(np.int64)
-        cx, cy = _corners(hz[:, 2], hz[:, 3], hz[:, 4], hz[:, 5])  # (k, 4)
-        fcol = col + np.arange(4 * k).reshape(k, 4)
-        col += 4 * k
+        if g.px is None:
+            cx, cy = _corners(hz[:, 2], hz[:, 3], hz[:, 4], hz[:, 5])  # (k, 4)
+        else:
+            cx, cy = g.px, g.py  # (k, V): polygon vertices
+        nv = cx.shape[1]
+        fcol = col + np.arange(nv * k).reshape(k, nv)
+        col += nv * k
         for body, sign in ((up, 1.0), (lo, -1.0)):
             ok = _in_balance(body, g.balanced)
             if not ok.any():

@@ -26,6 +26,17 @@ a small cube and a block, all of the cube's density, 800 kg/m^3). Families:
 * ``canopy``: a plate on 2-4 pillars moved away from its corners (the plate's centre of
   mass may leave the pillars' support polygon).
 * ``mixed``: a stack of 3-4 parts of mixed sizes with random offsets.
+
+Shape families (issue 22; not in ``FAMILIES``, so the default set is unchanged: name them,
+or pass ``SHAPE_FAMILIES``; their cell is ``cell_text(shapes=True)``, which adds the
+``can`` cylinder):
+
+* ``rotated_roof``: two pillars (1-2 cubes) and a cube or 0.10 m beam turned 20-70 deg
+  over the gap, its centre moved up to +-1.5 cm.
+* ``yawed_stack``: 3-4 cubes, each turned 0-90 deg and shifted up to +-2.5 cm in x and
+  +-1 cm in y from the one below.
+* ``cylinders_on_blocks``: a can on a cube (or a cube on a can) off centre, a can on two
+  cubes, or a 0.15 m beam, turned up to 30 deg, across two cans.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ PART_TYPES: dict[str, tuple[float, float, float]] = {
     "beam20": (0.20, 0.05, 0.02),
     "plate": (0.20, 0.15, 0.02),
 }
+CAN = (0.025, 0.05)  # the shape families' cylinder: radius, height (m)
 CX, CY = 0.45, 0.275  # the structures' centre: the middle of the station's workspace
 STATION = Path(__file__).resolve().parents[2] / "rules" / "cells" / "dual_arm_station.cell"
 
@@ -67,7 +79,7 @@ class Structure:
 
 
 def cell_text(*, margin: float | None = None, import_stability: bool = False,
-              station: Path = STATION) -> str:
+              station: Path = STATION, shapes: bool = False) -> str:
     """The benchmark's cell: the dual-arm station (``import physical``) with the part
     types above; ``margin`` adds ``stability margin M`` (the lead's item), and
     ``import_stability`` adds ``import stability`` (the opt-in rule of today)."""
@@ -84,6 +96,10 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
     if anchor not in text:
         raise RuntimeError(f"{station}: the cube part type line changed; update "
                            "cellspec/testing/structures.py")
+    if shapes:
+        r, h = CAN
+        types.append(f"    part can cylinder radius {r:g} height {h:g} mass "
+                     f"{DENSITY * math.pi * r * r * h:.4f}")
     extra = "\n".join(types) + "\n"
     if margin is not None:
         extra += f"    stability margin {margin:g}\n"
@@ -93,13 +109,14 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
     return text
 
 
-def load_cell_variant(*, margin: float | None = None, import_stability: bool = False):
+def load_cell_variant(*, margin: float | None = None, import_stability: bool = False,
+                      shapes: bool = False):
     """:func:`cell_text` loaded as a Cell (written to a temporary ``physics_agreement.cell``:
     a cell that imports needs a file)."""
     with tempfile.TemporaryDirectory(prefix="cellspec-structures-") as d:
         path = Path(d) / "physics_agreement.cell"
-        path.write_text(cell_text(margin=margin, import_stability=import_stability),
-                        encoding="utf-8")
+        path.write_text(cell_text(margin=margin, import_stability=import_stability,
+                                  shapes=shapes), encoding="utf-8")
         return load_cell(path)
 
 
@@ -109,15 +126,22 @@ class _Builder:
     def __init__(self) -> None:
         self.parts: list[dict] = []
 
-    def add(self, pid: str, kind: str, x: float, y: float, bottom: float) -> float:
-        """Add a part whose bottom is at ``bottom``; returns its top."""
-        h = PART_TYPES[kind][2]
-        self.parts.append({"id": pid, "type": kind, "gripper": "vacuum",
-                           "pos": [round(x, 6), round(y, 6), round(bottom + h / 2, 6)]})
+    def add(self, pid: str, kind: str, x: float, y: float, bottom: float,
+            yaw: float = 0.0) -> float:
+        """Add a part whose bottom is at ``bottom`` (turned by ``yaw`` degrees); returns its
+        top."""
+        h = CAN[1] if kind == "can" else PART_TYPES[kind][2]
+        part = {"id": pid, "type": kind, "gripper": "vacuum",
+                "pos": [round(x, 6), round(y, 6), round(bottom + h / 2, 6)]}
+        if yaw:
+            part["yaw"] = round(yaw, 3)
+        self.parts.append(part)
         return bottom + h
 
     def overlaps(self) -> bool:
         """Whether two parts' interiors intersect (the generator redraws then)."""
+        if any(p["type"] == "can" or p.get("yaw") for p in self.parts):
+            return _shape_overlaps(self.parts)
         boxes = []
         for p in self.parts:
             s = np.array(PART_TYPES[p["type"]])
@@ -297,6 +321,96 @@ def _mixed(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
     return b, None, "stack of " + ", ".join(names)
 
 
+def _shape_overlaps(parts: list[dict]) -> bool:
+    """Whether two parts' interiors intersect, on their footprints (shapely) and heights."""
+    import shapely
+
+    geo, zs = [], []
+    for p in parts:
+        x, y, z = p["pos"]
+        if p["type"] == "can":
+            geo.append(shapely.Point(x, y).buffer(CAN[0], quad_segs=32))
+            h = CAN[1]
+        else:
+            sx, sy, h = PART_TYPES[p["type"]]
+            t = math.radians(p.get("yaw", 0.0))
+            c, s = math.cos(t), math.sin(t)
+            geo.append(shapely.Polygon([(x + a * sx / 2 * c - b * sy / 2 * s,
+                                         y + a * sx / 2 * s + b * sy / 2 * c)
+                                        for a, b in ((1, 1), (-1, 1), (-1, -1), (1, -1))]))
+        zs.append((z - h / 2, z + h / 2))
+    for a in range(len(parts)):
+        for b in range(a + 1, len(parts)):
+            if min(zs[a][1], zs[b][1]) - max(zs[a][0], zs[b][0]) > 1e-6 and \
+                    geo[a].intersection(geo[b]).area > 1e-9:
+                return True
+    return False
+
+
+def _rotated_roof(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
+    b = _Builder()
+    levels = int(rng.integers(1, 3))
+    kind = "cube" if rng.random() < 0.5 else "beam10"
+    gap = _u(rng, 0.01, 0.07)  # between the pillars' inner faces
+    xl, xr = CX - gap / 2 - 0.025, CX + gap / 2 + 0.025
+    tl = tr = 0.0
+    for k in range(levels):
+        tl = b.add(f"pl{k + 1}", "cube", xl, CY, tl)
+        tr = b.add(f"pr{k + 1}", "cube", xr, CY, tr)
+    yaw = _u(rng, 20.0, 70.0)
+    dx, dy = _u(rng, -0.015, 0.015), _u(rng, -0.015, 0.015)
+    b.add("roof", kind, CX + dx, CY + dy, tl, yaw)
+    return b, None, (f"{kind} at {yaw:.0f} deg over a {gap * 1000:.0f} mm gap, moved "
+                     f"{dx * 1000:+.0f}/{dy * 1000:+.0f} mm")
+
+
+def _yawed_stack(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
+    b = _Builder()
+    n = int(rng.integers(3, 5))
+    x, y, top = CX, CY, 0.0
+    for k in range(n):
+        if k:
+            x += _u(rng, -0.025, 0.025)
+            y += _u(rng, -0.01, 0.01)
+        top = b.add(f"c{k + 1}", "cube", x, y, top, _u(rng, 0.0, 90.0) if k else 0.0)
+    return b, None, f"{n} yawed cubes, offsets up to 2.5 cm x, 1 cm y"
+
+
+def _cylinders_on_blocks(rng: np.random.Generator) -> tuple[_Builder, list[str] | None, str]:
+    b = _Builder()
+    r = CAN[0]
+    pick = rng.random()
+    if pick < 0.4:  # a can on a cube, or a cube on a can, off centre
+        d, ang = _u(rng, 0.0, 0.035), _u(rng, 0.0, 2 * math.pi)
+        low, high = ("cube", "can") if rng.random() < 0.5 else ("can", "cube")
+        top = b.add("low", low, CX, CY, 0.0)
+        b.add("high", high, CX + d * math.cos(ang), CY + d * math.sin(ang), top)
+        return b, None, f"{high} on {low}, {d * 1000:.0f} mm off centre"
+    if pick < 0.7:  # a can on two cubes
+        gap = _u(rng, 0.0, 0.04)
+        xl, xr = CX - gap / 2 - 0.025, CX + gap / 2 + 0.025
+        b.add("bl", "cube", xl, CY, 0.0)
+        top = b.add("br", "cube", xr, CY, 0.0)
+        dx, dy = _u(rng, -0.02, 0.02), _u(rng, -0.01, 0.01)
+        b.add("can", "can", CX + dx, CY + dy, top)
+        return b, None, f"can on two cubes {gap * 1000:.0f} mm apart, moved {dx * 1000:+.0f} mm"
+    span = _u(rng, 0.06, 0.14)  # a beam across two cans
+    b.add("kl", "can", CX - span / 2, CY, 0.0)
+    top = b.add("kr", "can", CX + span / 2, CY, 0.0)
+    yaw = _u(rng, -30.0, 30.0)
+    dx = _u(rng, -0.03, 0.03)
+    b.add("beam", "beam15", CX + dx, CY + _u(rng, -r / 2, r / 2), top, yaw)
+    return b, None, (f"beam15 at {yaw:.0f} deg across cans {span * 1000:.0f} mm apart, moved "
+                     f"{dx * 1000:+.0f} mm")
+
+
+SHAPE_FAMILIES: dict[str, Callable[[np.random.Generator],
+                                   tuple[_Builder, list[str] | None, str]]] = {
+    "rotated_roof": _rotated_roof, "yawed_stack": _yawed_stack,
+    "cylinders_on_blocks": _cylinders_on_blocks,
+}
+
+
 FAMILIES: dict[str, Callable[[np.random.Generator], tuple[_Builder, list[str] | None, str]]] = {
     "offset_stack": _offset_stack, "counterweight": _counterweight, "bridge": _bridge,
     "cantilever": _cantilever, "pyramid": _pyramid, "wall": _wall, "canopy": _canopy,
@@ -305,17 +419,19 @@ FAMILIES: dict[str, Callable[[np.random.Generator], tuple[_Builder, list[str] | 
 
 
 def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[Structure]:
-    """``n`` structures, round-robin over ``families`` (default all), from ``seed``."""
+    """``n`` structures, round-robin over ``families`` (default all boxes: ``FAMILIES``;
+    the shape families are named or passed as ``SHAPE_FAMILIES``), from ``seed``."""
     fams = list(families) if families else list(FAMILIES)
-    bad = [f for f in fams if f not in FAMILIES]
+    known = {**FAMILIES, **SHAPE_FAMILIES}
+    bad = [f for f in fams if f not in known]
     if bad:
-        raise ValueError(f"unknown families {bad}; known: {', '.join(FAMILIES)}")
+        raise ValueError(f"unknown families {bad}; known: {', '.join(known)}")
     out = []
     for i in range(n):
         fam = fams[i % len(fams)]
         rng = np.random.default_rng([seed, i])
         for _ in range(100):
-            b, order, note = FAMILIES[fam](rng)
+            b, order, note = known[fam](rng)
             if not b.overlaps():
                 break
         else:

@@ -60,7 +60,7 @@ class Actions:
     def path_box(self, a: np.ndarray, b: np.ndarray, pid: str, z: float
                  ) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """The box swept by the part carried from a to b at height z (down to the table)."""
-        h = np.array(self.size[pid]) / 2 + 0.01
+        h = np.array(self.sim.extent(pid)) / 2 + 0.01
         lo = np.minimum(a, b) - h
         hi = np.maximum(a, b) + h
         lo[2] = self.table_z
@@ -193,11 +193,11 @@ class Actions:
         noise = (lambda: self.rng.normal(0.0, self.noise, 3)) if self.noise > 0 else \
             (lambda: np.zeros(3))
         c = self.sim.pose(pid) + noise()
-        h = np.array(self.size[pid]) / 2
+        h = np.array(self.sim.extent(pid)) / 2  # a turned part: its enclosing box
         total = np.zeros(2)
         for n in who:
             oc = self.sim.pose(n) + noise()
-            oh = np.array(self.sim.sizes[n]) / 2
+            oh = np.array(self.sim.extent(n)) / 2
             over = (h + oh)[:2] - np.abs(c - oc)[:2]  # overlap per axis (>0: overlapping)
             if np.any(over <= -0.002):
                 continue

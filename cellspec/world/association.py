@@ -19,7 +19,7 @@ from ortools.graph.python import linear_sum_assignment
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
-from cellspec.world.db import ARCHIVE_BELOW, DECAY, Entity
+from cellspec.world.db import ARCHIVE_BELOW, DECAY, MAX_YAW_DEG, SHAPES, Entity
 
 GATE_M = 0.5  # default gate on centre distance, metres
 CONFIRM = 2  # observations in a row before a new entity is created
@@ -28,17 +28,44 @@ _SCALE = 1_000_000  # integer costs in micrometres
 
 @dataclass(frozen=True)
 class Observation:
-    """One perceived object: type, box centre, box size, orientation (xyzw)."""
+    """One perceived object: type, centre, own size, orientation (xyzw), yaw and shape."""
 
     type: str
     pos: tuple[float, float, float]
     size: tuple[float, float, float]
     quat: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
     label: str | None = None  # a known id (expected-state files), not used for matching
+    yaw: float = 0.0  # degrees about z
+    shape: str = "box"  # box | cylinder (size (2R, 2R, H))
 
 
-def parse_observation(obj: Any, where: str) -> Observation:
-    """Validate one observation object (JSON); NaN or missing numbers are bad input."""
+def _yaw(obj: dict, where: str) -> float:
+    """The observation's ``yaw`` (degrees, default 0): a finite number, |yaw| <= 3600."""
+    v = obj.get("yaw", 0.0)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise CellspecError(f"{where}.yaw: must be a number of degrees, not {v!r}")
+    if not math.isfinite(float(v)):
+        raise CellspecError(f"{where}.yaw: NaN or infinity; an observation needs a finite "
+                            "yaw (nothing was written)")
+    if abs(float(v)) > MAX_YAW_DEG:
+        raise CellspecError(f"{where}.yaw: {float(v):g} is beyond {MAX_YAW_DEG:g} degrees")
+    return float(v)
+
+
+def _shape(obj: dict, where: str, size: tuple[float, ...], default: str) -> str:
+    """The observation's ``shape`` (box or cylinder; default the part type's)."""
+    v = obj.get("shape", default)
+    if v not in SHAPES:
+        raise CellspecError(f"{where}.shape: must be one of {', '.join(SHAPES)}, not {v!r}")
+    if v == "cylinder" and size[0] != size[1]:
+        raise CellspecError(f"{where}.size: a cylinder's size is (diameter, diameter, "
+                            f"height), got {list(size)}")
+    return str(v)
+
+
+def parse_observation(obj: Any, where: str, shape: str = "box") -> Observation:
+    """Validate one observation object (JSON; ``shape``: its type's, unless it says);
+    NaN or missing numbers are bad input."""
     if not isinstance(obj, dict):
         raise CellspecError(f"{where}: an observation must be an object")
     typ = obj.get("type")
@@ -64,7 +91,8 @@ def parse_observation(obj: Any, where: str) -> Observation:
     label = obj.get("id")
     return Observation(type=typ, pos=vec("pos", 3), size=size,  # type: ignore[arg-type]
                        quat=vec("quat", 4, [0, 0, 0, 1]),  # type: ignore[arg-type]
-                       label=label if isinstance(label, str) else None)
+                       label=label if isinstance(label, str) else None,
+                       yaw=_yaw(obj, where), shape=_shape(obj, where, size, shape))
 
 
 def hungarian(cost: np.ndarray, allowed: np.ndarray, unmatched: float) -> list[tuple[int, int]]:
@@ -153,7 +181,8 @@ def update(entities: list[Entity], obs: list[Observation],
             if e.lifecycle == "Archived":
                 restored.append(e.id)
             out.append(replace(e, pos=o.pos, quat=o.quat, size=o.size, confidence=1.0,
-                               lifecycle="Active", misses=0, cov=(noise_var,) * 3))
+                               lifecycle="Active", misses=0, cov=(noise_var,) * 3,
+                               yaw=o.yaw, shape=o.shape))
         else:
             conf = e.confidence * DECAY
             life = "Archived" if conf < ARCHIVE_BELOW else "Uncertain"
@@ -179,7 +208,8 @@ def update(entities: list[Entity], obs: list[Observation],
             taken.add(eid)
             created.append(eid)
             out.append(Entity(id=eid, type=o.type, pos=o.pos, size=o.size, quat=o.quat,
-                              kind="unknown", cov=(noise_var,) * 3))
+                              kind="unknown", cov=(noise_var,) * 3, yaw=o.yaw,
+                              shape=o.shape))
         else:
             new_cands.append((o.type, o.pos, o.size, hits))
     out.sort(key=lambda e: e.id)

@@ -140,6 +140,14 @@ def _some(acts: list[Action]) -> str:
     return ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
 
 
+def shape_note(e: dict[str, Any]) -> str:
+    """' yaw 30.0' for a turned box, ' cylinder' for a cylinder (an entity's JSON), else ''."""
+    if e.get("shape", "box") != "box":
+        return f" {e['shape']}"
+    y = round(float(e.get("yaw") or 0.0), 1)
+    return f" yaw {y:.1f}" if y != 0.0 else ""
+
+
 def _box(pos: tuple[float, ...], size: tuple[float, ...], grow: tuple[float, ...]
          ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return (tuple(p - s / 2 - g for p, s, g in zip(pos, size, grow, strict=True)),
@@ -147,7 +155,7 @@ def _box(pos: tuple[float, ...], size: tuple[float, ...], grow: tuple[float, ...
 
 
 def _meets(e: Entity, box: tuple[tuple[float, ...], tuple[float, ...]]) -> bool:
-    lo, hi = _box(e.pos, e.size, (0.0, 0.0, 0.0))
+    lo, hi = _box(e.pos, e.extent(), (0.0, 0.0, 0.0))  # a turned part: its enclosing box
     return all(lo[k] <= box[1][k] and hi[k] >= box[0][k] for k in range(3))
 
 
@@ -162,9 +170,9 @@ def zone_boxes(action: Action, part: Entity | None, zone: str
     grow = (-0.001, -0.001, ZONE_MARGIN_M)
     out = []
     if zone in ("action", "part") and part is not None:
-        out.append(_box(part.pos, part.size, grow))
+        out.append(_box(part.pos, part.extent(), grow))
     if zone in ("action", "target") and action.target is not None:
-        size = part.size if part is not None else (0.002, 0.002, 0.0)
+        size = part.extent() if part is not None else (0.002, 0.002, 0.0)
         out.append(_box(action.target, size, grow))
     return out
 
@@ -290,7 +298,8 @@ def serialise(ctx: Context) -> str:
         head += f" | {ctx.dropped} line(s) dropped to fit"
     lines = [head]
     for e, _ in ctx.entities:
-        lines.append(f"{e.id} {e.type} {_pos(e.pos)} conf {e.confidence:.2f} {e.lifecycle}")
+        lines.append(f"{e.id} {e.type} {_pos(e.pos)}{shape_note(e.to_json())} conf "
+                     f"{e.confidence:.2f} {e.lifecycle}")
     for r, c, lc in ctx.relations:
         lines.append(f"{r} conf {c:.2f} {lc}")
     return "\n".join(lines) + "\n"

@@ -27,7 +27,9 @@ from cellspec.dsl.world import PHASES as PHASES
 from cellspec.dsl.world import RELATIONS as RELATIONS
 
 FORMAT = "cellspec-world"
-VERSION = 1
+VERSION = 2  # 2: entities keep their yaw (degrees) and shape (box | cylinder)
+SHAPES = ("box", "cylinder")
+MAX_YAW_DEG = 3600.0  # as for a layout part (docs/shapes.md)
 DECAY = 0.95  # confidence factor per missed observation
 ARCHIVE_BELOW = 0.1  # an entity whose confidence falls below this is archived
 LIFECYCLE = ("Active", "Uncertain", "Archived")
@@ -41,7 +43,8 @@ CREATE TABLE entities (
     qx REAL NOT NULL, qy REAL NOT NULL, qz REAL NOT NULL, qw REAL NOT NULL,
     sx REAL NOT NULL, sy REAL NOT NULL, sz REAL NOT NULL,
     cov TEXT NOT NULL, confidence REAL NOT NULL, lifecycle TEXT NOT NULL,
-    misses INTEGER NOT NULL DEFAULT 0, kind TEXT NOT NULL DEFAULT 'part');
+    misses INTEGER NOT NULL DEFAULT 0, kind TEXT NOT NULL DEFAULT 'part',
+    yaw REAL NOT NULL DEFAULT 0, shape TEXT NOT NULL DEFAULT 'box');
 CREATE TABLE relations (rel TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
     PRIMARY KEY (rel, a, b));
 CREATE TABLE candidates (id INTEGER PRIMARY KEY, type TEXT NOT NULL, x REAL, y REAL, z REAL,
@@ -56,7 +59,9 @@ CREATE TABLE cs (id INTEGER PRIMARY KEY CHECK (id = 1), phase TEXT NOT NULL, obj
 
 @dataclass(frozen=True)
 class Entity:
-    """One believed object: pose (centre, quaternion xyzw), box size, confidence, lifecycle."""
+    """One believed object: pose (centre, quaternion xyzw), own size, confidence, lifecycle;
+    ``yaw`` (degrees about z, the part's own x axis from the world's) and ``shape`` (box, or a
+    vertical cylinder whose size is (2R, 2R, H)) as in docs/shapes.md."""
 
     id: str
     type: str
@@ -68,14 +73,39 @@ class Entity:
     lifecycle: str = "Active"
     misses: int = 0
     kind: str = "part"  # part | obstacle | unknown
+    yaw: float = 0.0  # degrees about z
+    shape: str = "box"  # box | cylinder
+
+    @property
+    def plain(self) -> bool:
+        """An axis-aligned box (a yaw that is a multiple of 90 degrees)."""
+        return self.shape == "box" and math.fmod(self.yaw, 90.0) == 0.0
+
+    def extent(self) -> tuple[float, float, float]:
+        """The size of the axis-aligned box enclosing the shape (world axes), metres."""
+        if self.shape == "cylinder":
+            return self.size
+        t = math.radians(self.yaw)
+        c, s = abs(math.cos(t)), abs(math.sin(t))
+        if math.fmod(self.yaw, 90.0) == 0.0:  # exact: a quarter turn swaps the sizes
+            c, s = (0.0, 1.0) if math.fmod(abs(self.yaw), 180.0) == 90.0 else (1.0, 0.0)
+        sx, sy, sz = self.size
+        return (c * sx + s * sy, s * sx + c * sy, sz)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON (rounded to 0.1 mm / 1e-4 so output is stable)."""
-        return {"id": self.id, "type": self.type, "kind": self.kind,
-                "pos": [round(v, 4) for v in self.pos], "size": [round(v, 4) for v in self.size],
-                "quat": [round(v, 4) for v in self.quat],
-                "confidence": round(self.confidence, 4), "lifecycle": self.lifecycle,
-                "misses": self.misses}
+        """Plain JSON (rounded to 0.1 mm / 1e-4 so output is stable); ``yaw`` only when it is
+        not 0 and ``shape`` only for a cylinder, so box-only output is as before shapes."""
+        out: dict[str, Any] = {"id": self.id, "type": self.type, "kind": self.kind,
+                               "pos": [round(v, 4) for v in self.pos],
+                               "size": [round(v, 4) for v in self.size],
+                               "quat": [round(v, 4) for v in self.quat]}
+        if self.yaw != 0.0:
+            out["yaw"] = round(self.yaw, 4)
+        if self.shape != "box":
+            out["shape"] = self.shape
+        out.update({"confidence": round(self.confidence, 4), "lifecycle": self.lifecycle,
+                    "misses": self.misses})
+        return out
 
 
 @dataclass(frozen=True)
@@ -107,10 +137,16 @@ class Transition:
 
 
 def _finite(e: Entity) -> None:
-    vals = list(e.pos) + list(e.size) + list(e.quat) + [e.confidence]
+    vals = list(e.pos) + list(e.size) + list(e.quat) + [e.confidence, e.yaw]
     if not all(math.isfinite(v) for v in vals):
-        raise CellspecError(f"entity '{e.id}': pose, size and confidence must be finite numbers "
-                            "(got NaN or infinity); nothing was written")
+        raise CellspecError(f"entity '{e.id}': pose, yaw, size and confidence must be finite "
+                            "numbers (got NaN or infinity); nothing was written")
+    if abs(e.yaw) > MAX_YAW_DEG:
+        raise CellspecError(f"entity '{e.id}': yaw {e.yaw:g} is beyond {MAX_YAW_DEG:g} "
+                            "degrees; nothing was written")
+    if e.shape not in SHAPES:
+        raise CellspecError(f"entity '{e.id}': shape must be one of {', '.join(SHAPES)}, "
+                            f"not {e.shape!r}; nothing was written")
 
 
 class World:
@@ -238,9 +274,10 @@ class World:
     def _write(self, t: Transition, outcome: str) -> None:
         c = self.conn
         for e in t.upserts:
-            c.execute("INSERT OR REPLACE INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            c.execute("INSERT OR REPLACE INTO entities VALUES "
+                      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       (e.id, e.type, *e.pos, *e.quat, *e.size, json.dumps(list(e.cov)),
-                       e.confidence, e.lifecycle, e.misses, e.kind))
+                       e.confidence, e.lifecycle, e.misses, e.kind, e.yaw, e.shape))
         for eid in t.deletes:
             c.execute("DELETE FROM entities WHERE id = ?", (eid,))
         if t.relations is not None:
@@ -292,7 +329,7 @@ class World:
 def _row_entity(r: tuple[Any, ...]) -> Entity:
     return Entity(id=r[0], type=r[1], pos=(r[2], r[3], r[4]), quat=(r[5], r[6], r[7], r[8]),
                   size=(r[9], r[10], r[11]), cov=tuple(json.loads(r[12])), confidence=r[13],
-                  lifecycle=r[14], misses=r[15], kind=r[16])
+                  lifecycle=r[14], misses=r[15], kind=r[16], yaw=r[17], shape=r[18])
 
 
 RACE_MSG = ("the world database already holds a run: another `cellspec run` created it at "
@@ -354,8 +391,12 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C
             ver = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
             if ver is None or ver[0] != str(VERSION):
                 conn.close()
+                old = (" (version 1 was written before entities kept their yaw and shape; "
+                       "run the layout again into a new database)") if ver and ver[0] == "1" \
+                    else ""
                 raise _bad(shown, f"world database version {ver[0] if ver else '?'} is not "
-                           f"supported (this cellspec reads version {VERSION})")
+                           f"supported (this cellspec reads version {VERSION}){old}; left "
+                           "untouched")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         if not exists:

@@ -20,6 +20,9 @@ import numpy as np
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.io import TooLarge, read_text_bounded
+
+# a box turned further than this (degrees) about z is a discrepancy (as for a placed part)
+from cellspec.robots.tasks import TURN_TOL_DEG as TURN_TOL_DEG
 from cellspec.world import relations as rel
 from cellspec.world.association import (
     MAX_COORD_M,
@@ -52,12 +55,16 @@ class State:
 def derive_relations(objects: tuple[Entity, ...], surfaces: tuple[tuple[str, float], ...],
                      gripper: tuple[tuple[float, ...], tuple[float, ...]] | None,
                      near_d: float = rel.NEAR_M) -> tuple[Relation, ...]:
-    """The relations of the objects' boxes (cellspec/world/relations.py)."""
+    """The relations of the objects' shapes (cellspec/world/relations.py)."""
     ids = [o.id for o in objects]
     pos = np.array([o.pos for o in objects], float).reshape(-1, 3)
     size = np.array([o.size for o in objects], float).reshape(-1, 3)
     g = (np.array(gripper[0]), np.array(gripper[1])) if gripper else None
-    return tuple(rel.derive(ids, pos, size, surfaces, g, near_d=near_d))
+    yaw = cyl = None
+    if any(o.yaw != 0.0 or o.shape != "box" for o in objects):
+        yaw = np.array([o.yaw for o in objects], float)
+        cyl = np.array([o.shape == "cylinder" for o in objects], dtype=bool)
+    return tuple(rel.derive(ids, pos, size, surfaces, g, near_d=near_d, yaw=yaw, cyl=cyl))
 
 
 def parse_relation(text: Any, where: str) -> Relation:
@@ -112,8 +119,10 @@ def read_json(path: str, what: str = "file") -> Any:
 
 # complexity: validates every field of a state file in one place, one message each
 def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...],  # noqa: C901
-                    part_sizes: dict[str, tuple[float, float, float]] | None = None) -> State:
-    """Validate a state file (see docs/world.md); relations are derived when not given."""
+                    part_sizes: dict[str, tuple[float, float, float]] | None = None,
+                    part_shapes: dict[str, str] | None = None) -> State:
+    """Validate a state file (see docs/world.md); relations are derived when not given.
+    An object's ``yaw`` (degrees) and ``shape`` default to 0 and its part type's shape."""
     if not isinstance(obj, dict):
         raise CellspecError(f"{shown}: a state file is a JSON object")
     unknown = set(obj) - {"cs", "objects", "relations", "gripper", "path", "target",
@@ -142,11 +151,12 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
                 raise CellspecError(f"{where}: unknown part type '{o['type']}' (the cell "
                                     f"defines: {', '.join(sorted(part_sizes)) or 'none'}); "
                                     "give its 'size' for an object of another kind")
-        ob: Observation = parse_observation(o, where)
+        shape = (part_shapes or {}).get(o.get("type")) if isinstance(o, dict) else None
+        ob: Observation = parse_observation(o, where, shape or "box")
         if ob.label is None:
             anon += 1
         out.append(Entity(id=ob.label or f"?{k}", type=ob.type, pos=ob.pos,
-                          size=ob.size))  # type: ignore[arg-type]
+                          size=ob.size, yaw=ob.yaw, shape=ob.shape))  # type: ignore[arg-type]
     ids = [o.id for o in out]
     if len(set(ids)) != len(ids):
         raise CellspecError(f"{shown}: object ids must be unique")
@@ -203,9 +213,10 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
 
 
 def load_state(path: str, surfaces: tuple[tuple[str, float], ...],
-               part_sizes: dict[str, tuple[float, float, float]] | None = None) -> State:
+               part_sizes: dict[str, tuple[float, float, float]] | None = None,
+               part_shapes: dict[str, str] | None = None) -> State:
     """Read and validate a state JSON file."""
-    return state_from_json(read_json(path, "state"), path, surfaces, part_sizes)
+    return state_from_json(read_json(path, "state"), path, surfaces, part_sizes, part_shapes)
 
 
 @dataclass(frozen=True)
@@ -223,17 +234,23 @@ class Delta:
     target: str | None
     measures: dict[str, float]
     mapping: dict[str, str]  # observed id -> id used in Δ
+    # degrees a box is turned about z (modulo its footprint's symmetry), for the objects
+    # where either side has a yaw or a cylinder is involved; a cylinder's spin is not listed
+    turn: dict[str, float] = field(default_factory=dict)
 
     @property
     def cs_mismatch(self) -> bool:
         """Whether the interaction state differs."""
         return self.cs_expected != self.cs_observed
 
-    def significant(self, drift_tol: float = DRIFT_TOL_M) -> bool:
-        """Any discrepancy beyond noise: CS, on/inside/holding relations, drift, new, lost."""
+    def significant(self, drift_tol: float = DRIFT_TOL_M, turn_tol: float = TURN_TOL_DEG
+                    ) -> bool:
+        """Any discrepancy beyond noise: CS, on/inside/holding relations, drift, a box's
+        turn, new, lost."""
         key = [r for r in self.missing + self.unexpected if r.rel != "near"]
         return bool(self.cs_mismatch or key or self.new or self.lost
-                    or any(d > drift_tol for d in self.drift.values()))
+                    or any(d > drift_tol for d in self.drift.values())
+                    or any(t > turn_tol for t in self.turn.values()))
 
     def facts(self) -> str:
         """Δ as clingo facts for the diagnose rules."""
@@ -243,6 +260,7 @@ class Delta:
         out += [f"missing({r.rel}, {q(r.a)}, {q(r.b)})." for r in self.missing]
         out += [f"unexpected({r.rel}, {q(r.a)}, {q(r.b)})." for r in self.unexpected]
         out += [f"drift({q(k)}, {int(round(v * 10_000))})." for k, v in sorted(self.drift.items())]
+        out += [f"turn({q(k)}, {int(round(v * 100))})." for k, v in sorted(self.turn.items())]
         out += [f"new({q(x)})." for x in self.new]
         out += [f"lost({q(x)})." for x in self.lost]
         out += [f"in_path({q(x)})." for x in self.in_path]
@@ -261,8 +279,23 @@ class Delta:
                 "missing": [str(r) for r in self.missing],
                 "unexpected": [str(r) for r in self.unexpected],
                 "drift": {k: round(v, 4) for k, v in sorted(self.drift.items())},
+                **({"turn": {k: round(v, 2) for k, v in sorted(self.turn.items())}}
+                   if self.turn else {}),
                 "new": list(self.new), "lost": list(self.lost), "in_path": list(self.in_path),
                 "target": self.target}
+
+
+def turn_deg(a: Entity, b: Entity) -> float | None:
+    """How far (degrees) b is turned about z from a: None when neither has a yaw and both are
+    boxes (nothing to compare), 0 for a cylinder (its spin about its axis changes nothing);
+    a box modulo its footprint's symmetry (180 degrees, 90 for a square footprint)."""
+    if a.shape == "cylinder" or b.shape == "cylinder":
+        return 0.0 if a.shape == b.shape else None
+    if a.yaw == 0.0 and b.yaw == 0.0:
+        return None
+    period = 90.0 if abs(a.size[0] - a.size[1]) <= 1e-9 else 180.0
+    d = math.fmod(abs(b.yaw - a.yaw), period)
+    return min(d, period - d)
 
 
 def _box_hits(pos: tuple[float, ...], size: tuple[float, ...],
@@ -278,7 +311,8 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
         mapping = {o.id: o.id for o in observed.objects}
         new = [o.id for o in observed.objects if o.id not in exp_ids]
     else:
-        obs = [Observation(type=o.type, pos=o.pos, size=o.size) for o in observed.objects]
+        obs = [Observation(type=o.type, pos=o.pos, size=o.size, yaw=o.yaw, shape=o.shape)
+               for o in observed.objects]
         a = associate(list(expected.objects), obs, gate)
         mapping = {observed.objects[j].id: eid for eid, j in a.matches.items()}
         new = []
@@ -290,10 +324,13 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
             new.append(f"new{k}")
             k += 1
     obs_by = {mapping[o.id]: o for o in observed.objects}
-    drift = {}
+    drift, turn = {}, {}
     for o in expected.objects:
         if o.id in obs_by:
             drift[o.id] = float(np.linalg.norm(np.subtract(o.pos, obs_by[o.id].pos)))
+            t = turn_deg(o, obs_by[o.id])
+            if t is not None and o.shape == "box":
+                turn[o.id] = t
     lost = sorted(i for i in exp_ids if i not in obs_by)
 
     def ren(x: str) -> str:
@@ -303,7 +340,7 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
     exp_rel = set(expected.relations)
     in_path = []
     if expected.path is not None:
-        in_path = sorted(n for n in new if _box_hits(obs_by[n].pos, obs_by[n].size,
+        in_path = sorted(n for n in new if _box_hits(obs_by[n].pos, obs_by[n].extent(),
                                                      expected.path))
     cso = (observed.cs[0], ren(observed.cs[1]) if observed.cs[1] else None)
     meas = dict(expected.measures)
@@ -314,7 +351,7 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
                  unexpected=tuple(sorted(obs_rel - exp_rel, key=key)),
                  drift=drift, new=tuple(sorted(new)), lost=tuple(lost),
                  in_path=tuple(in_path), target=expected.target, measures=meas,
-                 mapping=mapping)
+                 mapping=mapping, turn=turn)
 
 
 @dataclass(frozen=True)
@@ -359,6 +396,11 @@ def cell_surfaces(cell: Any) -> tuple[tuple[str, float], ...]:
     """The cell's surfaces as (name, z) in metres (a table at z 0 when it names none)."""
     s = tuple((x.name, float(x.z)) for x in cell.surfaces)
     return s or (("table", 0.0),)
+
+
+def cell_part_shapes(cell: Any) -> dict[str, str]:
+    """Part type shapes (box or cylinder)."""
+    return {n: getattr(t, "shape", "box") for n, t in cell.part_types.items()}
 
 
 def cell_part_sizes(cell: Any) -> dict[str, tuple[float, float, float]]:

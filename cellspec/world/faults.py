@@ -16,7 +16,7 @@ import numpy as np
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.robots.tasks import part_size
+from cellspec.robots.tasks import part_shape, part_size
 from cellspec.world.sim import Sim
 
 FAULTS = ("slip", "obstacle", "moved", "support")
@@ -96,6 +96,23 @@ def stacked_on(layout: Layout, sizes: dict[str, tuple[float, float, float]]) -> 
 def part_sizes(cell: Cell, layout: Layout) -> dict[str, tuple[float, float, float]]:
     """Each part's size (its own, else its type's)."""
     return {pid: part_size(cell, layout, i) for i, pid in enumerate(layout.ids)}
+
+
+def part_poses(cell: Cell, layout: Layout) -> tuple[dict[str, float], dict[str, str]]:
+    """Each part's yaw (degrees) and shape (box or cylinder), docs/shapes.md."""
+    yaw, shape = {}, {}
+    for i, pid in enumerate(layout.ids):
+        yaw[pid], shape[pid] = part_shape(cell, layout, i)
+    return yaw, shape
+
+
+def part_masses(cell: Cell, layout: Layout) -> dict[str, float]:
+    """Each part's mass (its type's, else 0.1 kg)."""
+    out = {}
+    for i, pid in enumerate(layout.ids):
+        m = cell.part_types[layout.types[i]].mass
+        out[pid] = float(m) if m is not None else 0.1
+    return out
 
 
 def boxes_overlap(lo1: np.ndarray, hi1: np.ndarray, lo2: np.ndarray, hi2: np.ndarray,

@@ -38,6 +38,8 @@ class Perception:
     order: tuple[str, ...]
     type: dict[str, str]
     size: dict[str, tuple[float, float, float]]
+    yaw: dict[str, float]
+    shape: dict[str, str]
     target: dict[str, tuple[float, ...]]
     target_rels: list[Any] | None
     steps: list[Step]
@@ -56,10 +58,14 @@ class Perception:
         for o in raw:
             if (self.occlusion > 0 and o["name"] not in (keep, self.sim.held)
                     and self.orng.random() < self.occlusion):
-                c, h = np.array(o["pos"]), np.array(o["size"]) / 2 + 0.01
+                c = np.array(o["pos"])
+                h = np.array(Entity(o["name"], o["type"], o["pos"], o["size"],
+                                    yaw=o.get("yaw", 0.0), shape=o.get("shape", "box")
+                                    ).extent()) / 2 + 0.01
                 self.hidden.append((c - h, c + h))
                 continue
-            seen.append(assoc.Observation(type=o["type"], pos=o["pos"], size=o["size"]))
+            seen.append(assoc.Observation(type=o["type"], pos=o["pos"], size=o["size"],
+                                          yaw=o.get("yaw", 0.0), shape=o.get("shape", "box")))
         return seen
 
     def _hidden(self, e: Entity) -> bool:
@@ -95,7 +101,7 @@ class Perception:
                 while f"new{k}" in taken:
                     k += 1
                 eid = f"new{k}"
-            objs.append(Entity(eid, o.type, o.pos, o.size))
+            objs.append(Entity(eid, o.type, o.pos, o.size, yaw=o.yaw, shape=o.shape))
         objs.sort(key=lambda o: o.id)
         grip = self.grip_box()
         rels = derive_relations(tuple(objs), self.surfaces, grip)
@@ -137,7 +143,8 @@ class Perception:
     def check_trace(self, pid: str) -> Any:
         """Validate the trace of placing pid: its supports stand as the layout has them."""
         if self.target_rels is None:
-            at_target = tuple(Entity(p, self.type[p], self.target[p], self.size[p])
+            at_target = tuple(Entity(p, self.type[p], self.target[p], self.size[p],
+                                     yaw=self.yaw[p], shape=self.shape[p])
                               for p in self.order)
             self.target_rels = [r for r in derive_relations(at_target, self.surfaces, None)
                                 if r.rel == "on"]

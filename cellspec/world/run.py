@@ -37,6 +37,7 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
 from cellspec.world import association as assoc
@@ -49,6 +50,8 @@ from cellspec.world.faults import (
     FaultInjection,
     check_faults,
     parse_faults,
+    part_masses,
+    part_poses,
     part_sizes,
     stacked_on,
 )
@@ -81,15 +84,6 @@ def verify_layout(cell: Cell, layout: Layout) -> str | None:
             "(see `cellspec check`)")
 
 
-def part_masses(cell: Cell, layout: Layout) -> dict[str, float]:
-    """Each part's mass (its type's, else 0.1 kg)."""
-    out = {}
-    for i, pid in enumerate(layout.ids):
-        m = cell.part_types[layout.types[i]].mass
-        out[pid] = float(m) if m is not None else 0.1
-    return out
-
-
 class _Runner(FaultInjection, Actions, Perception, Recovery):
     """One run: the simulation, the world model and the loop's bookkeeping; the faults,
     actions, perception and recoveries are mixins (modules of their own)."""
@@ -113,6 +107,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         self.order = order
         self.size = part_sizes(cell, layout)
         self.type = dict(zip(layout.ids, layout.types, strict=True))
+        self.yaw, self.shape = part_poses(cell, layout)  # docs/shapes.md
         self.target = {pid: tuple(float(v) for v in layout.pos[i])
                        for i, pid in enumerate(layout.ids)}
         self.surfaces = cell_surfaces(cell)
@@ -146,7 +141,8 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
                                self.table_z + sz / 2)
         masses = part_masses(cell, layout)
         for pid in order:
-            self.sim.add_box(pid, self.type[pid], self.size[pid], self.start[pid], masses[pid])
+            self.sim.add_box(pid, self.type[pid], self.size[pid], self.start[pid], masses[pid],
+                             yaw=self.yaw[pid], shape=self.shape[pid])  # at its target yaw
         self.sim.step(48)
         tops = [self.target[p][2] + self.size[p][2] / 2 for p in order]
         hmax = max(self.size[p][2] for p in order)
@@ -155,7 +151,8 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
     def init_world(self) -> None:
         """The first transition: the parts as spawned, and the task graph (pick, place)."""
         ents = [Entity(id=pid, type=self.type[pid], pos=tuple(map(float, self.sim.pose(pid))),
-                       size=self.size[pid]) for pid in self.order]
+                       size=self.size[pid], yaw=self.yaw[pid], shape=self.shape[pid])
+                for pid in self.order]
         rels = list(derive_relations(tuple(ents), self.surfaces, None))
         nodes = []
         for pid in self.order:
@@ -238,7 +235,6 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
             else:
                 note = f"{fault}: {moved}, the support of {pid}, displaced"
         return fault, note
-
 
     def _observe_and_commit(self, label: str, kind: str, pid: str, bel: dict[str, Entity],
                             measures: dict, exp_cs: tuple[str, str | None], path: Any,
@@ -352,12 +348,14 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
             queue[:0] = res
         return queue
 
-
     def final(self) -> float:
-        """The largest distance of a part's true centre from its target (m)."""
+        """The largest distance of a part's true centre from its target (m); ``turn_err``:
+        the largest turn (degrees) of a turned or round part from its planned pose."""
         err = 0.0
         for p in self.order:
             err = max(err, float(np.linalg.norm(self.sim.pose(p) - np.array(self.target[p]))))
+        self.turn_err = max([turn_error_deg(self.sim.quat(p), self.yaw[p], self.shape[p])
+                             for p in self.order if self.yaw[p] or self.shape[p] != "box"] or [0])
         return err
 
 
@@ -499,6 +497,8 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
         err = r.final()
         if ok and err > SUCCESS_M:
             ok, reason = False, f"a part is {err * 1000:.1f} mm off its target"
+        elif ok and r.turn_err > TURN_TOL_DEG:
+            ok, reason = False, f"a part is turned {r.turn_err:.1f} degrees from its target"
         w.record("end", "*", "success" if ok else "failure", detail={"reason": reason})
     finally:
         r.sim.close()

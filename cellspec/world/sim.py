@@ -13,6 +13,11 @@ the grasp force is the pad–part contact normal force while pressing, the exter
 during transport is the contact force of the pad or the carried part with anything else,
 the place contact force is the normal force between the part and its supports.
 
+Parts are spawned as they are (docs/shapes.md): a box turned by its yaw about z, a vertical
+cylinder as ``GEOM_CYLINDER`` (size (2R, 2R, H)), as the twin does (``robots/twin.py``);
+a grasp keeps the part's orientation relative to the pad, and the sensor reports each
+body's yaw (from its orientation) and shape.
+
 Faults are physical: ``slip`` removes the grasp constraint during transport (the part
 falls under gravity), ``obstacle`` spawns a static box in the path, ``moved`` displaces a
 part that was already placed.
@@ -20,6 +25,7 @@ part that was already placed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +34,7 @@ import pybullet as pb
 from pybullet_utils import bullet_client
 
 from cellspec.robots import quiet_stdout
+from cellspec.robots.twin import yaw_quat
 
 PAD = (0.03, 0.03, 0.01)  # gripper pad size, metres
 PAD_MASS = 0.2
@@ -81,6 +88,9 @@ class Sim:
         self.kind: dict[str, str] = {}
         self.types: dict[str, str] = {}
         self.sizes: dict[str, tuple[float, float, float]] = {}
+        self.yaws: dict[str, float] = {}  # spawn yaw, degrees
+        self.shapes: dict[str, str] = {}
+        self.report_yaw = False  # the sensor reports yaws once a part is turned or round
         self.grasp: int | None = None
         self.held: str | None = None
         self.goal = np.array([0.45, -0.2, 0.3])
@@ -99,17 +109,27 @@ class Sim:
 
     # -- bodies ----------------------------------------------------------------------
     def add_box(self, name: str, typ: str, size: tuple[float, float, float],
-                pos: tuple[float, float, float], mass: float, kind: str = "part") -> None:
-        """A rigid box (mass 0: static) named ``name``."""
+                pos: tuple[float, float, float], mass: float, kind: str = "part", *,
+                yaw: float = 0.0, shape: str = "box") -> None:
+        """A rigid body (mass 0: static) named ``name``: a box turned by ``yaw`` degrees about
+        z, or a vertical cylinder of size (2R, 2R, H)."""
         p = self.p
-        col = p.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2 for s in size])
-        b = p.createMultiBody(mass, col, -1, list(pos))
+        if shape == "cylinder":
+            col = p.createCollisionShape(pb.GEOM_CYLINDER, radius=size[0] / 2, height=size[2])
+        else:
+            col = p.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2 for s in size])
+        if yaw == 0.0:  # as before shapes: the same calls
+            b = p.createMultiBody(mass, col, -1, list(pos))
+        else:
+            b = p.createMultiBody(mass, col, -1, list(pos), list(yaw_quat(yaw)))
         # friction anchors: static friction holds resting contacts in place; without them
         # parts pressed against each other creep apart (soft contacts), pushing a wall of
         # touching cubes several millimetres off its layout over a run
         p.changeDynamics(b, -1, lateralFriction=0.8, frictionAnchor=1)
         self.bodies[name], self.kind[name], self.types[name] = b, kind, typ
         self.sizes[name] = tuple(float(s) for s in size)  # type: ignore[assignment]
+        self.yaws[name], self.shapes[name] = float(yaw), shape
+        self.report_yaw |= yaw != 0.0 or shape != "box"
 
     def pose(self, name: str) -> np.ndarray:
         """True centre of a body."""
@@ -118,6 +138,21 @@ class Sim:
     def quat(self, name: str) -> np.ndarray:
         """True orientation (xyzw) of a body."""
         return np.array(self.p.getBasePositionAndOrientation(self.bodies[name])[1])
+
+    def yaw(self, name: str) -> float:
+        """True yaw (degrees about z) of a body, in (-180, 180]."""
+        x, y, z, w = self.quat(name)
+        return math.degrees(math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+    def extent(self, name: str) -> tuple[float, float, float]:
+        """The size of the axis-aligned box enclosing a body as it lies now (a box spawned
+        without a yaw: its size, as before shapes)."""
+        s = self.sizes[name]
+        if self.yaws.get(name, 0.0) == 0.0 or self.shapes.get(name) == "cylinder":
+            return s
+        t = math.radians(self.yaw(name))
+        co, si = abs(math.cos(t)), abs(math.sin(t))
+        return (co * s[0] + si * s[1], si * s[0] + co * s[1], s[2])
 
     def speed(self, name: str) -> float:
         """True linear speed of a body, m/s."""
@@ -128,8 +163,9 @@ class Sim:
         return np.array(self.p.getBasePositionAndOrientation(self.pad)[0])
 
     def teleport(self, name: str, pos: tuple[float, float, float]) -> None:
-        """Put a body elsewhere (the `moved` fault: someone moves a part)."""
-        self.p.resetBasePositionAndOrientation(self.bodies[name], list(pos), [0, 0, 0, 1])
+        """Put a body elsewhere (the `moved` fault: someone moves a part), at its spawn yaw."""
+        q = [0, 0, 0, 1] if self.yaws.get(name, 0.0) == 0.0 else list(yaw_quat(self.yaws[name]))
+        self.p.resetBasePositionAndOrientation(self.bodies[name], list(pos), q)
         self.p.resetBaseVelocity(self.bodies[name], [0, 0, 0], [0, 0, 0])
 
     # -- stepping and forces ---------------------------------------------------------
@@ -251,8 +287,17 @@ class Sim:
         pp, _ = self.p.getBasePositionAndOrientation(self.pad)
         bp, _ = self.p.getBasePositionAndOrientation(b)
         rel = np.subtract(bp, pp)
-        self.grasp = self.p.createConstraint(self.pad, -1, b, -1, pb.JOINT_FIXED, [0, 0, 0],
-                                             list(rel), [0, 0, 0])
+        if self.yaws.get(part, 0.0) == 0.0 and self.shapes.get(part) != "cylinder":
+            self.grasp = self.p.createConstraint(self.pad, -1, b, -1, pb.JOINT_FIXED, [0, 0, 0],
+                                                 list(rel), [0, 0, 0])
+        else:  # hold the part as it lies (a turned box keeps its yaw in the grasp)
+            pq = self.p.getBasePositionAndOrientation(self.pad)[1]
+            bq = self.p.getBasePositionAndOrientation(b)[1]
+            inv = self.p.invertTransform([0, 0, 0], pq)
+            _, relq = self.p.multiplyTransforms(inv[0], inv[1], [0, 0, 0], bq)
+            self.grasp = self.p.createConstraint(self.pad, -1, b, -1, pb.JOINT_FIXED, [0, 0, 0],
+                                                 list(rel), [0, 0, 0],
+                                                 parentFrameOrientation=list(relq))
         self.p.changeConstraint(self.grasp, maxForce=HOLD_FORCE)
         self.p.setCollisionFilterPair(self.pad, b, -1, -1, 0)
         self.held = part
@@ -271,14 +316,17 @@ class Sim:
         out = []
         for name in sorted(self.bodies):
             pos = self.pose(name) + rng.normal(0.0, noise, 3) if noise > 0 else self.pose(name)
-            out.append({"name": name, "type": self.types[name], "pos": tuple(map(float, pos)),
-                        "size": self.sizes[name], "kind": self.kind[name]})
+            o = {"name": name, "type": self.types[name], "pos": tuple(map(float, pos)),
+                 "size": self.sizes[name], "kind": self.kind[name]}
+            if self.report_yaw:  # axis-aligned runs: as before shapes (no yaw reported)
+                o["yaw"], o["shape"] = self.yaw(name), self.shapes[name]
+            out.append(o)
         return out
 
     def boxes(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """True (name, lo, hi) of every body, for placing faults in free space."""
         out = []
         for name in sorted(self.bodies):
-            c, s = self.pose(name), np.array(self.sizes[name])
+            c, s = self.pose(name), np.array(self.extent(name))
             out.append((name, c - s / 2, c + s / 2))
         return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.solver.cpsat import exact
 from cellspec.solver.graph import components
 from cellspec.solver.instance import BoxU, Instance
 
@@ -44,10 +45,9 @@ class Cluster:
 
 
 def structures(inst: Instance) -> np.ndarray:
-    """Connected structures: the component label of each part under contact."""
-    i, j = g.broad_phase(inst.boxes, inst.eps)
-    keep = g.contact(inst.boxes[i], inst.boxes[j], inst.eps)
-    return components(inst.n, i[keep], j[keep])
+    """Connected structures: the component label of each part under contact (exact for
+    yawed boxes and cylinders)."""
+    return exact.components(inst)
 
 
 def movable_parts(inst: Instance, comp: np.ndarray, involved: np.ndarray) -> np.ndarray:
@@ -72,7 +72,15 @@ def movable_parts(inst: Instance, comp: np.ndarray, involved: np.ndarray) -> np.
         i, j = i[keep], j[keep]
         out[j[seeds[i]]] = True
         out[i[seeds[j]]] = True
-    return out
+    return out & ~fixed_shapes(inst)
+
+
+def fixed_shapes(inst: Instance) -> np.ndarray:
+    """Parts repair never moves: yawed boxes and cylinders stay where they are (their
+    enclosing box is an obstacle to the others: conservative); docs/shapes.md."""
+    if inst.shapes is None:
+        return np.zeros(inst.n, dtype=bool)
+    return ~np.asarray(inst.shapes.plain, dtype=bool)
 
 
 def reach_of(inst: Instance, movable: np.ndarray, bound: int | np.ndarray = MOVE_BOUND,
@@ -171,9 +179,10 @@ def _supported_by_fixed(inst: Instance, movable: np.ndarray) -> np.ndarray:
         out |= g.on_surface(b, z, eps)
     i, j = g.broad_phase(b, eps)
     for sup, top in ((i, j), (j, i)):
-        ok = g.supports(b[sup], b[top], eps) & ~movable[sup]
+        ok = exact.supports(inst, sup, top) & ~movable[sup]
         out[top[ok]] = True
     return out
 
 
-__all__ = ["Cluster", "MOVE_BOUND", "decompose", "movable_parts", "reach_of", "structures"]
+__all__ = ["Cluster", "MOVE_BOUND", "decompose", "fixed_shapes", "movable_parts", "reach_of",
+           "structures"]

@@ -33,11 +33,14 @@ class _Geo:
                  keep_shape: bool = False, grip_clear: bool = False,
                  rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
                  must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
-                 anchored: np.ndarray | None = None, free_only: bool = False):
+                 anchored: np.ndarray | None = None, free_only: bool = False,
+                 turnable: np.ndarray | None = None):
         """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
         (None: anywhere in the workspace); pairs whose reaches cannot meet get no
         constraint. ``anchored``: fixed parts whose support lies outside this model.
-        ``free_only``: every move is a free one (no rigid shift, so no kept tolerance)."""
+        ``free_only``: every move is a free one (no rigid shift, so no kept tolerance).
+        ``turnable``: movable parts that may also turn a quarter (``--allow-rotate``: their
+        x and y sizes swap, one Boolean each; a turn counts as a move)."""
         tighten: dict[int, int] = {}
         for group in must_move:  # each round a part was unstable tightens its support
             for i in group:
@@ -132,8 +135,19 @@ class _Geo:
                     m.Add(self.shift[k][a] == 0)
             m.AddImplication(self.shifted[k], mv)
             self.c.append(ci)
-        self.lo = lambda i, a: 2 * self.c[i][a] - int(self.half[i, a])  # noqa: E731
-        self.hi = lambda i, a: 2 * self.c[i][a] + int(self.half[i, a])  # noqa: E731
+        self.turn: dict[int, Any] = {}
+        hv: list[list[Any]] = [[int(self.half[i, a]) for a in range(3)] for i in range(n)]
+        for i in np.nonzero(movable & (turnable if turnable is not None else False))[0].tolist():
+            hx, hy = int(self.half[i, 0]), int(self.half[i, 1])
+            if hx == hy:
+                continue  # a square footprint: a quarter turn changes nothing
+            t = m.NewBoolVar(f"turn{i}")
+            self.turn[i] = t
+            m.AddImplication(t, self.moved[i])
+            self.l1.append(t)  # a turn costs one step: never turned for nothing
+            hv[i][0], hv[i][1] = hx + (hy - hx) * t, hy + (hx - hy) * t
+        self.lo = lambda i, a: 2 * self.c[i][a] - hv[i][a]  # noqa: E731
+        self.hi = lambda i, a: 2 * self.c[i][a] + hv[i][a]  # noqa: E731
         mov_idx = np.nonzero(movable)[0].tolist()
         if "workspace" in self.rules:
             for i in mov_idx:
@@ -231,7 +245,7 @@ class _Geo:
                 m.AddBoolOr([m.NewConstant(0)])
         # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
         # keep_shape: free moves first (structures stay whole where geometry allows)
-        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free))
+        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free)) + len(self.turn)
         nf = len(self.free) + 1
         lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
         w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
@@ -320,7 +334,8 @@ class _Geo:
         """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
         for two parts of one structure, one of them left it (a rigid shift keeps their
         relation, tolerance included)."""
-        if len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]:
+        if (len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]
+                and all(k in self.free for k in parts)):  # a fixed member does not shift
             return [self.free[k] for k in parts if k in self.free]
         return [self.moved[k] for k in parts if k in self.moved]
 

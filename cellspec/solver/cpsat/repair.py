@@ -39,10 +39,11 @@ from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
-from cellspec.layout import Layout, require_boxes
+from cellspec.layout import Layout
 from cellspec.solver.cpsat.clusters import (
     MOVE_BOUND,
     Cluster,
+    fixed_shapes,
     movable_parts,
     reach_of,
     structures,
@@ -134,6 +135,7 @@ class _Sol:
     moved: dict[int, tuple[tuple[int, ...], bool]]
     key: tuple[int, int, int]
     local: bool = False  # from the local repair (not CP-SAT over the whole cluster)
+    turned: frozenset[int] = frozenset()  # parts turned a quarter (--allow-rotate)
 
 
 def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
@@ -148,7 +150,8 @@ def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
 def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
                    grip_clear: bool, must_move: tuple[tuple[int, ...], ...], wall: float,
                    det: float | None, workers: int,
-                   hint: dict[int, tuple[int, ...]] | None) -> _Sol:
+                   hint: dict[int, tuple[int, ...]] | None,
+                   turnable: np.ndarray | None = None) -> _Sol:
     """Solve one cluster on its own sub-layout (its parts and context, nothing else).
     keep_shape: rigid shifts alone first (if they can repair, the optimum has no free
     move, so that smaller model's optimum is the optimum)."""
@@ -165,7 +168,8 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
     def stage(rigid: bool) -> tuple[_Geo, int, Any]:
         geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
                    grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
-                   reach=cl.reach, anchored=anch)
+                   reach=cl.reach, anchored=anch,
+                   turnable=None if turnable is None else turnable[list(cl.parts)])
         st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
         return geo, st, s
 
@@ -176,12 +180,13 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
     if st not in (cp.OPTIMAL, cp.FEASIBLE):
         return _Sol(False, st == cp.INFEASIBLE, st == cp.INFEASIBLE, {}, (0, 0, 0))
     moved: dict[int, tuple[tuple[int, ...], bool]] = {}
+    turned = frozenset(cl.parts[k] for k, t in geo.turn.items() if s.Value(t))
     for k, mv in geo.moved.items():
         if s.Value(mv):
             c = tuple(int(s.Value(v)) for v in geo.c[k])
-            if c != tuple(int(x) for x in geo.c0[k]):
+            if c != tuple(int(x) for x in geo.c0[k]) or cl.parts[k] in turned:
                 moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
-    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s))
+    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s), turned=turned)
 
 
 def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
@@ -301,7 +306,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
            blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
            keep_shape: bool = False, decompose: bool = True,
            progress: Callable[[str], None] | None = None,
-           checked: Verdict | None = None) -> RepairResult:
+           checked: Verdict | None = None,
+           allow_rotate: tuple[float, ...] = ()) -> RepairResult:
     """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
     free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
     first, so structures move whole where geometry allows); then the order is kept or
@@ -321,11 +327,15 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     neighbours); that answer is at best ``feasible`` (not proved minimal).
 
     ``checked``: the clingo verdict of ``layout`` in ``cell`` when the caller already has it
-    (the design loop checked the proposal); it is not checked again (not with ``blocked``)."""
+    (the design loop checked the proposal); it is not checked again (not with ``blocked``).
+
+    Yawed boxes and cylinders (docs/shapes.md) stay where they are: the model sees their
+    enclosing boxes as obstacles (conservative), and clingo re-verifies the exact shapes.
+    ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees, multiples of 90): a moved box
+    may also be turned to one of these yaws when that swaps its x and y sizes."""
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
-    require_boxes(cell, layout, "repair")
     cell = with_blocked(cell, blocked)
     reserve = min(0.2, 0.15 * time_limit)  # for building the answer and re-verifying
 
@@ -361,6 +371,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                     f"{spent:.1f} s of the {time_limit:g} s limit: no time left to repair it "
                     "(raise --time-limit)")
     orules = set(order_rule_names(cell))
+    turnable, turn_to = _turnable(layout, allow_rotate)
     geo_bad = [v for v in before.violations if v.rule not in orules]
     unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
                             and v.rule not in LOOP_RULES})
@@ -385,8 +396,9 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
             keepout_bad[[index[p] for p in v.parts]] = True
 
     def clusters_for(must_move: tuple[tuple[int, ...], ...]) -> list[Cluster]:
-        if not decompose:
-            return [Cluster(parts=tuple(range(n)), movable=tuple(range(n)), reach=(
+        if not decompose:  # every part may move, but yawed boxes and cylinders stay
+            return [Cluster(parts=tuple(range(n)), movable=tuple(
+                np.nonzero(~fixed_shapes(inst0))[0].tolist()), reach=(
                 _full_reach(inst0, n)), anchored=())]
         involved = np.zeros(n, dtype=bool)
         involved[[index[p] for v in geo_bad for p in v.parts]] = True
@@ -402,8 +414,10 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     def assemble(sols: list[_Sol], grip_clear: bool) -> tuple[str, Any]:
         """Merge the clusters' moves (fixed order), re-sequence, re-verify."""
         new_pos = np.asarray(layout.pos, dtype=np.float64).copy()
+        new_yaw = np.array(layout.yaw, dtype=np.float64)
         moves: list[Move] = []
         merged = {i: mv for s_ in sols for i, mv in s_.moved.items()}
+        turned = {i for s_ in sols for i in s_.turned}
         for i in sorted(merged):
             c_new, free = merged[i]
             dst = _pos_m(c_new)
@@ -411,10 +425,12 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
             pid = layout.ids[i]
             reason = "; ".join(why.get(pid, [])) or (
                 "moved with its structure" if not free else "moved so the rules hold together")
+            if i in turned:
+                new_yaw[i] = turn_to[i]
             moves.append(Move(part=pid, src=tuple(_pos_m(c0[i])),  # type: ignore[arg-type]
                               dst=tuple(dst), how="free" if free else "shift",  # type: ignore
-                              why=reason))
-        repaired = dataclasses.replace(layout, pos=new_pos, order=None)
+                              why=reason, yaw=turn_to[i] if i in turned else None))
+        repaired = dataclasses.replace(layout, pos=new_pos, order=None, yaw=new_yaw)
         reordered = False
         if layout.order is not None:
             inst = build_instance(cell, repaired)
@@ -450,7 +466,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         if key in cache:
             return cache[key]
         sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
-                             must_move=must_move, wall=left(), det=det, workers=w, hint=hint)
+                             must_move=must_move, wall=left(), det=det, workers=w, hint=hint,
+                             turnable=turnable)
         cache[key] = sol
         return sol
 
@@ -458,7 +475,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         clusters = clusters_for(must_move)
         say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
             f"part(s) of {n}")
-        local = decompose and not must_move and not grip_clear and not keep_shape
+        local = (decompose and not must_move and not grip_clear and not keep_shape
+                 and not turnable.any())  # the local repair does not turn parts
 
         def first(c: Cluster, w: int, local: bool = local,
                   skip: set[tuple[int, ...]] = no_local) -> _Sol:
@@ -488,7 +506,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                             "assembly order, and no placement keeps a grip axis clear for "
                             "every moved part")
             if s_bad.infeasible and not decompose:
-                core = _core(cell, layout, np.ones(n, dtype=bool), left)
+                core = _core(cell, layout, ~fixed_shapes(inst0), left)
                 rules_txt = ", ".join(core) if core else ", ".join(
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
@@ -616,6 +634,56 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     return finish(Status.OPTIMAL if proved and exact else Status.FEASIBLE)
 
 
+MAX_ROTATE_ANGLES = 16
+
+
+def parse_rotate(spec: str) -> tuple[float, ...]:
+    """``--allow-rotate``: one angle A (every multiple of A) or a comma-separated set of
+    yaws, in degrees; each a finite multiple of 90 (CP-SAT places boxes axis-aligned).
+    The allowed yaws modulo 360, sorted; CellspecError naming the bad value."""
+    import math
+
+    parts = [p.strip() for p in str(spec).split(",")]
+    if not parts or len(parts) > MAX_ROTATE_ANGLES or any(not p for p in parts):
+        raise CellspecError(f"--allow-rotate {spec!r}: give one angle (e.g. 90) or up to "
+                            f"{MAX_ROTATE_ANGLES} comma-separated yaws in degrees")
+    vals = []
+    for p in parts:
+        try:
+            v = float(p)
+        except ValueError:
+            raise CellspecError(f"--allow-rotate: {p!r} is not a number of degrees") from None
+        if not math.isfinite(v) or abs(v) > 3600:
+            raise CellspecError(f"--allow-rotate: {p!r} is not a finite angle up to 3600 degrees")
+        if math.fmod(v, 90.0) != 0.0:
+            raise CellspecError(f"--allow-rotate: {p!r} is not a multiple of 90 degrees (repair "
+                                "places boxes axis-aligned; other angles are not supported)")
+        vals.append(v % 360.0)
+    if len(vals) == 1:
+        if vals[0] == 0.0:
+            raise CellspecError("--allow-rotate: 0 turns nothing (give 90, or a set of yaws)")
+        step = vals[0]
+        vals = [(k * step) % 360.0 for k in range(4)]
+    return tuple(sorted(set(vals)))
+
+
+def _turnable(layout: Layout, allowed: tuple[float, ...]) -> tuple[np.ndarray, dict[int, float]]:
+    """Which parts may turn a quarter (an allowed yaw differs from theirs by an odd multiple
+    of 90 degrees) and the yaw each would take (the nearest such)."""
+    n = len(layout)
+    ok = np.zeros(n, dtype=bool)
+    to: dict[int, float] = {}
+    if not allowed:
+        return ok, to
+    for i in range(n):
+        y = float(layout.yaw[i]) if layout.yaw is not None else 0.0
+        opts = [a for a in allowed if (a - y) % 180.0 == 90.0]
+        if opts:
+            ok[i] = True
+            to[i] = min(opts, key=lambda a: (min((a - y) % 360.0, (y - a) % 360.0), a))
+    return ok, to
+
+
 def _full_reach(inst: Instance, n: int) -> np.ndarray:
     """The monolithic model's reach: anywhere in the workspace (and from outside it)."""
     ws = inst.zones["workspace"]
@@ -649,4 +717,5 @@ def parse_blocked(spec: str, name: str) -> Zone:
     return c.keepouts[0].model_copy(update={"source": Source(file="--block", line=0, col=0)})
 
 
-__all__ = ["repair", "with_blocked", "parse_blocked", "BoxZone", "HalfSpaceZone"]
+__all__ = ["repair", "with_blocked", "parse_blocked", "parse_rotate", "BoxZone",
+           "HalfSpaceZone"]

@@ -90,14 +90,18 @@ class Move(BaseModel):
     dst: tuple[float, float, float]
     how: Literal["shift", "free"]
     why: str
+    yaw: float | None = None  # the new yaw (degrees) of a part turned by --allow-rotate
 
     @property
     def l1(self) -> float:
         return sum(abs(a - b) for a, b in zip(self.src, self.dst, strict=True))
 
     def to_json(self) -> dict[str, Any]:
-        return {"part": self.part, "from": list(self.src), "to": list(self.dst),
-                "how": self.how, "why": self.why}
+        out = {"part": self.part, "from": list(self.src), "to": list(self.dst),
+               "how": self.how, "why": self.why}
+        if self.yaw is not None:
+            out["yaw"] = self.yaw
+        return out
 
 
 class ClusterInfo(BaseModel):

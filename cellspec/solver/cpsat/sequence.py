@@ -38,8 +38,9 @@ from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
+from cellspec.solver.cpsat import exact
 from cellspec.solver.cpsat.results import PlanResult, Step
-from cellspec.solver.instance import Instance, build_instance, require_plain
+from cellspec.solver.instance import Instance, build_instance
 
 DEFAULT_TIME_LIMIT = 10.0
 STAGE_RELATIONS = frozenset({"placed_stable"})  # every stage stands: stage_order.reorder
@@ -63,16 +64,14 @@ def order_problem(inst: Instance, support_order: bool = True,
     """The precedence graph and the flanking lists of the standard order rules."""
     n = inst.n
     b = inst.boxes
-    eps = inst.eps
-    i, j = g.broad_phase(b, g.relation_margin(b, eps, flanks=grip_access, opening=inst.opening,
-                                              depth=inst.depth))
+    i, j = g.broad_phase(b, exact.margin(inst, grip_access))
     bi, bj = b[i], b[j]
     succ: list[list[int]] = [[] for _ in range(n)]
     npred = np.zeros(n, dtype=np.int64)
     if support_order:
-        con = g.contact(bi, bj, eps)
-        ij = g.supports(bi, bj, eps) | (con & (bi[:, 4] < bj[:, 4]))
-        ji = g.supports(bj, bi, eps) | (con & (bj[:, 4] < bi[:, 4]))
+        con = exact.contact(inst, i, j)  # yawed boxes, cylinders: the exact kernel
+        ij = exact.supports(inst, i, j) | (con & (bi[:, 4] < bj[:, 4]))
+        ji = exact.supports(inst, j, i) | (con & (bj[:, 4] < bi[:, 4]))
         for a, c in zip(i[ij].tolist(), j[ij].tolist(), strict=True):
             succ[a].append(c)
         for a, c in zip(j[ji].tolist(), i[ji].tolist(), strict=True):
@@ -84,8 +83,8 @@ def order_problem(inst: Instance, support_order: bool = True,
     block: list[tuple[list[int], list[int]]] = [([], []) for _ in range(n)]
     if grip_access:
         for k, ax in enumerate("xy"):
-            f_ij = g.flanks(bi, bj, ax, inst.opening, inst.depth, eps)  # i blocks j
-            f_ji = g.flanks(bj, bi, ax, inst.opening, inst.depth, eps)  # j blocks i
+            f_ij = exact.flanks(inst, i, j, ax)  # i blocks j (along j's own axis)
+            f_ji = exact.flanks(inst, j, i, ax)  # j blocks i
             for q, p in zip(i[f_ij].tolist(), j[f_ij].tolist(), strict=True):
                 if parallel[p]:
                     block[p][k].append(q)
@@ -326,7 +325,6 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
 
     t0 = time.perf_counter()
     inst = build_instance(cell, layout)
-    require_plain(inst, "plan")
     st, steps, method, reason, conflict = solve_order(cell, inst, time_limit)
     orules = order_rule_names(cell)
     if st != Status.OPTIMAL:

@@ -12,7 +12,7 @@ import numpy as np
 from cellspec.core import ir
 from cellspec.core.status import InternalError, Status
 from cellspec.dsl.model import Cell
-from cellspec.layout import Layout, require_boxes
+from cellspec.layout import Layout
 from cellspec.solver.formal.common import (
     DEFAULT_MAX_BINDINGS,
     DEFAULT_TIMEOUT,
@@ -33,7 +33,7 @@ from cellspec.solver.verify import check
 
 def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEOUT,
             minimise: bool = True, max_causes: int = 1,
-            max_bindings: int = DEFAULT_MAX_BINDINGS) -> Explanation:
+            max_bindings: int = DEFAULT_MAX_BINDINGS, backend: str = "clingo") -> Explanation:
     """A minimal subset of the error rules and of the parts that alone already fails.
 
     Every rule gets an enabling literal and every part a presence literal; the layout
@@ -42,13 +42,16 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     lets the rest pass. Parts outside the subset are unconstrained in the proof, so the
     sub-layout of just these parts, checked with just these rules, fails; it is
     re-checked by clingo before it is reported. With ``max_causes`` > 1, further cores
-    that use none of the earlier cores' parts follow (independent root causes)."""
+    that use none of the earlier cores' parts follow (independent root causes).
+
+    Yawed boxes and cylinders: the same linear encoding at zero displacement
+    (cellspec/solver/smt/shapes.py; at fixed positions every atom is a constant the exact
+    kernel agrees with). ``backend`` decides the verdict and re-checks each cause."""
     import z3  # lazy: z3 only when a proof runs
 
     t0 = time.perf_counter()
-    require_boxes(cell, layout, "explain")
     tms = timeout_ms(timeout)
-    nominal = check(cell, layout, timeout=timeout)
+    nominal = check(cell, layout, timeout=timeout, backend=backend)
     if nominal.verdict == Status.UNKNOWN:
         return Explanation(status="unknown",
                            reason=f"the verdict is unknown: {nominal.reason}",
@@ -95,7 +98,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     if res == z3.unknown:
         return unknown(f"z3 gave up: {solver.reason_unknown()} (time limit {timeout} s)")
     if res == z3.sat:
-        raise InternalError("internal disagreement: clingo says fail, but Z3 finds the layout "
+        raise InternalError(f"internal disagreement: {backend} says fail, but Z3 finds the layout "
                             "satisfiable (internal error)")
     causes: list[Cause] = []
     used_parts: set[int] = set()
@@ -112,14 +115,14 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         sel_rules = sorted(label[c.get_id()][1] for c in core if label[c.get_id()][0] == "rule")
         sel_parts = sorted(label[c.get_id()][1] for c in core if label[c.get_id()][0] == "part")
         v = check(cell.model_copy(update={"rules": tuple(rules[k] for k in sel_rules)}),
-                  _sub_layout(layout, sel_parts), timeout=timeout)
+                  _sub_layout(layout, sel_parts), timeout=timeout, backend=backend)
         ids = tuple(inst.ids[i] for i in sel_parts)
         if v.verdict == Status.UNKNOWN:  # a limit while re-checking: not decided
             return unknown(f"the reduced layout ({', '.join(ids)}) was not re-checked: "
                            f"{v.reason}")
         if v.verdict != Status.FAIL:
             raise InternalError(f"internal disagreement: the reduced layout ({', '.join(ids)}) "
-                                f"does not fail under clingo ({v.verdict}) (internal error)")
+                                f"does not fail under {backend} ({v.verdict}) (internal error)")
         causes.append(Cause(rules=tuple(RuleRef(rule=rules[k].name,
                                                 source=str(rules[k].source))
                                         for k in sel_rules),
@@ -143,7 +146,8 @@ def _sub_layout(layout: Layout, sel: list[int]) -> Layout:
     return dataclasses.replace(
         layout, ids=ids, types=tuple(layout.types[i] for i in sel),
         pos=layout.pos[idx].reshape(len(idx), 3), size=layout.size[idx].reshape(len(idx), 3),
-        grippers=tuple(layout.grippers[i] for i in sel), yaw=layout.yaw[idx].copy(),
+        grippers=tuple(layout.grippers[i] for i in sel),
+        yaw=None if layout.yaw is None else layout.yaw[idx].copy(),
         order=None if layout.order is None else tuple(p for p in layout.order if p in keep),
         path=f"{layout.path}::explained")
 

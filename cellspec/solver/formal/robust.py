@@ -53,8 +53,14 @@ from cellspec.solver.formal.common import (
     timeout_ms,
     var_name,
 )
-from cellspec.solver.instance import build_instance, require_plain
-from cellspec.solver.smt.backend import NoFold, check_fragment, displaced_problem, ground_rules
+from cellspec.solver.instance import build_instance
+from cellspec.solver.smt.backend import (
+    NoFold,
+    Unsupported,
+    check_fragment,
+    displaced_problem,
+    ground_rules,
+)
 from cellspec.solver.smt.formula import Builder, Z3Lowering, smt_num, smtlib, variables
 from cellspec.solver.smt.ground import LimitHit
 from cellspec.solver.smt.result import RobustResult
@@ -94,13 +100,19 @@ def displaced_layout(layout: Layout, boxes: np.ndarray, dx: np.ndarray, dy: np.n
 
 def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                  timeout: float | None = DEFAULT_TIMEOUT, prune: bool = True,
-                 encoding: str = "smtlib", max_bindings: int = DEFAULT_MAX_BINDINGS
-                 ) -> RobustResult:
+                 encoding: str = "smtlib", max_bindings: int = DEFAULT_MAX_BINDINGS,
+                 backend: str = "clingo") -> RobustResult:
     """Prove that the verdict of ``layout`` holds for every x/y placement error of every
     part up to ``tolerance`` metres, or refute it with a displaced layout (see the module
     docstring for the exact model). ``prune=False`` is the naive encoding (all pairs,
     nothing decided before Z3), kept for the benchmark. ``encoding``: ``smtlib`` (default:
-    one SMT-LIB text parsed once, measured faster to build) or ``api`` (Z3 Python terms)."""
+    one SMT-LIB text parsed once, measured faster to build) or ``api`` (Z3 Python terms).
+    ``backend``: who decides the nominal verdict and re-checks a witness (clingo by default).
+
+    Yawed boxes (docs/shapes.md): each part's yaw is fixed and its footprint moves rigidly,
+    so every relation stays a conjunction of linear atoms in the displacement
+    (cellspec/solver/smt/shapes.py proves it); a rule that relates a cylinder that may move
+    to another part is refused by name (``unsupported``: a disc's distance is not linear)."""
     import z3  # lazy: z3 only when a proof runs (the check verb imports formal to validate)
 
     t0 = time.perf_counter()
@@ -108,7 +120,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     tms = timeout_ms(timeout)
     if encoding not in ("api", "smtlib"):
         raise ValueError("encoding must be 'api' or 'smtlib'")
-    nominal = check(cell, layout, timeout=timeout)
+    nominal = check(cell, layout, timeout=timeout, backend=backend)
     notes: list[str] = []
     decided = float(steps * g.RESOLUTION)  # what the proof is about, stated everywhere
     if steps * g.RESOLUTION != Fraction(str(float(tolerance))):
@@ -122,7 +134,6 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                             f"{nominal.reason}", notes=tuple(notes),
                             seconds=time.perf_counter() - t0, **base)
     inst = build_instance(cell, layout)
-    require_plain(inst, "check --robust")
     if inst.off_grid:
         notes.append("the proof is about the layout rounded to the 0.1 mm grid")
     rules = error_rules(cell, layout)
@@ -146,7 +157,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     builder = Builder(bounds) if prune else NoFold(bounds)
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
-    except LimitHit as exc:
+    except (LimitHit, Unsupported) as exc:
         return RobustResult(status=Status.UNKNOWN, reason=str(exc), notes=tuple(notes),
                             seconds=time.perf_counter() - t0, **base)
     stats["ground_s"] = time.perf_counter() - t1
@@ -220,7 +231,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                 parts = tuple(inst.ids[b] for b, d in zip(binding, top.values(), strict=True)
                               if d == "part")
                 break
-    recheck = check(cell, wl, timeout=timeout)
+    recheck = check(cell, wl, timeout=timeout, backend=backend)
     wj = wl.to_json()
     if not passing and recheck.verdict == Status.FAIL and stab_rules and all(
             v.rule in {r.name for r in stab_rules} for v in recheck.violations):
@@ -235,7 +246,7 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                     f"clingo: {recheck.reason}", witness_verdict=recheck.to_json(timing=False))
     if not confirmed:
         raise InternalError("internal disagreement: the Z3 counterexample was not confirmed "
-                            f"by clingo (clingo says {recheck.verdict}) (internal error)")
+                            f"by {backend} ({backend} says {recheck.verdict}) (internal error)")
     moved = {inst.ids[i]: [round(float(dx[i]) * float(g.RESOLUTION), 4),
                            round(float(dy[i]) * float(g.RESOLUTION), 4)]
              for i in range(inst.n) if dx[i] or dy[i]}

@@ -18,11 +18,13 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.shapes import flanks_margin
 from cellspec.core.status import InternalError
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance
 from cellspec.solver.smt.formula import Builder, Z3Lowering, const, lin, smtlib
 from cellspec.solver.smt.ground import Grounder, NotInFragment, Problem, cell_fields, pair_margin
+from cellspec.solver.smt.shapes import LinShapes, NotLinear, lin_shapes
 
 # the relations this backend encodes (geometry.py semantics); anything else, e.g. a
 # relation computed by another solver such as stable(p), is refused by name
@@ -89,15 +91,33 @@ def _uses_above(rules) -> bool:
     return any(ir.uses_relation(r.body, ir.COLUMN_RELATIONS) for r in rules)
 
 
+def _boxes(inst: Instance) -> np.ndarray:
+    """The boxes the relations read: the parts', or the kernel's enclosing boxes of shapes."""
+    return inst.boxes if inst.shapes is None else np.asarray(inst.shapes.box, dtype=np.int64)
+
+
+def _margin(inst: Instance, rules, boxes: np.ndarray) -> int:
+    """The broad-phase margin; a yawed part's own size is smaller than its enclosing box's,
+    so the fingers of a grip along its own axis may reach further (shapes.flanks_margin)."""
+    m = pair_margin(rules, boxes, inst.eps, inst.opening, inst.depth)
+    if inst.shapes is not None and any(ir.uses_relation(r.body, {"flanks"}) for r in rules):
+        m = max(m, flanks_margin(inst.shapes, inst.eps, inst.opening, inst.depth) + 1)
+    return m
+
+
+def _shapes(inst: Instance, moving: bool) -> LinShapes | None:
+    return None if inst.shapes is None else lin_shapes(inst.shapes, inst.ids, moving)
+
+
 def fixed_problem(inst: Instance, rules, prune: bool = True, presence: bool = False) -> Problem:
-    corners = [[const(int(v)) for v in row] for row in inst.boxes.tolist()]
+    boxes = _boxes(inst)
+    corners = [[const(int(v)) for v in row] for row in boxes.tolist()]
     nb = None
     if prune and inst.n:
-        m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth)
-        nb = _neighbours(inst.boxes, m, _uses_above(rules))
+        nb = _neighbours(boxes, _margin(inst, rules, boxes), _uses_above(rules))
     return Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
                    before=_before_fixed(inst), neighbours=nb, presence=presence,
-                   **cell_fields(inst))
+                   shapes=_shapes(inst, False), **cell_fields(inst))
 
 
 def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
@@ -105,7 +125,8 @@ def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
     """Parts displaced by ``dx, dy`` in [-steps, steps] grid steps (2 U each); bounds dict."""
     corners = []
     bounds: dict = {}
-    for i, row in enumerate(inst.boxes.tolist()):
+    boxes = _boxes(inst)
+    for i, row in enumerate(boxes.tolist()):
         dx, dy = ("dx", i), ("dy", i)
         bounds[dx] = (-steps, steps)
         bounds[dy] = (-steps, steps)
@@ -113,12 +134,18 @@ def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
                         lin(row[3], (dy, 2)), const(row[4]), const(row[5])])
     nb = None
     if prune and inst.n:
-        # a pair's overlap on x or y changes by at most 4 * steps U
-        m = pair_margin(rules, inst.boxes, inst.eps, inst.opening, inst.depth) + 4 * steps
-        nb = _neighbours(inst.boxes, m, _uses_above(rules))
+        # a pair's overlap on x or y changes by at most 4 * steps U (shapes move rigidly)
+        m = _margin(inst, rules, boxes) + 4 * steps
+        nb = _neighbours(boxes, m, _uses_above(rules))
     prob = Problem(n=inst.n, corners=corners, types=inst.types, grippers=inst.grippers,
-                   before=_before_fixed(inst), neighbours=nb, **cell_fields(inst))
+                   before=_before_fixed(inst), neighbours=nb, shapes=_shapes(inst, True),
+                   **cell_fields(inst))
     return prob, bounds
+
+
+class Unsupported(Exception):
+    """A rule this encoding cannot decide for these shapes (a cylinder that may move): the
+    answer is ``unknown`` (``unsupported``), naming the rule, never a silent pass."""
 
 
 def ground_rules(prob: Problem, rules, builder: Builder, max_bindings: int
@@ -129,6 +156,8 @@ def ground_rules(prob: Problem, rules, builder: Builder, max_bindings: int
     for r in rules:
         try:
             out.append(gr.instances(r))
+        except NotLinear as exc:
+            raise Unsupported(f"unsupported: rule '{r.name}' ({r.source}): {exc}") from None
         except NotInFragment as exc:
             raise CellspecError(Diagnostic(r.source.file, r.source.line, r.source.col,
                                            f"not supported by the Z3 backend: rule "

@@ -29,6 +29,7 @@ from cellspec.core import ir
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, lin_to_int
 from cellspec.solver.reference import free_vars
+from cellspec.solver.smt import shapes as shp
 from cellspec.solver.smt.formula import UNK, Builder, add, const, scale
 
 PAIR_RELS = frozenset({"contact", "overlaps", "supports", "above", "near", "flanks"})
@@ -71,6 +72,7 @@ class Problem:
     presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
     robots: tuple[str, ...] = ()  # the cell's robots (`forall r in robot`)
     reach: dict | None = None  # robot -> geometry.ReachU (reachable(p, r))
+    shapes: shp.LinShapes | None = None  # yawed boxes and cylinders (None: all plain)
 
     def names(self, domain: str) -> tuple[str, ...]:
         """The members of a named domain: the keep-out zones or the robots."""
@@ -128,6 +130,16 @@ class Grounder:
                        b.ge(ci[hi], ci[lo], k), b.ge(cj[hi], cj[lo], k)))
 
     def pair_rel(self, name: str, i: int, j: int, extra=None):
+        L = self.p.shapes
+        if L is None or (L.plain[i] and L.plain[j]):
+            return self.box_rel(name, i, j, extra)
+        if name == "flanks":
+            return self.flanks(i, j, extra)
+        return shp.pair(self.b, L, name, i, j, self.box_rel(name, i, j, extra),
+                        extra if name == "near" else self.p.eps)
+
+    def box_rel(self, name: str, i: int, j: int, extra=None):
+        """A pair relation of the (enclosing) boxes, as in cellspec/core/geometry.py."""
         b, e = self.b, self.p.eps
         if name == "contact":
             return b.and_(self.olap_ge(i, j, a, -e) for a in range(3))
@@ -155,6 +167,9 @@ class Grounder:
         # zo = min(q.z1, p.z1) - max(q.z0, band_lo) > eps
         zo = b.and_((b.gt(cq[5], cq[4], e), b.gt(cq[5], band_lo, e), b.gt(cp[5], cq[4], e),
                      b.gt(cp[5], band_lo, e)))
+        L = self.p.shapes
+        if L is not None and not (L.plain[q] and L.plain[p]):
+            return shp.flanks(b, L, q, p, axis, zo, self.p.opening, e, self.p.depth)
         if self.p.opening is None:
             gap = self.olap_ge(q, p, ax, -e)
         else:
@@ -168,8 +183,16 @@ class Grounder:
         return b.and_((lat, zo, gap))
 
     def zone_rel(self, name: str, i: int, zone: str):
-        b, e = self.b, self.p.eps
         z = self.p.zones[zone]
+        L = self.p.shapes
+        if L is not None and not L.plain[i]:  # a yawed box or a cylinder
+            return shp.zone(self.b, L, name, i, z, self.p.corners[i], self.p.eps,
+                            lambda: self.box_zone_rel(name, i, z))
+        return self.box_zone_rel(name, i, z)
+
+    def box_zone_rel(self, name: str, i: int, z):
+        """inside / intersects of a box (the part's, or its enclosing box)."""
+        b, e = self.b, self.p.eps
         c = self.p.corners[i]
         if isinstance(z, BoxU):
             out = []

@@ -1,0 +1,278 @@
+"""Contact polygons of yawed boxes and vertical cylinders for the stability analysis (issue 22).
+
+Only layouts with a part that is not an axis-aligned box come here (``Instance.plain`` is
+False); plain layouts never import this module, so their results stay byte-identical.
+
+**Footprints.** A yawed box is its rotated rectangle (the kernel's rational rotation:
+``tan(yaw/2)`` to ``2**-20``, docs/shapes.md); a plain box in such a layout is its exact
+grid rectangle. A disc (a vertical cylinder) has two polygons: the **inscribed** regular
+polygon of :data:`DISC_SIDES` sides, where forces may act (a subset of the disc: a smaller
+support can only make the verdict stricter), and the **circumscribed** one, used only to
+decide *whether* two parts touch (a superset: a part is never taken for resting on
+nothing, held fixed and passed, while the kernel says it rests on something); that
+test is done on the exact disc (grown by :data:`GUARD`), the 32-gon only bounds it.
+32 sides lose at most ``R (1 - cos(pi/32)) < 0.0049 R`` of the radius (0.12 mm on a 25 mm
+can, an eighth of the default 1 mm margin) at 8x the force columns of a rectangle; 16 would
+lose 0.48 mm, 64 would double the LP for 0.03 mm. Every inner polygon is also shrunk by
+:data:`GUARD` and every outer one grown by it, so float rounding of rotated corners never
+gives more support, or less contact, than the exact shapes.
+
+**Contacts.** A part's bottom on a surface: its inner footprint. A part on another part's
+top (z within the contact tolerance): detected when the outer footprints overlap with
+positive area; it carries forces over the intersection of the two inner footprints (of
+two convex polygons: convex), at that polygon's vertices. An empty intersection (a disc
+on an edge by less than the polygon's loss) is a contact that carries nothing, so the
+part falls rather than being held fixed. Pairs of two plain boxes keep their exact
+rectangles. Side contacts of a pair with a non-plain part are left out (they only add
+forces, so leaving them out can only refuse a structure that stands).
+
+**Speed.** Whether parts touch is decided in numpy (separating axes for rectangles, the
+distance to a rectangle or a centre for discs). A contact polygon is held as the
+half-planes of its two footprints (their intersection), which is all the forest test and
+the stage shortcut need; its vertices (shapely) are computed only for the contacts of
+structures that need an LP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cellspec.core import geometry as g
+
+DISC_SIDES = 32
+GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer shapes grown, against float rounding
+T_DEN = 1 << 20  # the kernel's rotation: tan(yaw/2) to 2^-20 (cellspec/core/shapes.py)
+U = float(g.U)
+
+
+@dataclass
+class Footprints:
+    """Per part (U): ``plain`` (an axis-aligned box, exact), ``cyl``, centre (cx, cy), own x
+    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon: ``verts``
+    (n, V, 2) counter-clockwise (a rectangle padded by repeats), ``nrm``/``off`` its
+    outward unit edge normals and offsets (padding: normal 0, offset +inf)."""
+
+    plain: np.ndarray
+    cyl: np.ndarray
+    cx: np.ndarray
+    cy: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    hx: np.ndarray
+    hy: np.ndarray
+    verts: np.ndarray
+    nvert: np.ndarray
+    nrm: np.ndarray
+    off: np.ndarray
+
+
+def _rotation(yaw_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cos, sin, odd quarter turn) of each yaw, reduced to [-45, 45] degrees as the kernel."""
+    q = np.rint(yaw_deg / 90.0).astype(np.int64)
+    a = np.rint(np.tan(np.radians(yaw_deg - 90.0 * q) / 2) * T_DEN) / T_DEN
+    return (1 - a * a) / (1 + a * a), 2 * a / (1 + a * a), (q % 2) == 1
+
+
+def _halfspaces(verts: np.ndarray, nv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Outward unit normals and offsets of counter-clockwise rings (padded edges: 0, inf)."""
+    k, v = verts.shape[:2]
+    nxt = np.roll(verts, -1, axis=1)
+    nxt[np.arange(k), np.clip(nv - 1, 0, v - 1)] = verts[:, 0]  # each ring's closing edge
+    d = nxt - verts
+    length = np.hypot(d[..., 0], d[..., 1])
+    real = (np.arange(v)[None, :] < nv[:, None]) & (length > 1e-9)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nrm = np.where(real[..., None], np.stack([d[..., 1], -d[..., 0]], -1)
+                       / length[..., None], 0.0)
+    return nrm, np.where(real, (nrm * verts).sum(-1), np.inf)
+
+
+def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
+    """The footprints of every part of a non-plain instance (U)."""
+    n = inst.n
+    b = inst.boxes.astype(np.float64)
+    yaw = inst.yaw_deg if inst.yaw_deg is not None else np.zeros(n)
+    cyl = inst.cyl if inst.cyl is not None else np.zeros(n, dtype=bool)
+    plain = ~cyl & (np.fmod(yaw, 90.0) == 0)
+    res = float(g.RESOLUTION)
+    c, s, odd = _rotation(np.where(cyl | plain, 0.0, yaw))
+    hx0 = np.rint(inst.size_m[:, 0] / res)  # the quantised centre and half sizes (U)
+    hy0 = np.rint(inst.size_m[:, 1] / res)
+    hx, hy = np.where(odd, hy0, hx0), np.where(odd, hx0, hy0)
+    cx = np.where(plain, (b[:, 0] + b[:, 1]) / 2, 2 * np.rint(inst.pos_m[:, 0] / res))
+    cy = np.where(plain, (b[:, 2] + b[:, 3]) / 2, 2 * np.rint(inst.pos_m[:, 1] / res))
+    hx = np.where(plain, (b[:, 1] - b[:, 0]) / 2, hx)  # a plain box: exactly its grid box
+    hy = np.where(plain, (b[:, 3] - b[:, 2]) / 2, hy)
+    c, s = np.where(plain, 1.0, c), np.where(plain, 0.0, s)
+    shrink = np.where(plain, 0.0, GUARD)
+    v = DISC_SIDES if cyl.any() else 4
+    verts = np.zeros((n, v, 2))
+    sq = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW
+    ex, ey = hx - shrink, hy - shrink
+    rx = sq[None, :, 0] * ex[:, None]
+    ry = sq[None, :, 1] * ey[:, None]
+    verts[:, :4, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
+    verts[:, :4, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
+    verts[:, 4:] = verts[:, :1]
+    nvert = np.where(cyl, DISC_SIDES, 4)
+    if cyl.any():
+        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
+        r = (hx[cyl] - GUARD)[:, None]
+        verts[cyl, :, 0] = cx[cyl, None] + r * np.cos(ang)
+        verts[cyl, :, 1] = cy[cyl, None] + r * np.sin(ang)
+    nrm, off = _halfspaces(verts, nvert)
+    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nvert, nrm, off)
+
+
+def _meet(fp: Footprints, i: np.ndarray, j: np.ndarray, ex: float, ey: float) -> np.ndarray:
+    """The interiors of footprints i and j (j moved by (ex, ey)), each grown by GUARD,
+    intersect: separating axes for two rectangles, the distance for a disc."""
+    dx = fp.cx[j] + ex - fp.cx[i]
+    dy = fp.cy[j] + ey - fp.cy[i]
+    hxi, hyi = fp.hx[i] + GUARD, fp.hy[i] + GUARD
+    hxj, hyj = fp.hx[j] + GUARD, fp.hy[j] + GUARD
+    ci, si, cj, sj = fp.c[i], fp.s[i], fp.c[j], fp.s[j]
+    out = np.ones(len(i), dtype=bool)
+    for nx, ny in ((ci, si), (-si, ci), (cj, sj), (-sj, cj)):  # rectangles: 4 axes
+        sa = hxi * np.abs(nx * ci + ny * si) + hyi * np.abs(ny * ci - nx * si)
+        sb = hxj * np.abs(nx * cj + ny * sj) + hyj * np.abs(ny * cj - nx * sj)
+        out &= np.abs(nx * dx + ny * dy) < sa + sb
+    di, dj = fp.cyl[i], fp.cyl[j]
+    both = di & dj
+    out[both] = np.hypot(dx[both], dy[both]) < hxi[both] + hxj[both]
+    for disc, sign in ((dj & ~di, 1.0), (di & ~dj, -1.0)):  # disc vs rectangle
+        if not disc.any():
+            continue
+        rc, rs = (ci, si) if sign > 0 else (cj, sj)
+        hx, hy = (hxi, hyi) if sign > 0 else (hxj, hyj)
+        rad = hxj if sign > 0 else hxi
+        qx = sign * (dx * rc + dy * rs)  # the disc's centre in the rectangle's frame
+        qy = sign * (-dx * rs + dy * rc)
+        gap = np.hypot(np.maximum(np.abs(qx) - hx, 0), np.maximum(np.abs(qy) - hy, 0))
+        out[disc] = (gap < rad)[disc]
+    return out
+
+
+def _mixed(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Which pairs involve a non-plain part."""
+    return ~(fp.plain[i] & fp.plain[j])
+
+
+def overlap(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """The pairs' footprints overlap with positive area (True for two plain boxes, which
+    the caller decides on their rectangles)."""
+    out = np.ones(len(i), dtype=bool)
+    m = np.nonzero(_mixed(fp, i, j))[0]
+    out[m] = _meet(fp, i[m], j[m], 0.0, 0.0)
+    return out
+
+
+def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray:
+    """The kernel's footprint overlap for pairs with a non-plain part: every shift of at
+    most eps on x and on y leaves the footprints' interiors intersecting (by convexity:
+    the four corner shifts); True for two plain boxes (decided by the caller)."""
+    out = np.ones(len(lo), dtype=bool)
+    m = np.nonzero(_mixed(fp, lo, hi))[0]
+    for ex, ey in ((eps, eps), (eps, -eps), (-eps, eps), (-eps, -eps)):
+        out[m] &= _meet(fp, lo[m], hi[m], float(ex), float(ey))
+    return out
+
+
+def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
+    """Give every contact its polygon as half-planes: ``con.nrm`` (k, W, 2) and ``con.off``
+    (k, W), the inner footprints' edges of both parts (of the upper part alone on a
+    surface; a plain pair's exact rectangle), and ``con.fp``; vertices come later, for LP
+    structures only (:func:`with_polygons`)."""
+    k = len(con.lower)
+    lo, up = con.lower, con.upper
+    v = fp.nrm.shape[1]
+    nrm = np.zeros((k, 2 * v, 2))
+    off = np.full((k, 2 * v), np.inf)
+    nrm[:, :v], off[:, :v] = fp.nrm[up], fp.off[up]
+    pair = lo >= 0
+    nrm[pair, v:], off[pair, v:] = fp.nrm[lo[pair]], fp.off[lo[pair]]
+    con.fp, con.nrm, con.off, con.verts = fp, nrm, off, {}
+
+
+def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
+    """Contact k's polygon (U): the vertices of the intersection of the inner footprints
+    (convex), (0, 2) when it has no area (it carries nothing); cached."""
+    got = con.verts.get(k)
+    if got is not None:
+        return got
+    import shapely
+
+    fp = con.fp
+    up, lo = int(con.upper[k]), int(con.lower[k])
+    gm = shapely.Polygon(fp.verts[up, :fp.nvert[up]])
+    if lo >= 0:
+        gm = gm.intersection(shapely.Polygon(fp.verts[lo, :fp.nvert[lo]]))
+    xy = np.zeros((0, 2))
+    if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
+        xy = np.asarray(gm.exterior.coords)[:-1]
+    con.verts[k] = xy
+    return xy
+
+
+def _depth(con, ks: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """Per contact and edge: how far (U) the points (U) lie inside the edge's line."""
+    return con.off[ks] - (con.nrm[ks, :, 0] * x[:, None] + con.nrm[ks, :, 1] * y[:, None])
+
+
+def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: ANN001
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
+    shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
+    distance to the nearest edge line: the message's), both in m. Inside the polygon the
+    distance is to its boundary; outside, how far beyond the most violated edge line of
+    the two footprints (negative either way)."""
+    d = _depth(con, ks, cx / U, cy / U)
+    l1 = np.abs(con.nrm[ks, :, 0]) + np.abs(con.nrm[ks, :, 1])
+    t = np.min(d / np.where(l1 > 0, l1, 1.0), axis=1) * U
+    return t, np.min(d, axis=1) * U
+
+
+def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
+                y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
+    """Whether the rectangles (m) lie inside the contacts' polygons (their four corners do:
+    the polygons are convex; an empty polygon holds none)."""
+    ok = np.ones(len(ks), dtype=bool)
+    for x, y in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
+        ok &= np.min(_depth(con, ks, x / U, y / U), axis=1) >= 0
+    return ok
+
+
+def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
+    """An LP group whose horizontal rows are the contacts ``ks`` in order: forces at the
+    polygons' vertices (``px``, ``py``, m, padded by repeats), the friction force at the
+    mean of the vertices (inside the convex polygon: the row's rectangle collapses onto
+    that point); rows of contacts that carry nothing are dropped (their parts stay
+    balanced: they must stand on their other contacts)."""
+    rings = [vertices(con, int(k)) for k in ks.tolist()]
+    keep = np.array([len(r) > 0 for r in rings], dtype=bool)
+    rings = [r for r in rings if len(r)]
+    hz = grp.hz[keep].copy()
+    v = max([len(r) for r in rings] + [1])
+    pts = np.zeros((len(rings), v, 2))
+    for t, r in enumerate(rings):
+        pts[t, :len(r)], pts[t, len(r):] = r, r[0]
+        hz[t, 2:4], hz[t, 4:6] = r[:, 0].mean() * U, r[:, 1].mean() * U
+    grp.hz = hz
+    grp.px, grp.py = pts[..., 0] * U, pts[..., 1] * U
+    return grp
+
+
+def forest_text(name: str, carry: str, on: str, shift: float, edge: float,
+                margin: float) -> str:
+    """The forest's sentence on a contact polygon (to 0.1 mm, as for boxes): the edge
+    distance from the polygon, and the four shifts' reach when a slanted edge makes it
+    smaller."""
+    if shift < -0.00005:
+        return (f"{name} topples off {on}: its centre of mass{carry} is {-edge:.4f} m beyond "
+                "the edge")
+    e, t = f"{max(edge, 0):.4f}", f"{max(shift, 0):.4f}"
+    slant = "" if e == t else f", which a shift of {t} m along x and y reaches (a slanted edge)"
+    return (f"{name} stands with its centre of mass{carry} {e} m inside the edge of {on}{slant}; "
+            f"the cell asks for {margin:.4f} m along x and y")
