@@ -2,10 +2,10 @@
 turned by a seeded angle in (-45°, 45°) and a tenth of them cylinders of the cube's bounding
 box, checked in the same process as the axis-aligned layout (cost ratio, target <= 2x),
 next to pybullet's collision detection on the same shapes (yawed boxes as oriented boxes,
-GEOM_CYLINDER for the cans). The bench cell says ``stability off`` for both runs (the
-stability analysis does not take shapes yet: docs/shapes.md).
+GEOM_CYLINDER for the cans). ``--stability on`` (the default) checks every standard rule,
+stability included (contact polygons for the shapes); ``off`` writes ``stability off``.
 
-    python bench/verify_scale.py --yawed [--sizes 10000,100000]
+    python bench/verify_scale.py --yawed [--sizes 10000,100000] [--stability on|off]
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import verify_scale as vs
 CAN = "    part can cylinder radius {r} height {h} mass 0.1\n"
 
 
-def cell_text() -> str:
-    """The bench cell with stability off and a can type (the cube's bounding box)."""
-    text = vs.cell_text("off")
+def cell_text(stability: str = "on") -> str:
+    """The bench cell (stability on or off) and a can type (the cube's bounding box)."""
+    text = vs.cell_text(stability)
     line = f"    part cube size ({vs.CUBE}, {vs.CUBE}, {vs.CUBE}) mass 0.1\n"
     return text.replace(line, line + CAN.format(r=vs.CUBE / 2, h=vs.CUBE))
 
@@ -112,10 +112,10 @@ def _run(args: list[str], out: Path, timeout: float) -> dict:
 
 
 def run(sizes: list[int], height: int, seed: int, tmp: Path, timeout: float,
-        pybullet: bool) -> list[dict]:
+        pybullet: bool, stability: str = "on") -> list[dict]:
     """One row per size: both checks in one child process, then pybullet on the shapes."""
     cell_path = tmp / "bench_shapes.cell"
-    cell_path.write_text(cell_text(), encoding="utf-8")
+    cell_path.write_text(cell_text(stability), encoding="utf-8")
     rows = []
     for n in sizes:
         obj, _, _ = vs.build(n, height, seed)

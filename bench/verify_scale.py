@@ -688,8 +688,9 @@ def _shapes_main(args: argparse.Namespace) -> int:
         sizes = [10_000, 100_000]
     with tempfile.TemporaryDirectory(prefix="cellspec_bench_") as d:
         rows = shapes_series.run(sizes, args.height, args.seed, Path(d), args.timeout,
-                                 not args.no_pybullet)
-    print(json.dumps({"bench": "verify_scale_yawed", "seed": args.seed, "results": rows},
+                                 not args.no_pybullet, args.stability)
+    print(json.dumps({"bench": "verify_scale_yawed", "seed": args.seed,
+                      "stability": args.stability, "results": rows},
                      separators=(",", ":")), flush=True)
     _log(shapes_series.table(rows))
     return 0 if all("error" not in r for r in rows) else 1
