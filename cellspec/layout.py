@@ -136,24 +136,6 @@ class Layout:
         return out
 
 
-def shaped_rows(cell: Cell, layout: Layout) -> list[int]:
-    """Rows that are not boxes as written: a non-zero yaw or a cylinder type (docs/shapes.md)."""
-    cyl = {t for t, pt in cell.part_types.items() if getattr(pt, "shape", "box") != "box"}
-    yaw = layout.yaw if layout.yaw is not None else np.zeros(len(layout))
-    return [i for i in range(len(layout)) if yaw[i] != 0 or layout.types[i] in cyl]
-
-
-def require_boxes(cell: Cell, layout: Layout, what: str) -> None:
-    """Refuse (exit 2) parts at an angle or cylinders in a layer that cannot handle them yet,
-    rather than treat them as the boxes their type's size describes."""
-    rows = shaped_rows(cell, layout)
-    if rows:
-        some = ", ".join(layout.ids[i] for i in rows[:5]) + (" ..." if len(rows) > 5 else "")
-        raise CellspecError(Diagnostic(layout.path, 0, 0, f"{what} does not handle parts at an "
-                                       f"angle or cylinders yet ({len(rows)} such part(s): "
-                                       f"{some}); docs/shapes.md says which layers do"))
-
-
 class UnknownPartType(CellspecError):
     """A part with no size of its own whose type the cell does not define (from
     :meth:`Layout.resolve`): ``row``, ``part`` and ``type`` name the first such part."""

@@ -62,28 +62,6 @@ class Instance:
         return len(self.ids)
 
 
-class NotPlain(CellspecError):
-    """A layer that does not yet handle yawed boxes or cylinders was given some."""
-
-
-def require_plain(inst: Instance, what: str) -> None:
-    """Refuse (exit 2, a clear message) a layout with yawed boxes or cylinders in a layer that
-    cannot yet decide them exactly: never treat such a part as its enclosing box silently."""
-    if inst.plain:
-        return
-    rows = [i for i in range(inst.n) if not _plain_row(inst, i)]
-    some = ", ".join(inst.ids[i] for i in rows[:5]) + (" ..." if len(rows) > 5 else "")
-    raise NotPlain(Diagnostic("", 0, 0, f"{what} does not handle parts at an angle "
-                              f"or cylinders yet ({len(rows)} such part(s): {some}); "
-                              "docs/shapes.md says which layers do"))
-
-
-def _plain_row(inst: Instance, i: int) -> bool:
-    cyl = inst.cyl is not None and bool(inst.cyl[i])
-    yaw = 0.0 if inst.yaw_deg is None else float(inst.yaw_deg[i])
-    return not cyl and math.fmod(yaw, 90.0) == 0.0
-
-
 def shape_rows(cell: Cell, layout: Layout, size: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Per part: yaw (degrees), cylinder flag, the size the kernel sees (x and y swapped for a

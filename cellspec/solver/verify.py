@@ -20,7 +20,7 @@ from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver import checkers, ground_size
-from cellspec.solver.instance import Instance, NotPlain, build_instance
+from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
 from cellspec.solver.stability import StabilityLimit
@@ -76,9 +76,6 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     except StabilityLimit as exc:  # the LP would be larger than allowed: a size limit
         res = checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
                                      reason_code=Reason.GROUNDING_LIMIT)
-    except NotPlain as exc:  # a rule whose analysis does not handle these shapes yet
-        res = checkers.CheckerResult("unknown", reason=f"unsupported: {exc.diagnostics[0].message}",
-                                     reason_code=Reason.UNSUPPORTED)
     if res.status != "done":
         return unknown(res.reason or "solver limit", res.reason_code)
     ctx = MessageContext(inst)
