@@ -237,11 +237,13 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: A
 def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
                 y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
     """Whether the rectangles (m) lie inside the contacts' polygons (their four corners do:
-    the polygons are convex; an empty polygon holds none)."""
-    ok = np.ones(len(ks), dtype=bool)
-    for x, y in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
-        ok &= np.min(_depth(con, ks, x / U, y / U), axis=1) >= 0
-    return ok
+    the polygons are convex; an empty polygon holds none). One pass: an edge's deepest
+    corner is the centre's depth less the rectangle's support |nx| hx + |ny| hy."""
+    hx, hy = (x1 - x0) / (2 * U), (y1 - y0) / (2 * U)
+    d = _depth(con, ks, (x0 + x1) / (2 * U), (y0 + y1) / (2 * U))
+    nrm = con.nrm[ks]
+    d = d - (np.abs(nrm[..., 0]) * hx[:, None] + np.abs(nrm[..., 1]) * hy[:, None])
+    return np.min(d, axis=1) >= 0
 
 
 def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
