@@ -97,7 +97,7 @@ class Move(BaseModel):
         return sum(abs(a - b) for a, b in zip(self.src, self.dst, strict=True))
 
     def to_json(self) -> dict[str, Any]:
-        out = {"part": self.part, "from": list(self.src), "to": list(self.dst),
+        out: dict[str, Any] = {"part": self.part, "from": list(self.src), "to": list(self.dst),
                "how": self.how, "why": self.why}
         if self.yaw is not None:
             out["yaw"] = self.yaw
