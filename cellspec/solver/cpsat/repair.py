@@ -211,7 +211,7 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
         sub = dataclasses.replace(_sub_layout(layout, parts), pos=pos.copy())
         inst = build_instance(cell, sub)
         b, eps = inst.boxes, inst.eps
-        sup = _supports_fn(inst)
+        sup = exact.supports_one(inst)
         if comp_all is None:
             comp_all = _components(b, eps) if inst.shapes is None else exact.components(inst)
         load = {where[p]}  # p and what rests on it, transitively
@@ -261,14 +261,6 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
         del moved[i]
     return _Sol(True, False, False, moved, (len(moved), sum(f for _, f in moved.values()), l1),
                 local=True)
-
-
-def _supports_fn(inst: Instance) -> Callable[[int, int], bool]:
-    """supports(j, k) of one pair: on the boxes (plain), else by the exact kernel."""
-    b, eps = inst.boxes, inst.eps
-    if inst.shapes is None:
-        return lambda j, k: bool(g.supports(b[j], b[k], eps))
-    return lambda j, k: bool(exact.supports(inst, np.array([j]), np.array([k]))[0])
 
 
 def _to_fix(cluster: Cluster, geo_bad: list[Any], index: dict[str, int],
@@ -651,7 +643,8 @@ MAX_ROTATE_ANGLES = 16
 
 def parse_rotate(spec: str) -> tuple[float, ...]:
     """``--allow-rotate``: one angle A (every multiple of A) or a comma-separated set of
-    yaws, in degrees; each a finite multiple of 90 (CP-SAT places boxes axis-aligned).
+    yaws, in degrees; each a finite multiple of 90 (a plain box turns by quarter turns; a
+    part at another angle or a cylinder is only translated, keeping its yaw).
     The allowed yaws modulo 360, sorted; CellspecError naming the bad value."""
     import math
 
@@ -669,7 +662,7 @@ def parse_rotate(spec: str) -> tuple[float, ...]:
             raise CellspecError(f"--allow-rotate: {p!r} is not a finite angle up to 3600 degrees")
         if math.fmod(v, 90.0) != 0.0:
             raise CellspecError(f"--allow-rotate: {p!r} is not a multiple of 90 degrees (repair "
-                                "places boxes axis-aligned; other angles are not supported)")
+                                "turns boxes by quarter turns; other angles are not supported)")
         vals.append(v % 360.0)
     if len(vals) == 1:
         if vals[0] == 0.0:
