@@ -1,5 +1,6 @@
-"""CP-SAT on yawed boxes and cylinders (issue 22 item 3, docs/shapes.md): repair keeps them
-where they are (their enclosing box is an obstacle) unless ``--allow-rotate``; plan decides
+"""CP-SAT on yawed boxes and cylinders (issue 22 item 3, docs/shapes.md): repair may translate
+them keeping their yaw (tests/test_repair_shapes.py), and only ``--allow-rotate`` turns a
+plain box; plan decides
 their contact, support and grip blockers with the exact kernel (along the part's own axes);
 every answer is re-verified by clingo (which decides shapes exactly)."""
 
@@ -46,7 +47,7 @@ OVERLAP = {"parts": [{"id": "y", "type": "slab", "pos": [0.5, 0.5, 0.01], "yaw":
                      {"id": "k", "type": "can", "pos": [0.4, 0.4, 0.05]}]}
 
 
-def test_repair_moves_the_plain_cube_not_the_yawed_box(cell):
+def test_repair_moves_the_cheaper_plain_cube_not_the_yawed_box(cell):
     lay = layout_from_obj(OVERLAP)
     before = check(cell, lay)
     assert before.verdict == "fail" and [(v.rule, v.parts) for v in before.violations] == [
@@ -60,17 +61,22 @@ def test_repair_moves_the_plain_cube_not_the_yawed_box(cell):
     assert check(cell, out).verdict == "pass"
 
 
-def test_the_monolithic_repair_keeps_shapes_fixed_too(cell):
+def test_the_monolithic_repair_gives_the_same_answer(cell):
     r = repair(cell, layout_from_obj(OVERLAP), time_limit=10, decompose=False)
     assert r.status in ("optimal", "feasible") and [m.part for m in r.moves] == ["c"]
 
 
-def test_a_yawed_box_alone_in_the_way_is_not_moved(cell):
-    # two yawed boxes overlap: nothing may move them, so no repair (never a silent pass)
+def test_two_overlapping_yawed_boxes_one_is_moved_keeping_its_yaw(cell):
+    # (before: nothing could move them, so no repair) now one is translated, yaw kept
     obj = {"parts": [{"id": "a", "type": "slab", "pos": [0.5, 0.5, 0.01], "yaw": 30},
                      {"id": "b", "type": "slab", "pos": [0.52, 0.5, 0.01], "yaw": -20}]}
     r = repair(cell, layout_from_obj(obj), time_limit=5)
-    assert r.status not in ("optimal", "feasible") and not r.moves
+    assert r.status == "optimal" and r.verdict.verdict == "pass" and len(r.moves) == 1
+    (m,) = r.moves
+    assert m.yaw == {"a": 30.0, "b": -20.0}[m.part] and m.yaw_kept
+    out = layout_from_obj(r.layout)
+    assert out.yaw.tolist() == [30.0, -20.0]
+    assert check(cell, out).verdict == "pass"
 
 
 SLOT = {"parts": [{"id": "w1", "type": "cube", "pos": [0.455, 0.5, 0.025]},

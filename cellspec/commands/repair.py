@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--allow-rotate", default=None, metavar="DEG",
                    help="a moved box may also turn: one angle (90: any quarter turn) or "
                    "comma-separated yaws in degrees, multiples of 90 (e.g. 0,90); parts at "
-                   "another angle and cylinders stay where they are")
+                   "another angle and cylinders may move but keep their yaw")
     c.add_argument("--workers", type=int, default=1, metavar="N",
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
@@ -123,7 +123,8 @@ def run(a: argparse.Namespace) -> int:
                   + ", ".join(f"{v.rule}({', '.join(v.parts)})" for v in bad[:12])
                   + (" ..." if len(bad) > 12 else ""))
         for m in r.moves:
-            turn = f"  turned to yaw {m.yaw:g}" if m.yaw is not None else ""
+            turn = "" if m.yaw is None else (f"  yaw {m.yaw:g} kept" if m.yaw_kept else
+                                             f"  turned to yaw {m.yaw:g}")
             print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}{turn}  [{m.why}]")
         if r.status in ("optimal", "feasible") and not r.already_valid:
             if r.reordered and r.layout is not None:

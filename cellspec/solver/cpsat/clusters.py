@@ -72,15 +72,7 @@ def movable_parts(inst: Instance, comp: np.ndarray, involved: np.ndarray) -> np.
         i, j = i[keep], j[keep]
         out[j[seeds[i]]] = True
         out[i[seeds[j]]] = True
-    return out & ~fixed_shapes(inst)
-
-
-def fixed_shapes(inst: Instance) -> np.ndarray:
-    """Parts repair never moves: yawed boxes and cylinders stay where they are (their
-    enclosing box is an obstacle to the others: conservative); docs/shapes.md."""
-    if inst.shapes is None:
-        return np.zeros(inst.n, dtype=bool)
-    return ~np.asarray(inst.shapes.plain, dtype=bool)
+    return out
 
 
 def reach_of(inst: Instance, movable: np.ndarray, bound: int | np.ndarray = MOVE_BOUND,
@@ -184,5 +176,5 @@ def _supported_by_fixed(inst: Instance, movable: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["Cluster", "MOVE_BOUND", "decompose", "fixed_shapes", "movable_parts", "reach_of",
+__all__ = ["Cluster", "MOVE_BOUND", "decompose", "movable_parts", "reach_of",
            "structures"]

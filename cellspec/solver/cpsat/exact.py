@@ -8,6 +8,8 @@ shapes, never on their enclosing boxes. ``flanks`` is along the gripped part's o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from cellspec.core import geometry as g
@@ -27,6 +29,15 @@ def supports(inst: Instance, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     if inst.shapes is None:
         return g.supports(inst.boxes[i], inst.boxes[j], inst.eps)
     return ks.supports(inst.shapes, i, j, inst.eps)
+
+
+def supports_one(inst: Instance) -> Callable[[int, int], bool]:
+    """supports(j, k) of one pair at a time: on the boxes (plain), else by the kernel."""
+    b, eps = inst.boxes, inst.eps
+    if inst.shapes is None:
+        return lambda j, k: bool(g.supports(b[j], b[k], eps))
+    sh = inst.shapes
+    return lambda j, k: bool(ks.supports(sh, np.array([j]), np.array([k]), eps)[0])
 
 
 def flanks(inst: Instance, q: np.ndarray, p: np.ndarray, axis: str) -> np.ndarray:

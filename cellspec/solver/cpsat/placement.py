@@ -11,6 +11,8 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
+from cellspec.solver.cpsat import exact
+from cellspec.solver.cpsat.moved_shapes import ShapeRules
 from cellspec.solver.instance import BoxU, build_instance
 
 SEED = 1
@@ -50,6 +52,11 @@ class _Geo:
         self.cp = cp_model
         inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
         self.inst = inst
+        # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
+        sr = ShapeRules(inst) if inst.shapes is not None else None
+        self.sr = sr
+        if sr is not None and turnable is not None:
+            turnable = turnable & ~sr.odd  # a part at another angle keeps its yaw
         n = inst.n
         b = inst.boxes
         eps = inst.eps
@@ -82,7 +89,7 @@ class _Geo:
         assert isinstance(ws, BoxU)
         span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
                 for k in range(3)]
-        comp = _components(b, eps)
+        comp = _components(b, eps) if sr is None else exact.components(inst)
         self.comp = comp
         if reach is None:
             reach = np.zeros((n, 3), dtype=np.int64)
@@ -151,6 +158,13 @@ class _Geo:
         mov_idx = np.nonzero(movable)[0].tolist()
         if "workspace" in self.rules:
             for i in mov_idx:
+                if sr is not None and sr.any(i):
+                    # the enclosing box inside, exactly, once it moves
+                    on = guard("workspace") + ([] if not sr.inside0(i, ws) else [self.moved[i]])
+                    for a in range(3):
+                        m.Add(ws.lo[a] - self.lo(i, a) <= 0).OnlyEnforceIf(on)
+                        m.Add(self.hi(i, a) - ws.hi[a] <= 0).OnlyEnforceIf(on)
+                    continue
                 for a in range(3):
                     self.tight(ws.lo[a] - self.lo(i, a), guard("workspace"), (i,))
                     self.tight(self.hi(i, a) - ws.hi[a], guard("workspace"), (i,))
@@ -159,14 +173,23 @@ class _Geo:
                 z = inst.zones[zname]
                 gl = guard(f"keepout {zname}")
                 for i in mov_idx:
+                    odd = sr is not None and sr.any(i)
+                    clear0 = odd and sr is not None and sr.clear0(i, z)
                     if isinstance(z, BoxU):
                         opts = []
                         for a in range(3):
                             for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
                                 lit = m.NewBoolVar("")
-                                self.tight(expr, [lit], (i,))
+                                if odd:  # the enclosing box apart, exactly
+                                    m.Add(expr <= 0).OnlyEnforceIf(lit)
+                                else:
+                                    self.tight(expr, [lit], (i,))
                                 opts.append(lit)
+                        if clear0:  # clear of it now: it may stay
+                            opts.append(self.moved[i].Not())
                         m.AddBoolOr(opts).OnlyEnforceIf(gl)
+                    elif odd:
+                        self._half(i, z, 0, gl + ([self.moved[i]] if clear0 else []))
                     else:
                         self._half(i, z, eps, gl)
         # pairs whose reaches come within the relation margin (beyond it no rule relates them)
@@ -185,12 +208,18 @@ class _Geo:
         if "no_overlap" in self.rules:
             gl = guard("no_overlap")
             for i, j in pairs:
+                odd = sr is not None and sr.any(i, j)
                 opts = []
                 for a in range(3):
                     for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
                         lit = m.NewBoolVar("")
-                        self.tight(expr, [lit], (i, j))
+                        if odd:  # the enclosing boxes apart, exactly
+                            m.Add(expr <= 0).OnlyEnforceIf(lit)
+                        else:
+                            self.tight(expr, [lit], (i, j))
                         opts.append(lit)
+                if odd and sr is not None and sr.apart0(i, j):  # apart now: may stay so
+                    opts.append(self.same((i, j)))
                 m.AddBoolOr(opts).OnlyEnforceIf(gl)
         if "gravity" in self.rules:
             gl = guard("gravity")
@@ -212,9 +241,14 @@ class _Geo:
                 for j in np.nonzero(close[i])[0].tolist():
                     if j == i:
                         continue
+                    odd = sr is not None and sr.any(i, j)
                     if not movable[i] and not movable[j]:
-                        done = done or (bool(g.supports(b[j], b[i], eps))
-                                        and self._centred(i, j, tighten.get(i, 0)))
+                        sup = sr.supports0(j, i) if odd and sr is not None else bool(
+                            g.supports(b[j], b[i], eps))
+                        done = done or (sup and self._centred(i, j, tighten.get(i, 0)))
+                        continue
+                    if odd:
+                        opts.extend(self._odd_support(i, j, stab_u, tighten.get(i, 0)))
                         continue
                     lit = m.NewBoolVar("")
                     self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
@@ -274,8 +308,8 @@ class _Geo:
         op0 = order_problem(inst)
         par = [gk == "parallel" for gk in inst.grippers]
         for p in range(n):
-            if not par[p]:
-                continue
+            if not par[p] or (self.sr is not None and self.sr.any(p)):
+                continue  # a yawed box or a cylinder: its grip is left to the order
             if not movable[p] and op0.block[p][0] and op0.block[p][1]:
                 continue  # fixed and already flanked on both axes: leave it to the order
             axes = []
@@ -313,15 +347,53 @@ class _Geo:
 
     def _centred(self, i: int, j: int, level: int) -> bool:
         """For fixed i on fixed j: i's centre lies over j's footprint shrunk by
-        ``level`` quarters of i's half size (level 0: always true)."""
+        ``level`` quarters of i's half size (level 0: always true); over j's inner box
+        when i or j is a yawed box or a cylinder."""
         if not level:
             return True
+        odd = self.sr is not None and self.sr.any(i, j)
         for a in range(2):
             mu = level * int(self.half[i, a]) // 4
             ctr = 2 * int(self.c[i][a])
-            if not (self.lo(j, a) + mu <= ctr <= self.hi(j, a) - mu):
+            if odd and self.sr is not None:
+                lo = 2 * int(self.c[j][a]) - int(self.sr.inner[j, a])
+                hi = 2 * int(self.c[j][a]) + int(self.sr.inner[j, a])
+            else:
+                lo, hi = self.lo(j, a), self.hi(j, a)
+            if not (lo + mu <= ctr <= hi - mu):
                 return False
         return True
+
+    def same(self, parts: tuple[int, ...]) -> Any:
+        """A literal that holds only if the relative position of ``parts`` is unchanged
+        (then every exact relation between them is what it was)."""
+        lit = self.m.NewBoolVar("")
+        for t in self.changed(parts):
+            self.m.AddImplication(lit, t.Not())
+        return lit
+
+    def _odd_support(self, i: int, j: int, stab_u: int, level: int) -> list:
+        """Options for "j carries i" when i or j is a yawed box or a cylinder
+        (moved_shapes): i's bottom exactly on j's top, their inner boxes overlapping by
+        more than eps on x and y, and i's centre over j's inner box, the stability margin
+        (or, after an unstable round, ``level`` quarters of i's half size) inside its
+        edges; or, if j carries i in the input, their relative position kept."""
+        assert self.sr is not None
+        m, eps, inner = self.m, self.inst.eps, self.sr.inner
+        lit = m.NewBoolVar("")
+        m.Add(self.lo(i, 2) == self.hi(j, 2)).OnlyEnforceIf(lit)
+        for a in range(2):
+            ci, cj = 2 * self.c[i][a], 2 * self.c[j][a]
+            ai, aj = int(inner[i, a]), int(inner[j, a])
+            m.Add(ci + ai - (cj - aj) > eps).OnlyEnforceIf(lit)
+            m.Add(cj + aj - (ci - ai) > eps).OnlyEnforceIf(lit)
+            mu = max(stab_u, level * int(self.half[i, a]) // 4)
+            m.Add(ci >= cj - aj + mu).OnlyEnforceIf(lit)
+            m.Add(ci <= cj + aj - mu).OnlyEnforceIf(lit)
+        out = [lit]
+        if not level and self.sr.supports0(j, i):
+            out.append(self.same((i, j)))
+        return out
 
     def tight(self, expr: Any, lits: list, parts: tuple[int, ...]) -> None:
         """``expr <= eps`` holds under ``lits``; a moved part gets no tolerance: ``expr <= 0``

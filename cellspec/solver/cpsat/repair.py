@@ -40,15 +40,16 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
+from cellspec.solver.cpsat import exact
 from cellspec.solver.cpsat.clusters import (
     MOVE_BOUND,
     Cluster,
-    fixed_shapes,
     movable_parts,
     reach_of,
     structures,
 )
 from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
+from cellspec.solver.cpsat.moved_shapes import kept_yaw
 from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
 from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
@@ -210,15 +211,15 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
         sub = dataclasses.replace(_sub_layout(layout, parts), pos=pos.copy())
         inst = build_instance(cell, sub)
         b, eps = inst.boxes, inst.eps
+        sup = exact.supports_one(inst)
         if comp_all is None:
-            comp_all = _components(b, eps)
+            comp_all = _components(b, eps) if inst.shapes is None else exact.components(inst)
         load = {where[p]}  # p and what rests on it, transitively
         grow = True
         while grow:
             grow = False
             for k in range(len(parts)):
-                if k not in load and movable[k] and any(
-                        bool(g.supports(b[j], b[k], eps)) for j in load):
+                if k not in load and movable[k] and any(sup(j, k) for j in load):
                     load.add(k)
                     grow = True
         whole = {k for k in range(len(parts)) if movable[k] and comp_all[k] == comp_all[where[p]]}
@@ -240,7 +241,7 @@ def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
             mov[[kk[k] for k in gl]] = True
             # a fixed part is anchored when its support does not change in this step
             an = np.array([k not in group and (anch[k] or not any(
-                bool(g.supports(b[j], b[k], eps)) for j in gl)) for k in keep])
+                sup(j, k) for j in gl)) for k in keep])
             geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
                        free_only=True)
             st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2, fast=True)
@@ -329,8 +330,10 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     ``checked``: the clingo verdict of ``layout`` in ``cell`` when the caller already has it
     (the design loop checked the proposal); it is not checked again (not with ``blocked``).
 
-    Yawed boxes and cylinders (docs/shapes.md) stay where they are: the model sees their
-    enclosing boxes as obstacles (conservative), and clingo re-verifies the exact shapes.
+    Yawed boxes and cylinders (docs/shapes.md) may be translated, keeping their yaw and
+    radius: the model sees them through their enclosing boxes (apart, inside, clear of
+    keep-outs: conservative) and inscribed boxes (support), :mod:`.moved_shapes`; clingo
+    re-verifies the exact shapes, and only a passing layout is reported.
     ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees, multiples of 90): a moved box
     may also be turned to one of these yaws when that swaps its x and y sizes."""
     from cellspec.solver.verify import check
@@ -396,9 +399,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
             keepout_bad[[index[p] for p in v.parts]] = True
 
     def clusters_for(must_move: tuple[tuple[int, ...], ...]) -> list[Cluster]:
-        if not decompose:  # every part may move, but yawed boxes and cylinders stay
-            return [Cluster(parts=tuple(range(n)), movable=tuple(
-                np.nonzero(~fixed_shapes(inst0))[0].tolist()), reach=(
+        if not decompose:  # every part may move
+            return [Cluster(parts=tuple(range(n)), movable=tuple(range(n)), reach=(
                 _full_reach(inst0, n)), anchored=())]
         involved = np.zeros(n, dtype=bool)
         involved[[index[p] for v in geo_bad for p in v.parts]] = True
@@ -427,9 +429,11 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                 "moved with its structure" if not free else "moved so the rules hold together")
             if i in turned:
                 new_yaw[i] = turn_to[i]
+            kept = kept_yaw(inst0, layout, i)  # a part at another angle: moved, yaw kept
             moves.append(Move(part=pid, src=tuple(_pos_m(c0[i])),  # type: ignore[arg-type]
                               dst=tuple(dst), how="free" if free else "shift",  # type: ignore
-                              why=reason, yaw=turn_to[i] if i in turned else None))
+                              why=reason, yaw=turn_to[i] if i in turned else kept,
+                              yaw_kept=kept is not None and i not in turned))
         repaired = dataclasses.replace(layout, pos=new_pos, order=None, yaw=new_yaw)
         reordered = False
         if layout.order is not None:
@@ -506,7 +510,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                             "assembly order, and no placement keeps a grip axis clear for "
                             "every moved part")
             if s_bad.infeasible and not decompose:
-                core = _core(cell, layout, ~fixed_shapes(inst0), left)
+                core = _core(cell, layout, np.ones(n, dtype=bool), left)
                 rules_txt = ", ".join(core) if core else ", ".join(
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
@@ -639,7 +643,8 @@ MAX_ROTATE_ANGLES = 16
 
 def parse_rotate(spec: str) -> tuple[float, ...]:
     """``--allow-rotate``: one angle A (every multiple of A) or a comma-separated set of
-    yaws, in degrees; each a finite multiple of 90 (CP-SAT places boxes axis-aligned).
+    yaws, in degrees; each a finite multiple of 90 (a plain box turns by quarter turns; a
+    part at another angle or a cylinder is only translated, keeping its yaw).
     The allowed yaws modulo 360, sorted; CellspecError naming the bad value."""
     import math
 
@@ -657,7 +662,7 @@ def parse_rotate(spec: str) -> tuple[float, ...]:
             raise CellspecError(f"--allow-rotate: {p!r} is not a finite angle up to 3600 degrees")
         if math.fmod(v, 90.0) != 0.0:
             raise CellspecError(f"--allow-rotate: {p!r} is not a multiple of 90 degrees (repair "
-                                "places boxes axis-aligned; other angles are not supported)")
+                                "turns boxes by quarter turns; other angles are not supported)")
         vals.append(v % 360.0)
     if len(vals) == 1:
         if vals[0] == 0.0:

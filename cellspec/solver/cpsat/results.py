@@ -90,7 +90,9 @@ class Move(BaseModel):
     dst: tuple[float, float, float]
     how: Literal["shift", "free"]
     why: str
-    yaw: float | None = None  # the new yaw (degrees) of a part turned by --allow-rotate
+    yaw: float | None = None  # the new yaw (degrees) of a part turned by --allow-rotate,
+    # or (yaw_kept) the unchanged yaw of a yawed box that was only translated
+    yaw_kept: bool = False
 
     @property
     def l1(self) -> float:
@@ -101,6 +103,8 @@ class Move(BaseModel):
                "how": self.how, "why": self.why}
         if self.yaw is not None:
             out["yaw"] = self.yaw
+        if self.yaw_kept:
+            out["yaw_kept"] = True
         return out
 
 
