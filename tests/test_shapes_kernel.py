@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shapely import affinity
-from shapely.geometry import LineString, MultiPoint, Point, Polygon
+from shapely.geometry import LineString, Point, Polygon
 from shapely.geometry import box as sbox
+from shapely.geometry.polygon import orient
 
 from cellspec.core import geometry as g
 from cellspec.core import shapes as S
@@ -46,10 +47,23 @@ def poly(sh: S.ShapesU, k: int):
     return Polygon(pts)
 
 
+def _ccw_from_bottom(P):
+    """A convex polygon's vertices, counter-clockwise from the lowest (then leftmost)."""
+    v = np.array(orient(P, 1.0).exterior.coords)[:-1]
+    k = np.lexsort((v[:, 0], v[:, 1]))[0]
+    return np.roll(v, -k, axis=0)
+
+
 def mdiff(B, A):
-    """B - A (Minkowski difference of convex footprints) as a polygon."""
-    pb, pa = np.array(B.exterior.coords), np.array(A.exterior.coords)
-    return MultiPoint((pb[:, None, :] - pa[None, :, :]).reshape(-1, 2)).convex_hull
+    """B - A (Minkowski difference of convex footprints) as a polygon: B + (-A) by merging
+    the two edge sequences by angle (linear, not the hull of every pairwise difference)."""
+    pb, pa = _ccw_from_bottom(B), _ccw_from_bottom(affinity.scale(A, -1, -1, origin=(0, 0)))
+    eb, ea = np.diff(pb, axis=0, append=pb[:1]), np.diff(pa, axis=0, append=pa[:1])
+    e = np.concatenate([eb, ea])
+    ang = np.mod(np.arctan2(e[:, 1], e[:, 0]), 2 * np.pi)
+    e = e[np.argsort(ang, kind="stable")]
+    pts = pb[0] + pa[0] + np.cumsum(np.vstack([[0.0, 0.0], e[:-1]]), axis=0)
+    return Polygon(pts).buffer(0)
 
 
 def square(e: float):
