@@ -17,6 +17,12 @@ FEATURES = DATA / "features.cell"
 LAYOUTS = REPO / "rules" / "layouts"
 
 
+def examples(n: int) -> int:
+    """Hypothesis examples for a wide differential test: all ``n`` when the slow tests run
+    (CELLSPEC_SLOW=1, as `.ci/run` does with it), half in the lean default run."""
+    return n if os.environ.get("CELLSPEC_SLOW") == "1" else max(1, n // 2)
+
+
 def run_cellspec(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``python -m cellspec ARGS`` and capture text output."""

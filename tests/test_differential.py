@@ -14,7 +14,7 @@ import json
 from fractions import Fraction
 
 import pytest
-from conftest import FEATURES
+from conftest import FEATURES, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -321,7 +321,7 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@settings(max_examples=800, **SETTINGS)
+@settings(max_examples=examples(800), **SETTINGS)
 @given(layouts())
 def test_backends_agree_features(features, case):
     parts, order = case

@@ -10,6 +10,7 @@ with the nominal verdict.
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from test_differential import ORACLE, SETTINGS, deciders, layouts, to_obj
 
@@ -51,7 +52,7 @@ def _compare(cell, obj, naive: bool = True) -> None:
     assert v.verdict == ("fail" if errors else "pass")
 
 
-@settings(max_examples=500, **SETTINGS)
+@settings(max_examples=examples(500), **SETTINGS)
 @given(layouts())
 def test_z3_agrees_features(features_cell, case):
     parts, order = case
@@ -76,7 +77,7 @@ def test_z3_agrees_robots(robots_cell, case):
     _compare(robots_cell, to_obj(parts, order), naive=len(parts) <= 3)
 
 
-@settings(max_examples=500, **SETTINGS)
+@settings(max_examples=examples(500), **SETTINGS)
 @given(layouts(types=("cube",)))
 def test_z3_agrees_station(station_cell, case):
     parts, order = case
