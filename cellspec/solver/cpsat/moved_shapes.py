@@ -58,11 +58,17 @@ def inner_half(sh: ks.ShapesU) -> np.ndarray:
 class ShapeRules:
     """What the placement model needs to know about the non-plain parts of ``inst``."""
 
-    def __init__(self, inst: Instance):
-        assert inst.shapes is not None
+    def __init__(self, inst: Instance, extra: np.ndarray | None = None):
+        """``extra``: plain parts also treated as non-plain (they may be turned to a yaw
+        that is not a multiple of 90 degrees, :mod:`.rotate`); with them ``inst`` may be
+        plain (its boxes are then its shapes)."""
+        assert inst.shapes is not None or extra is not None
         self.inst = inst
-        self.sh = inst.shapes
+        self.sh = inst.shapes if inst.shapes is not None else ks.shapes_u(
+            inst.boxes, np.zeros(inst.n), np.zeros(inst.n, dtype=bool))
         self.odd = ~np.asarray(self.sh.plain, dtype=bool)
+        if extra is not None:
+            self.odd = self.odd | extra
         self.inner = inner_half(self.sh)
 
     def any(self, *parts: int) -> bool:
