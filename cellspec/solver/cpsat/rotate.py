@@ -108,7 +108,7 @@ def _dist(a: float, y: float) -> float:
 def _key(yaw: float, square: bool) -> tuple[int, int, int, int]:
     """The footprint a box takes at ``yaw`` as the kernel holds it (rational rotation after
     the quarter-turn reduction, and the parity of the quarter turns unless it is square)."""
-    y = np.array([yaw])
+    y = np.array([yaw % (90.0 if square else 180.0)])  # the same footprint: one key
     rc, rs, rn = ks.rational_rotation(y)
     parity = 0 if square else int(ks.quarter_turns(y)[0] % 2)
     return int(rc[0]), int(rs[0]), int(rn[0]), parity
