@@ -81,11 +81,13 @@ def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
     return cell.model_copy(update={"keepouts": tuple(cell.keepouts) + tuple(blocked)})
 
 
-def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any) -> tuple[str, ...]:
+def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
+          turns: dict[int, PartTurns] | None = None) -> tuple[str, ...]:
     """The rules that conflict: an unsatisfiable core over one assumption literal per rule
     (single worker), made minimal by deletion (each rule dropped in turn; kept if the rest
-    becomes satisfiable). Empty when a limit is hit."""
-    geo = _Geo(cell, layout, movable, assumptions=True)
+    becomes satisfiable), with the turns ``--allow-rotate`` allows. Empty when a limit is
+    hit."""
+    geo = _Geo(cell, layout, movable, assumptions=True, turns=turns)
     geo.m.ClearObjective()
     st, s = geo.solve(left(), 1)
     cp = geo.cp
@@ -514,7 +516,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                             "assembly order, and no placement keeps a grip axis clear for "
                             "every moved part")
             if s_bad.infeasible and not decompose:
-                core = _core(cell, layout, np.ones(n, dtype=bool), left)
+                core = _core(cell, layout, np.ones(n, dtype=bool), left, turns)
                 rules_txt = ", ".join(core) if core else ", ".join(
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
