@@ -1,6 +1,6 @@
 """CP-SAT on yawed boxes and cylinders (issue 22 item 3, docs/shapes.md): repair may translate
 them keeping their yaw (tests/test_repair_shapes.py), and only ``--allow-rotate`` turns a
-plain box; plan decides
+box (tests/test_repair_rotate.py for angles other than quarter turns); plan decides
 their contact, support and grip blockers with the exact kernel (along the part's own axes);
 every answer is re-verified by clingo (which decides shapes exactly)."""
 
@@ -104,12 +104,18 @@ def test_allow_rotate_turns_a_part_to_fit(cell):
 @pytest.mark.parametrize("spec, want", [("90", (0.0, 90.0, 180.0, 270.0)),
                                         ("180", (0.0, 180.0)), ("0, 90", (0.0, 90.0)),
                                         ("-90", (0.0, 90.0, 180.0, 270.0)),
-                                        ("450", (0.0, 90.0, 180.0, 270.0))])
+                                        ("450", (0.0, 90.0, 180.0, 270.0)),
+                                        ("45", tuple(45.0 * k for k in range(8))),
+                                        ("-30", tuple(30.0 * k for k in range(12))),
+                                        ("22.5", tuple(22.5 * k for k in range(16))),
+                                        ("15", tuple(15.0 * k for k in range(24))),
+                                        ("30,90", (30.0, 90.0)), ("0,45,-45", (0.0, 45.0, 315.0))])
 def test_parse_rotate(spec, want):
     assert parse_rotate(spec) == want
 
 
-@pytest.mark.parametrize("spec", ["45", "abc", "nan", "inf", "0", "", "90,", "1e9", "30,90"])
+@pytest.mark.parametrize("spec", ["abc", "nan", "inf", "0", "360", "", "90,", "1e9", "7",
+                                  "0.1", ",".join(str(k) for k in range(25))])
 def test_bad_allow_rotate_is_refused(spec):
     with pytest.raises(CellspecError):
         parse_rotate(spec)
@@ -118,7 +124,7 @@ def test_bad_allow_rotate_is_refused(spec):
 def test_bad_allow_rotate_exits_2(tmp_path):
     (tmp_path / "c.cell").write_text(CELL)
     (tmp_path / "l.json").write_text(json.dumps(SLOT))
-    for spec in ("45", "abc", "nan"):
+    for spec in ("7", "abc", "nan"):
         p = run_cellspec("repair", tmp_path / "c.cell", tmp_path / "l.json",
                          "--allow-rotate", spec)
         assert p.returncode == 2 and "--allow-rotate" in p.stderr, (spec, p.stderr)

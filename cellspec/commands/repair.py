@@ -44,9 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="prefer moving whole structures rigidly over moving fewer parts "
                    "(blocked-region recovery: shift and flatten only where needed)")
     c.add_argument("--allow-rotate", default=None, metavar="DEG",
-                   help="a moved box may also turn: one angle (90: any quarter turn) or "
-                   "comma-separated yaws in degrees, multiples of 90 (e.g. 0,90); parts at "
-                   "another angle and cylinders may move but keep their yaw")
+                   help="a moved box (axis-aligned or yawed) may also turn to an allowed yaw, "
+                   "when that helps: one angle A for every multiple of A (90: any quarter "
+                   "turn; 45; 30) or comma-separated yaws in degrees (e.g. 0,45,90); at most "
+                   "24 distinct yaws. Cylinders never turn; each turn costs a little in the "
+                   "objective")
     c.add_argument("--workers", type=int, default=1, metavar="N",
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "

@@ -107,14 +107,17 @@ def _near(a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray, b_hi: np.ndarray
 
 
 def decompose(inst: Instance, comp: np.ndarray, movable: np.ndarray, reach: np.ndarray,
-              margin: int) -> list[Cluster]:
-    """Independent clusters of the movable parts, each with its fixed context."""
+              margin: int, grow: np.ndarray | None = None) -> list[Cluster]:
+    """Independent clusters of the movable parts, each with its fixed context. ``grow``
+    (n, 3) U: how much farther a part reaches once turned (``--allow-rotate``)."""
     idx = np.nonzero(movable)[0]
     if not len(idx):
         return []
     b = inst.boxes
     lo_all, hi_all = b[:, 0::2], b[:, 1::2]
     r2 = 2 * reach[idx]  # a centre step of 0.1 mm moves the box by 2 U
+    if grow is not None:
+        r2 = r2 + grow[idx]
     s_lo, s_hi = lo_all[idx] - r2, hi_all[idx] + r2
     ei: list[int] = []
     ej: list[int] = []

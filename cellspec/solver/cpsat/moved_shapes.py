@@ -1,7 +1,8 @@
 """Yawed boxes and cylinders that repair may translate (issue 22 item 3, docs/shapes.md).
 
-A non-plain part keeps its yaw and radius; the placement model moves its centre on the
-0.1 mm grid and sees it through two axis-aligned boxes about that centre:
+A non-plain part keeps its radius, and its yaw unless ``--allow-rotate`` turns it
+(:mod:`.rotate`: the two boxes below at each candidate yaw); the placement model moves its
+centre on the 0.1 mm grid and sees it through two axis-aligned boxes about that centre:
 
 * the *outer* box: its enclosing box (``Instance.boxes``, rounded outward): a superset of
   the shape, so keeping the outer box out of another part, out of a keep-out or inside
@@ -58,11 +59,17 @@ def inner_half(sh: ks.ShapesU) -> np.ndarray:
 class ShapeRules:
     """What the placement model needs to know about the non-plain parts of ``inst``."""
 
-    def __init__(self, inst: Instance):
-        assert inst.shapes is not None
+    def __init__(self, inst: Instance, extra: np.ndarray | None = None):
+        """``extra``: plain parts also treated as non-plain (they may be turned to a yaw
+        that is not a multiple of 90 degrees, :mod:`.rotate`); with them ``inst`` may be
+        plain (its boxes are then its shapes)."""
+        assert inst.shapes is not None or extra is not None
         self.inst = inst
-        self.sh = inst.shapes
+        self.sh = inst.shapes if inst.shapes is not None else ks.shapes_u(
+            inst.boxes, np.zeros(inst.n), np.zeros(inst.n, dtype=bool))
         self.odd = ~np.asarray(self.sh.plain, dtype=bool)
+        if extra is not None:
+            self.odd = self.odd | extra
         self.inner = inner_half(self.sh)
 
     def any(self, *parts: int) -> bool:
@@ -97,7 +104,7 @@ class ShapeRules:
 
 def kept_yaw(inst: Instance, layout: Layout, i: int) -> float | None:
     """The yaw a move of part i reports as kept: a yawed box's or a cylinder's own yaw as
-    written (translated, never turned), None for a plain box or a yaw of 0."""
+    written (translated, not turned), None for a plain box or a yaw of 0."""
     if inst.shapes is None or bool(inst.shapes.plain[i]) or layout.yaw is None:
         return None
     y = float(layout.yaw[i])

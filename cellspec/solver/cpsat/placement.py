@@ -13,6 +13,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat import exact
 from cellspec.solver.cpsat.moved_shapes import ShapeRules
+from cellspec.solver.cpsat.rotate import PartTurns, add_turns, growth, odd_parts
 from cellspec.solver.instance import BoxU, build_instance
 
 SEED = 1
@@ -36,13 +37,13 @@ class _Geo:
                  rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
                  must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
                  anchored: np.ndarray | None = None, free_only: bool = False,
-                 turnable: np.ndarray | None = None):
+                 turns: dict[int, PartTurns] | None = None):
         """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
         (None: anywhere in the workspace); pairs whose reaches cannot meet get no
         constraint. ``anchored``: fixed parts whose support lies outside this model.
         ``free_only``: every move is a free one (no rigid shift, so no kept tolerance).
-        ``turnable``: movable parts that may also turn a quarter (``--allow-rotate``: their
-        x and y sizes swap, one Boolean each; a turn counts as a move)."""
+        ``turns``: per part, the yaws it may also be turned to (``--allow-rotate``,
+        :mod:`.rotate`: one Boolean per candidate yaw; a turn counts as a move)."""
         tighten: dict[int, int] = {}
         for group in must_move:  # each round a part was unstable tightens its support
             for i in group:
@@ -52,11 +53,13 @@ class _Geo:
         self.cp = cp_model
         inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
         self.inst = inst
+        turns = {i: t for i, t in (turns or {}).items() if movable[i]}
+        # parts that may turn to a yaw not a multiple of 90 are seen as non-plain parts
+        extra = odd_parts(turns, inst.n) if turns else None
         # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
-        sr = ShapeRules(inst) if inst.shapes is not None else None
+        sr = (ShapeRules(inst, extra) if inst.shapes is not None
+              or (extra is not None and extra.any()) else None)
         self.sr = sr
-        if sr is not None and turnable is not None:
-            turnable = turnable & ~sr.odd  # a part at another angle keeps its yaw
         n = inst.n
         b = inst.boxes
         eps = inst.eps
@@ -142,17 +145,18 @@ class _Geo:
                     m.Add(self.shift[k][a] == 0)
             m.AddImplication(self.shifted[k], mv)
             self.c.append(ci)
-        self.turn: dict[int, Any] = {}
+        self.turn: dict[int, list[tuple[Any, float]]] = {}  # (literal, new yaw) per part
         hv: list[list[Any]] = [[int(self.half[i, a]) for a in range(3)] for i in range(n)]
-        for i in np.nonzero(movable & (turnable if turnable is not None else False))[0].tolist():
-            hx, hy = int(self.half[i, 0]), int(self.half[i, 1])
-            if hx == hy:
-                continue  # a square footprint: a quarter turn changes nothing
-            t = m.NewBoolVar(f"turn{i}")
-            self.turn[i] = t
-            m.AddImplication(t, self.moved[i])
-            self.l1.append(t)  # a turn costs one step: never turned for nothing
-            hv[i][0], hv[i][1] = hx + (hy - hx) * t, hy + (hx - hy) * t
+        # inscribed half extents on x and y (support of non-plain parts): ints or expressions
+        self.inner_v = None if sr is None else [[int(sr.inner[i, a]) for a in range(2)]
+                                                for i in range(n)]
+        turn_max = 0
+        for i in sorted(turns):  # a turn costs its rank: never turned for nothing
+            lits, cost, top = add_turns(m, i, turns[i], self.moved[i], hv[i],
+                                        None if self.inner_v is None else self.inner_v[i])
+            self.turn[i] = lits
+            self.l1.extend(cost)
+            turn_max += top
         self.lo = lambda i, a: 2 * self.c[i][a] - hv[i][a]  # noqa: E731
         self.hi = lambda i, a: 2 * self.c[i][a] + hv[i][a]  # noqa: E731
         mov_idx = np.nonzero(movable)[0].tolist()
@@ -195,7 +199,8 @@ class _Geo:
         # pairs whose reaches come within the relation margin (beyond it no rule relates them)
         margin = g.relation_margin(b, eps, flanks=grip_clear, opening=inst.opening,
                                    depth=inst.depth) + 2
-        s_lo, s_hi = b[:, 0::2] - 2 * reach, b[:, 1::2] + 2 * reach
+        grow = growth(turns, n)  # how much farther a part reaches once turned
+        s_lo, s_hi = b[:, 0::2] - 2 * reach - grow, b[:, 1::2] + 2 * reach + grow
         close = np.ones((n, n), dtype=bool)
         for a in range(3):
             close &= s_lo[:, None, a] - s_hi[None, :, a] <= margin
@@ -279,7 +284,7 @@ class _Geo:
                 m.AddBoolOr([m.NewConstant(0)])
         # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
         # keep_shape: free moves first (structures stay whole where geometry allows)
-        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free)) + len(self.turn)
+        max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free)) + turn_max
         nf = len(self.free) + 1
         lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
         w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
@@ -378,13 +383,13 @@ class _Geo:
         more than eps on x and y, and i's centre over j's inner box, the stability margin
         (or, after an unstable round, ``level`` quarters of i's half size) inside its
         edges; or, if j carries i in the input, their relative position kept."""
-        assert self.sr is not None
-        m, eps, inner = self.m, self.inst.eps, self.sr.inner
+        assert self.sr is not None and self.inner_v is not None
+        m, eps, inner = self.m, self.inst.eps, self.inner_v
         lit = m.NewBoolVar("")
         m.Add(self.lo(i, 2) == self.hi(j, 2)).OnlyEnforceIf(lit)
         for a in range(2):
             ci, cj = 2 * self.c[i][a], 2 * self.c[j][a]
-            ai, aj = int(inner[i, a]), int(inner[j, a])
+            ai, aj = inner[i][a], inner[j][a]  # expressions for a part that may turn
             m.Add(ci + ai - (cj - aj) > eps).OnlyEnforceIf(lit)
             m.Add(cj + aj - (ci - ai) > eps).OnlyEnforceIf(lit)
             mu = max(stab_u, level * int(self.half[i, a]) // 4)
@@ -405,10 +410,14 @@ class _Geo:
     def changed(self, parts: tuple[int, ...]) -> list:
         """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
         for two parts of one structure, one of them left it (a rigid shift keeps their
-        relation, tolerance included)."""
+        relation, tolerance included). A turn changes a pair with a non-plain part (whose
+        input relation may be kept); a plain pair's constraints hold whether a part turns
+        a quarter or not, tolerance included, as before."""
         if (len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]
                 and all(k in self.free for k in parts)):  # a fixed member does not shift
-            return [self.free[k] for k in parts if k in self.free]
+            turned = self.sr is not None and self.sr.any(*parts)
+            return [self.free[k] for k in parts if k in self.free] + [
+                t for k in parts if turned for t, _ in self.turn.get(k, ())]
         return [self.moved[k] for k in parts if k in self.moved]
 
     def _half(self, i: int, z: g.HalfSpaceU, eps: int, gl: list) -> None:

@@ -52,6 +52,7 @@ from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
 from cellspec.solver.cpsat.moved_shapes import kept_yaw
 from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
 from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
+from cellspec.solver.cpsat.rotate import PartTurns, chosen, growth, parse_rotate, part_turns
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
 from cellspec.solver.instance import BoxU, Instance, build_instance
 from cellspec.solver.result import Verdict
@@ -80,11 +81,13 @@ def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
     return cell.model_copy(update={"keepouts": tuple(cell.keepouts) + tuple(blocked)})
 
 
-def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any) -> tuple[str, ...]:
+def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
+          turns: dict[int, PartTurns] | None = None) -> tuple[str, ...]:
     """The rules that conflict: an unsatisfiable core over one assumption literal per rule
     (single worker), made minimal by deletion (each rule dropped in turn; kept if the rest
-    becomes satisfiable). Empty when a limit is hit."""
-    geo = _Geo(cell, layout, movable, assumptions=True)
+    becomes satisfiable), with the turns ``--allow-rotate`` allows. Empty when a limit is
+    hit."""
+    geo = _Geo(cell, layout, movable, assumptions=True, turns=turns)
     geo.m.ClearObjective()
     st, s = geo.solve(left(), 1)
     cp = geo.cp
@@ -136,7 +139,7 @@ class _Sol:
     moved: dict[int, tuple[tuple[int, ...], bool]]
     key: tuple[int, int, int]
     local: bool = False  # from the local repair (not CP-SAT over the whole cluster)
-    turned: frozenset[int] = frozenset()  # parts turned a quarter (--allow-rotate)
+    turned: tuple[tuple[int, float], ...] = ()  # (part, new yaw) turned (--allow-rotate)
 
 
 def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
@@ -152,7 +155,7 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
                    grip_clear: bool, must_move: tuple[tuple[int, ...], ...], wall: float,
                    det: float | None, workers: int,
                    hint: dict[int, tuple[int, ...]] | None,
-                   turnable: np.ndarray | None = None) -> _Sol:
+                   turns: dict[int, PartTurns] | None = None) -> _Sol:
     """Solve one cluster on its own sub-layout (its parts and context, nothing else).
     keep_shape: rigid shifts alone first (if they can repair, the optimum has no free
     move, so that smaller model's optimum is the optimum)."""
@@ -170,7 +173,8 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
         geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
                    grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
                    reach=cl.reach, anchored=anch,
-                   turnable=None if turnable is None else turnable[list(cl.parts)])
+                   turns={k: turns[p] for k, p in enumerate(cl.parts) if p in turns}
+                   if turns else None)
         st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
         return geo, st, s
 
@@ -181,13 +185,14 @@ def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
     if st not in (cp.OPTIMAL, cp.FEASIBLE):
         return _Sol(False, st == cp.INFEASIBLE, st == cp.INFEASIBLE, {}, (0, 0, 0))
     moved: dict[int, tuple[tuple[int, ...], bool]] = {}
-    turned = frozenset(cl.parts[k] for k, t in geo.turn.items() if s.Value(t))
+    turned = {cl.parts[k]: y for k, y in chosen(geo.turn, s.Value).items()}
     for k, mv in geo.moved.items():
         if s.Value(mv):
             c = tuple(int(s.Value(v)) for v in geo.c[k])
             if c != tuple(int(x) for x in geo.c0[k]) or cl.parts[k] in turned:
                 moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
-    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s), turned=turned)
+    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s),
+                turned=tuple(sorted(turned.items())))
 
 
 def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
@@ -334,8 +339,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
     radius: the model sees them through their enclosing boxes (apart, inside, clear of
     keep-outs: conservative) and inscribed boxes (support), :mod:`.moved_shapes`; clingo
     re-verifies the exact shapes, and only a passing layout is reported.
-    ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees, multiples of 90): a moved box
-    may also be turned to one of these yaws when that swaps its x and y sizes."""
+    ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees): a moved box (plain or yawed)
+    may also be turned to one of these yaws (:mod:`.rotate`); a cylinder never turns."""
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
@@ -374,7 +379,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                     f"{spent:.1f} s of the {time_limit:g} s limit: no time left to repair it "
                     "(raise --time-limit)")
     orules = set(order_rule_names(cell))
-    turnable, turn_to = _turnable(layout, allow_rotate)
+    turns = part_turns(cell, layout, allow_rotate)
     geo_bad = [v for v in before.violations if v.rule not in orules]
     unknown_rules = sorted({v.rule for v in geo_bad if v.rule not in GEOMETRY_RULES
                             and v.rule not in LOOP_RULES})
@@ -411,7 +416,8 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         for k in np.unique(comp[mov]).tolist():  # a structure moves whole: one reach for all
             sel = mov & (comp == k)
             reach[sel] = reach[sel].max(axis=0)
-        return decompose_clusters(inst0, comp, mov, reach, margin)
+        return decompose_clusters(inst0, comp, mov, reach, margin,
+                                  grow=growth(turns, n) if turns else None)
 
     def assemble(sols: list[_Sol], grip_clear: bool) -> tuple[str, Any]:
         """Merge the clusters' moves (fixed order), re-sequence, re-verify."""
@@ -419,7 +425,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         new_yaw = np.array(layout.yaw, dtype=np.float64)
         moves: list[Move] = []
         merged = {i: mv for s_ in sols for i, mv in s_.moved.items()}
-        turned = {i for s_ in sols for i in s_.turned}
+        turned = dict(t for s_ in sols for t in s_.turned)
         for i in sorted(merged):
             c_new, free = merged[i]
             dst = _pos_m(c_new)
@@ -428,11 +434,11 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
             reason = "; ".join(why.get(pid, [])) or (
                 "moved with its structure" if not free else "moved so the rules hold together")
             if i in turned:
-                new_yaw[i] = turn_to[i]
+                new_yaw[i] = turned[i]
             kept = kept_yaw(inst0, layout, i)  # a part at another angle: moved, yaw kept
             moves.append(Move(part=pid, src=tuple(_pos_m(c0[i])),  # type: ignore[arg-type]
                               dst=tuple(dst), how="free" if free else "shift",  # type: ignore
-                              why=reason, yaw=turn_to[i] if i in turned else kept,
+                              why=reason, yaw=turned[i] if i in turned else kept,
                               yaw_kept=kept is not None and i not in turned))
         repaired = dataclasses.replace(layout, pos=new_pos, order=None, yaw=new_yaw)
         reordered = False
@@ -477,7 +483,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
             return cache[key]
         sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
                              must_move=must_move, wall=left(), det=det, workers=w, hint=hint,
-                             turnable=turnable)
+                             turns=turns)
         cache[key] = sol
         return sol
 
@@ -486,7 +492,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         say(f"{len(clusters)} cluster(s), {sum(len(c.movable) for c in clusters)} movable "
             f"part(s) of {n}")
         local = (decompose and not must_move and not grip_clear and not keep_shape
-                 and not turnable.any())  # the local repair does not turn parts
+                 and not turns)  # the local repair does not turn parts
 
         def first(c: Cluster, w: int, local: bool = local,
                   skip: set[tuple[int, ...]] = no_local) -> _Sol:
@@ -516,7 +522,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                             "assembly order, and no placement keeps a grip axis clear for "
                             "every moved part")
             if s_bad.infeasible and not decompose:
-                core = _core(cell, layout, np.ones(n, dtype=bool), left)
+                core = _core(cell, layout, np.ones(n, dtype=bool), left, turns)
                 rules_txt = ", ".join(core) if core else ", ".join(
                     r for r in GEOMETRY_RULES if any(x.name == r for x in cell.rules))
                 return done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
@@ -534,7 +540,7 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
                 say("a cluster has no repair within the move bound: the whole layout")
                 r = repair(cell, layout, time_limit=max(0.1, time_limit - (
                     time.perf_counter() - t0)), workers=workers, keep_shape=keep_shape,
-                    decompose=False)
+                    decompose=False, allow_rotate=allow_rotate)
                 return r.model_copy(update={"seconds": time.perf_counter() - t0})
             cl = clusters[bad[0]]
             names = ", ".join(layout.ids[p] for p in cl.movable[:8])
@@ -642,57 +648,6 @@ def repair(cell: Cell, layout: Layout, *,  # noqa: C901
         best["bound"] = int(bounds.min()) / 10000
         clusters, sols = wide, sw
     return finish(Status.OPTIMAL if proved and exact else Status.FEASIBLE)
-
-
-MAX_ROTATE_ANGLES = 16
-
-
-def parse_rotate(spec: str) -> tuple[float, ...]:
-    """``--allow-rotate``: one angle A (every multiple of A) or a comma-separated set of
-    yaws, in degrees; each a finite multiple of 90 (a plain box turns by quarter turns; a
-    part at another angle or a cylinder is only translated, keeping its yaw).
-    The allowed yaws modulo 360, sorted; CellspecError naming the bad value."""
-    import math
-
-    parts = [p.strip() for p in str(spec).split(",")]
-    if not parts or len(parts) > MAX_ROTATE_ANGLES or any(not p for p in parts):
-        raise CellspecError(f"--allow-rotate {spec!r}: give one angle (e.g. 90) or up to "
-                            f"{MAX_ROTATE_ANGLES} comma-separated yaws in degrees")
-    vals = []
-    for p in parts:
-        try:
-            v = float(p)
-        except ValueError:
-            raise CellspecError(f"--allow-rotate: {p!r} is not a number of degrees") from None
-        if not math.isfinite(v) or abs(v) > 3600:
-            raise CellspecError(f"--allow-rotate: {p!r} is not a finite angle up to 3600 degrees")
-        if math.fmod(v, 90.0) != 0.0:
-            raise CellspecError(f"--allow-rotate: {p!r} is not a multiple of 90 degrees (repair "
-                                "turns boxes by quarter turns; other angles are not supported)")
-        vals.append(v % 360.0)
-    if len(vals) == 1:
-        if vals[0] == 0.0:
-            raise CellspecError("--allow-rotate: 0 turns nothing (give 90, or a set of yaws)")
-        step = vals[0]
-        vals = [(k * step) % 360.0 for k in range(4)]
-    return tuple(sorted(set(vals)))
-
-
-def _turnable(layout: Layout, allowed: tuple[float, ...]) -> tuple[np.ndarray, dict[int, float]]:
-    """Which parts may turn a quarter (an allowed yaw differs from theirs by an odd multiple
-    of 90 degrees) and the yaw each would take (the nearest such)."""
-    n = len(layout)
-    ok = np.zeros(n, dtype=bool)
-    to: dict[int, float] = {}
-    if not allowed:
-        return ok, to
-    for i in range(n):
-        y = float(layout.yaw[i]) if layout.yaw is not None else 0.0
-        opts = [a for a in allowed if (a - y) % 180.0 == 90.0]
-        if opts:
-            ok[i] = True
-            to[i] = min(opts, key=lambda a: (min((a - y) % 360.0, (y - a) % 360.0), a))
-    return ok, to
 
 
 def _full_reach(inst: Instance, n: int) -> np.ndarray:
