@@ -36,8 +36,6 @@ class Contacts:
     # contact polygons (layouts with yawed boxes or cylinders only, else None; ``rect`` is
     # then only their pair's enclosing-box overlap): see stability_shapes.attach
     fp: Footprints | None = None
-    nrm: np.ndarray | None = None
-    off: np.ndarray | None = None
     verts: dict[int, np.ndarray] | None = None
 
 

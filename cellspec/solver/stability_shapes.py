@@ -50,9 +50,12 @@ U = float(g.U)
 @dataclass
 class Footprints:
     """Per part (U): ``plain`` (an axis-aligned box, exact), ``cyl``, centre (cx, cy), own x
-    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon: ``verts``
-    (n, V, 2) counter-clockwise (a rectangle padded by repeats), ``nrm``/``off`` its
-    outward unit edge normals and offsets (padding: normal 0, offset +inf)."""
+    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon, held by its
+    number of edges (most parts are rectangles, so no part pays for a disc's 32):
+    rectangles in ``verts`` (n, 4, 2) counter-clockwise and ``nrm``/``off`` their outward
+    unit edge normals and offsets (a degenerate edge: normal 0, offset +inf; a disc's rows
+    are unused); discs in ``dverts``/``dnrm``/``doff`` (one row of :data:`DISC_SIDES` per
+    disc, ``disc[p]`` its row, -1 for a rectangle)."""
 
     plain: np.ndarray
     cyl: np.ndarray
@@ -63,9 +66,33 @@ class Footprints:
     hx: np.ndarray
     hy: np.ndarray
     verts: np.ndarray
-    nvert: np.ndarray
     nrm: np.ndarray
     off: np.ndarray
+    disc: np.ndarray
+    dverts: np.ndarray
+    dnrm: np.ndarray
+    doff: np.ndarray
+
+    def ring(self, p: int) -> np.ndarray:
+        """Part p's inner polygon (U), counter-clockwise."""
+        return self.dverts[self.disc[p]] if self.cyl[p] else self.verts[p]
+
+    def edges(self, parts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The half-planes of ``parts`` (-1: none, a surface) grouped by their number:
+        (positions in ``parts``, normals (m, W, 2), offsets (m, W)) for the rectangles and
+        for the discs."""
+        ok = parts >= 0
+        p = np.where(ok, parts, 0)
+        dsc = ok & self.cyl[p]
+        out = []
+        r = np.nonzero(ok & ~dsc)[0]
+        if len(r):
+            out.append((r, self.nrm[p[r]], self.off[p[r]]))
+        d = np.nonzero(dsc)[0]
+        if len(d):
+            row = self.disc[p[d]]
+            out.append((d, self.dnrm[row], self.doff[row]))
+        return out
 
 
 def _rotation(yaw_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,23 +134,26 @@ def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
     hy = np.where(plain, (b[:, 3] - b[:, 2]) / 2, hy)
     c, s = np.where(plain, 1.0, c), np.where(plain, 0.0, s)
     shrink = np.where(plain, 0.0, GUARD)
-    v = DISC_SIDES if cyl.any() else 4
-    verts = np.zeros((n, v, 2))
+    verts = np.zeros((n, 4, 2))
     sq = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW
     ex, ey = hx - shrink, hy - shrink
     rx = sq[None, :, 0] * ex[:, None]
     ry = sq[None, :, 1] * ey[:, None]
-    verts[:, :4, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
-    verts[:, :4, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
-    verts[:, 4:] = verts[:, :1]
-    nvert = np.where(cyl, DISC_SIDES, 4)
-    if cyl.any():
+    verts[:, :, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
+    verts[:, :, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
+    nrm, off = _halfspaces(verts, np.full(n, 4))
+    nc = int(cyl.sum())
+    disc = np.full(n, -1, dtype=np.int64)
+    disc[cyl] = np.arange(nc)
+    dverts = np.zeros((nc, DISC_SIDES, 2))
+    if nc:
         ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
         r = (hx[cyl] - GUARD)[:, None]
-        verts[cyl, :, 0] = cx[cyl, None] + r * np.cos(ang)
-        verts[cyl, :, 1] = cy[cyl, None] + r * np.sin(ang)
-    nrm, off = _halfspaces(verts, nvert)
-    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nvert, nrm, off)
+        dverts[:, :, 0] = cx[cyl, None] + r * np.cos(ang)
+        dverts[:, :, 1] = cy[cyl, None] + r * np.sin(ang)
+    dnrm, doff = _halfspaces(dverts, np.full(nc, DISC_SIDES))
+    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nrm, off, disc, dverts, dnrm,
+                      doff)
 
 
 def _meet(fp: Footprints, i: np.ndarray, j: np.ndarray, ex: float, ey: float) -> np.ndarray:
@@ -181,19 +211,12 @@ def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray
 
 
 def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
-    """Give every contact its polygon as half-planes: ``con.nrm`` (k, W, 2) and ``con.off``
-    (k, W), the inner footprints' edges of both parts (of the upper part alone on a
-    surface; a plain pair's exact rectangle), and ``con.fp``; vertices come later, for LP
-    structures only (:func:`with_polygons`)."""
-    k = len(con.lower)
-    lo, up = con.lower, con.upper
-    v = fp.nrm.shape[1]
-    nrm = np.zeros((k, 2 * v, 2))
-    off = np.full((k, 2 * v), np.inf)
-    nrm[:, :v], off[:, :v] = fp.nrm[up], fp.off[up]
-    pair = lo >= 0
-    nrm[pair, v:], off[pair, v:] = fp.nrm[lo[pair]], fp.off[lo[pair]]
-    con.fp, con.nrm, con.off, con.verts = fp, nrm, off, {}
+    """Give the contacts their polygons: ``con.fp``. A contact's polygon is the
+    intersection of the inner footprints of its two parts (of the upper part alone on a
+    surface; a plain pair's is its exact rectangle), used as the half-planes of both
+    (:meth:`Footprints.edges`); vertices come later, for LP structures only
+    (:func:`with_polygons`)."""
+    con.fp, con.verts = fp, {}
 
 
 def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
@@ -206,9 +229,9 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
 
     fp = con.fp
     up, lo = int(con.upper[k]), int(con.lower[k])
-    gm = shapely.Polygon(fp.verts[up, :fp.nvert[up]])
+    gm = shapely.Polygon(fp.ring(up))
     if lo >= 0:
-        gm = gm.intersection(shapely.Polygon(fp.verts[lo, :fp.nvert[lo]]))
+        gm = gm.intersection(shapely.Polygon(fp.ring(lo)))
     xy = np.zeros((0, 2))
     if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
         xy = np.asarray(gm.exterior.coords)[:-1]
@@ -216,9 +239,9 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
     return xy
 
 
-def _depth(con, ks: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # noqa: ANN001
-    """Per contact and edge: how far (U) the points (U) lie inside the edge's line."""
-    return con.off[ks] - (con.nrm[ks, :, 0] * x[:, None] + con.nrm[ks, :, 1] * y[:, None])
+def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per row and edge: how far (U) the points (U) lie inside the edge's line."""
+    return off - (nrm[..., 0] * x[:, None] + nrm[..., 1] * y[:, None])
 
 
 def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: ANN001
@@ -227,11 +250,17 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: A
     shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
     distance to the nearest edge line: the message's), both in m. Inside the polygon the
     distance is to its boundary; outside, how far beyond the most violated edge line of
-    the two footprints (negative either way)."""
-    d = _depth(con, ks, cx / U, cy / U)
-    l1 = np.abs(con.nrm[ks, :, 0]) + np.abs(con.nrm[ks, :, 1])
-    t = np.min(d / np.where(l1 > 0, l1, 1.0), axis=1) * U
-    return t, np.min(d, axis=1) * U
+    the two footprints (negative either way). Minima over the edges of both parts."""
+    x, y = cx / U, cy / U
+    t = np.full(len(ks), np.inf)
+    e = np.full(len(ks), np.inf)
+    for parts in (con.upper[ks], con.lower[ks]):
+        for sel, nrm, off in con.fp.edges(parts):
+            d = _depth(nrm, off, x[sel], y[sel])
+            l1 = np.abs(nrm[..., 0]) + np.abs(nrm[..., 1])
+            t[sel] = np.minimum(t[sel], np.min(d / np.where(l1 > 0, l1, 1.0), axis=1))
+            e[sel] = np.minimum(e[sel], np.min(d, axis=1))
+    return t * U, e * U
 
 
 def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
@@ -240,10 +269,14 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
     the polygons are convex; an empty polygon holds none). One pass: an edge's deepest
     corner is the centre's depth less the rectangle's support |nx| hx + |ny| hy."""
     hx, hy = (x1 - x0) / (2 * U), (y1 - y0) / (2 * U)
-    d = _depth(con, ks, (x0 + x1) / (2 * U), (y0 + y1) / (2 * U))
-    nrm = con.nrm[ks]
-    d = d - (np.abs(nrm[..., 0]) * hx[:, None] + np.abs(nrm[..., 1]) * hy[:, None])
-    return np.min(d, axis=1) >= 0
+    x, y = (x0 + x1) / (2 * U), (y0 + y1) / (2 * U)
+    worst = np.full(len(ks), np.inf)
+    for parts in (con.upper[ks], con.lower[ks]):
+        for sel, nrm, off in con.fp.edges(parts):
+            d = _depth(nrm, off, x[sel], y[sel])
+            d = d - (np.abs(nrm[..., 0]) * hx[sel, None] + np.abs(nrm[..., 1]) * hy[sel, None])
+            worst[sel] = np.minimum(worst[sel], np.min(d, axis=1))
+    return worst >= 0
 
 
 def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
