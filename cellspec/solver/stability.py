@@ -561,7 +561,8 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
     fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
-    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp)
+    # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, getattr(inst, "_near_pairs", None))
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
