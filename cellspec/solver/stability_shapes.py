@@ -47,15 +47,16 @@ T_DEN = 1 << 20  # the kernel's rotation: tan(yaw/2) to 2^-20 (cellspec/core/sha
 U = float(g.U)
 
 
+SQUARE = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW corners
+
+
 @dataclass
 class Footprints:
     """Per part (U): ``plain`` (an axis-aligned box, exact), ``cyl``, centre (cx, cy), own x
-    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon, held by its
-    number of edges (most parts are rectangles, so no part pays for a disc's 32):
-    rectangles in ``verts`` (n, 4, 2) counter-clockwise and ``nrm``/``off`` their outward
-    unit edge normals and offsets (a degenerate edge: normal 0, offset +inf; a disc's rows
-    are unused); discs in ``dverts``/``dnrm``/``doff`` (one row of :data:`DISC_SIDES` per
-    disc, ``disc[p]`` its row, -1 for a rectangle)."""
+    axis (c, s), half extents (hx, hy; a disc: radius) and ``shrink`` (GUARD, 0 for a plain
+    box: its inner polygon is exact). The inner polygons (a rectangle's 4 edges, a disc's
+    :data:`DISC_SIDES`) are built only for the parts that ask for them (:meth:`edges`,
+    :meth:`ring`), each once."""
 
     plain: np.ndarray
     cyl: np.ndarray
@@ -65,33 +66,73 @@ class Footprints:
     s: np.ndarray
     hx: np.ndarray
     hy: np.ndarray
-    verts: np.ndarray
-    nrm: np.ndarray
-    off: np.ndarray
-    disc: np.ndarray
-    dverts: np.ndarray
-    dnrm: np.ndarray
-    doff: np.ndarray
+    shrink: np.ndarray
+    _nrm: np.ndarray | None = None  # (n, 4, 2) rectangles' outward unit edge normals
+    _off: np.ndarray | None = None  # (n, 4) their offsets (a degenerate edge: 0, +inf)
+    _dnrm: np.ndarray | None = None  # the same for discs, (n, DISC_SIDES, 2)
+    _doff: np.ndarray | None = None
+    _have: np.ndarray | None = None  # (n,) edges built
+
+    def _rect_verts(self, p: np.ndarray) -> np.ndarray:
+        """The inner rectangles of parts p (m, 4, 2), counter-clockwise."""
+        ex, ey = self.hx[p] - self.shrink[p], self.hy[p] - self.shrink[p]
+        rx = SQUARE[None, :, 0] * ex[:, None]
+        ry = SQUARE[None, :, 1] * ey[:, None]
+        c, s = self.c[p][:, None], self.s[p][:, None]
+        v = np.empty((len(p), 4, 2))
+        v[:, :, 0] = self.cx[p][:, None] + rx * c - ry * s
+        v[:, :, 1] = self.cy[p][:, None] + rx * s + ry * c
+        return v
+
+    def _disc_verts(self, p: np.ndarray) -> np.ndarray:
+        """The inscribed :data:`DISC_SIDES`-gons of discs p (m, DISC_SIDES, 2)."""
+        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
+        r = (self.hx[p] - GUARD)[:, None]
+        v = np.empty((len(p), DISC_SIDES, 2))
+        v[:, :, 0] = self.cx[p][:, None] + r * np.cos(ang)
+        v[:, :, 1] = self.cy[p][:, None] + r * np.sin(ang)
+        return v
 
     def ring(self, p: int) -> np.ndarray:
         """Part p's inner polygon (U), counter-clockwise."""
-        return self.dverts[self.disc[p]] if self.cyl[p] else self.verts[p]
+        q = np.array([p], dtype=np.int64)
+        return (self._disc_verts(q) if self.cyl[p] else self._rect_verts(q))[0]
+
+    def _build(self, parts: np.ndarray) -> None:
+        """Build the edges of those of ``parts`` (>= 0) that have none yet."""
+        n = len(self.cx)
+        if self._have is None:
+            self._have = np.zeros(n, dtype=bool)
+            self._nrm, self._off = np.zeros((n, 4, 2)), np.zeros((n, 4))
+        new = np.unique(parts[~self._have[parts]])
+        if not len(new):
+            return
+        self._have[new] = True
+        rect, disc = new[~self.cyl[new]], new[self.cyl[new]]
+        if len(rect):
+            self._nrm[rect], self._off[rect] = _halfspaces(self._rect_verts(rect),
+                                                           np.full(len(rect), 4))
+        if len(disc):
+            if self._dnrm is None:
+                self._dnrm, self._doff = np.zeros((n, DISC_SIDES, 2)), np.zeros((n, DISC_SIDES))
+            self._dnrm[disc], self._doff[disc] = _halfspaces(self._disc_verts(disc),
+                                                             np.full(len(disc), DISC_SIDES))
 
     def edges(self, parts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """The half-planes of ``parts`` (-1: none, a surface) grouped by their number:
         (positions in ``parts``, normals (m, W, 2), offsets (m, W)) for the rectangles and
         for the discs."""
         ok = parts >= 0
+        self._build(parts[ok])
         p = np.where(ok, parts, 0)
         dsc = ok & self.cyl[p]
         out = []
         r = np.nonzero(ok & ~dsc)[0]
         if len(r):
-            out.append((r, self.nrm[p[r]], self.off[p[r]]))
+            out.append((r, self._nrm[p[r]], self._off[p[r]]))
         d = np.nonzero(dsc)[0]
         if len(d):
-            row = self.disc[p[d]]
-            out.append((d, self.dnrm[row], self.doff[row]))
+            out.append((d, self._dnrm[p[d]], self._doff[p[d]]))
         return out
 
 
@@ -133,27 +174,7 @@ def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
     hx = np.where(plain, (b[:, 1] - b[:, 0]) / 2, hx)  # a plain box: exactly its grid box
     hy = np.where(plain, (b[:, 3] - b[:, 2]) / 2, hy)
     c, s = np.where(plain, 1.0, c), np.where(plain, 0.0, s)
-    shrink = np.where(plain, 0.0, GUARD)
-    verts = np.zeros((n, 4, 2))
-    sq = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW
-    ex, ey = hx - shrink, hy - shrink
-    rx = sq[None, :, 0] * ex[:, None]
-    ry = sq[None, :, 1] * ey[:, None]
-    verts[:, :, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
-    verts[:, :, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
-    nrm, off = _halfspaces(verts, np.full(n, 4))
-    nc = int(cyl.sum())
-    disc = np.full(n, -1, dtype=np.int64)
-    disc[cyl] = np.arange(nc)
-    dverts = np.zeros((nc, DISC_SIDES, 2))
-    if nc:
-        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
-        r = (hx[cyl] - GUARD)[:, None]
-        dverts[:, :, 0] = cx[cyl, None] + r * np.cos(ang)
-        dverts[:, :, 1] = cy[cyl, None] + r * np.sin(ang)
-    dnrm, doff = _halfspaces(dverts, np.full(nc, DISC_SIDES))
-    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nrm, off, disc, dverts, dnrm,
-                      doff)
+    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, np.where(plain, 0.0, GUARD))
 
 
 def _meet(fp: Footprints, i: np.ndarray, j: np.ndarray, ex: float, ey: float) -> np.ndarray:
