@@ -196,7 +196,8 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
         euclid = None
     else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
-        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has])
+        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has],
+                                                st.margin - TOL)  # inf: surely not bad
     bad = np.nonzero(dist < st.margin - TOL)[0]
     out = []
     for t in bad.tolist():

@@ -45,6 +45,11 @@ DISC_SIDES = 32
 GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer shapes grown, against float rounding
 T_DEN = 1 << 20  # the kernel's rotation: tan(yaw/2) to 2^-20 (cellspec/core/shapes.py)
 U = float(g.U)
+# The shortcuts below decide a pair or a contact from the parts' inscribed circles alone
+# when that leaves no doubt, and fall back to the polygons otherwise; their answers are the
+# polygons' (a bound in real arithmetic, less SLACK, far above float rounding: ~1e-10 U).
+SLACK = 1e-2  # U (0.5 um)
+SQRT2_UP = 1.4142136  # > sqrt(2): the largest |nx| + |ny| of a unit normal
 
 
 SQUARE = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW corners
@@ -72,6 +77,22 @@ class Footprints:
     _dnrm: np.ndarray | None = None  # the same for discs, (n, DISC_SIDES, 2)
     _doff: np.ndarray | None = None
     _have: np.ndarray | None = None  # (n,) edges built
+
+    def rin(self, p: np.ndarray) -> np.ndarray:
+        """Radii (U) of circles about the centres inside the footprints of parts p: the
+        shapes themselves (a rectangle's smaller half extent, a disc's radius)."""
+        return np.where(self.cyl[p], self.hx[p], np.minimum(self.hx[p], self.hy[p]))
+
+    def inner(self, parts: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """A lower bound (U, real arithmetic) on the depth of the points (x, y) (U) in the
+        inner polygons of ``parts`` along every edge normal: the polygon's inscribed radius
+        (a rectangle's smaller half extent less the shrink; a disc's 32-gon's apothem)
+        less the distance to its centre; +inf for a part -1 (a surface: no edges)."""
+        ok = parts >= 0
+        p = np.where(ok, parts, 0)
+        r = np.where(self.cyl[p], (self.hx[p] - GUARD) * np.cos(np.pi / DISC_SIDES),
+                     np.minimum(self.hx[p], self.hy[p]) - self.shrink[p])
+        return np.where(ok, r - np.hypot(x - self.cx[p], y - self.cy[p]), np.inf)
 
     def _rect_verts(self, p: np.ndarray) -> np.ndarray:
         """The inner rectangles of parts p (m, 4, 2), counter-clockwise."""
@@ -211,11 +232,20 @@ def _mixed(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     return ~(fp.plain[i] & fp.plain[j])
 
 
+def _sure_meet(fp: Footprints, i: np.ndarray, j: np.ndarray, reach: float) -> np.ndarray:
+    """Pairs whose footprints' inscribed circles still overlap (by SLACK) after any shift
+    of length ``reach``: :func:`_meet` says True for every such shift (the circles lie in
+    the shapes, and the shapes in their GUARD-grown selves), so it need not run."""
+    d = np.hypot(fp.cx[j] - fp.cx[i], fp.cy[j] - fp.cy[i])
+    return d + reach < fp.rin(i) + fp.rin(j) - SLACK
+
+
 def overlap(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """The pairs' footprints overlap with positive area (True for two plain boxes, which
     the caller decides on their rectangles)."""
     out = np.ones(len(i), dtype=bool)
     m = np.nonzero(_mixed(fp, i, j))[0]
+    m = m[~_sure_meet(fp, i[m], j[m], 0.0)]
     out[m] = _meet(fp, i[m], j[m], 0.0, 0.0)
     return out
 
@@ -226,6 +256,7 @@ def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray
     the four corner shifts); True for two plain boxes (decided by the caller)."""
     out = np.ones(len(lo), dtype=bool)
     m = np.nonzero(_mixed(fp, lo, hi))[0]
+    m = m[~_sure_meet(fp, lo[m], hi[m], eps * SQRT2_UP)]
     for ex, ey in ((eps, eps), (eps, -eps), (-eps, eps), (-eps, -eps)):
         out[m] &= _meet(fp, lo[m], hi[m], float(ex), float(ey))
     return out
@@ -265,23 +296,38 @@ def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np
     return off - (nrm[..., 0] * x[:, None] + nrm[..., 1] * y[:, None])
 
 
-def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: ANN001
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: ANN001
+                  at_least: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
     shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
     distance to the nearest edge line: the message's), both in m. Inside the polygon the
     distance is to its boundary; outside, how far beyond the most violated edge line of
-    the two footprints (negative either way). Minima over the edges of both parts."""
+    the two footprints (negative either way). Minima over the edges of both parts.
+
+    With ``at_least`` (m) only the contacts whose t may be below it are computed; the others
+    (t provably >= at_least from the inscribed circles: t >= depth / sqrt 2) are +inf in
+    both arrays."""
     x, y = cx / U, cy / U
     t = np.full(len(ks), np.inf)
     e = np.full(len(ks), np.inf)
-    for parts in (con.upper[ks], con.lower[ks]):
+    up, lo = con.upper[ks], con.lower[ks]
+    todo = None
+    if at_least is not None:
+        lb = np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+        bound = np.where(lb >= 0, lb / SQRT2_UP, lb) - SLACK
+        todo = np.nonzero(~(bound * U >= at_least))[0]
+        up, lo, x, y = up[todo], lo[todo], x[todo], y[todo]
+    tt, ee = np.full(len(up), np.inf), np.full(len(up), np.inf)
+    for parts in (up, lo):
         for sel, nrm, off in con.fp.edges(parts):
             d = _depth(nrm, off, x[sel], y[sel])
             l1 = np.abs(nrm[..., 0]) + np.abs(nrm[..., 1])
-            t[sel] = np.minimum(t[sel], np.min(d / np.where(l1 > 0, l1, 1.0), axis=1))
-            e[sel] = np.minimum(e[sel], np.min(d, axis=1))
-    return t * U, e * U
+            tt[sel] = np.minimum(tt[sel], np.min(d / np.where(l1 > 0, l1, 1.0), axis=1))
+            ee[sel] = np.minimum(ee[sel], np.min(d, axis=1))
+    if todo is None:
+        return tt * U, ee * U
+    t[todo], e[todo] = tt * U, ee * U
+    return t, e
 
 
 def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
@@ -291,13 +337,21 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
     corner is the centre's depth less the rectangle's support |nx| hx + |ny| hy."""
     hx, hy = (x1 - x0) / (2 * U), (y1 - y0) / (2 * U)
     x, y = (x0 + x1) / (2 * U), (y0 + y1) / (2 * U)
-    worst = np.full(len(ks), np.inf)
-    for parts in (con.upper[ks], con.lower[ks]):
+    up, lo = con.upper[ks], con.lower[ks]
+    # sure: the centre's depth bound less the rectangle's reach (|nx| hx + |ny| hy is at
+    # most hypot(hx, hy)) is >= 0 on both parts' edges; the others are computed
+    sure = (np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+            - np.hypot(hx, hy) - SLACK >= 0)
+    todo = np.nonzero(~sure)[0]
+    x, y, hx, hy = x[todo], y[todo], hx[todo], hy[todo]
+    worst = np.full(len(todo), np.inf)
+    for parts in (up[todo], lo[todo]):
         for sel, nrm, off in con.fp.edges(parts):
             d = _depth(nrm, off, x[sel], y[sel])
             d = d - (np.abs(nrm[..., 0]) * hx[sel, None] + np.abs(nrm[..., 1]) * hy[sel, None])
             worst[sel] = np.minimum(worst[sel], np.min(d, axis=1))
-    return worst >= 0
+    sure[todo] = worst >= 0
+    return sure
 
 
 def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
