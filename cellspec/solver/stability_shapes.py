@@ -29,8 +29,12 @@ forces, so leaving them out can only refuse a structure that stands).
 **Speed.** Whether parts touch is decided in numpy (separating axes for rectangles, the
 distance to a rectangle or a centre for discs). A contact polygon is held as the
 half-planes of its two footprints (their intersection), which is all the forest test and
-the stage shortcut need; its vertices (shapely) are computed only for the contacts of
-structures that need an LP.
+the stage shortcut need; a footprint's half-planes are built only when a contact asks for
+them (4 for a rectangle, 32 for a disc: no part pays for the discs), and not at all where
+the parts' inscribed circles already decide (a pair whose circles overlap touches; a centre
+of mass deep inside both circles is inside the polygon): the same answers, since those
+circles lie inside the polygons (bounds in real arithmetic, less SLACK). Vertices (shapely)
+are computed only for the contacts of structures that need an LP.
 """
 
 from __future__ import annotations
