@@ -619,7 +619,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--yawed", action="store_true",
                     help="the shapes series (bench/shapes_series.py): half the parts yawed, a "
                     "tenth cylinders, against the axis-aligned layout in the same process")
-    ap.add_argument("--child-yawed", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--yawed: also the best of this many more warm checks of each "
+                    "layout (ratio_best; steadier on a loaded machine)")
+    ap.add_argument("--child-yawed", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--child-pybullet-shapes", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_yawed or args.child_pybullet_shapes or args.yawed:
@@ -688,7 +691,7 @@ def _shapes_main(args: argparse.Namespace) -> int:
         sizes = [10_000, 100_000]
     with tempfile.TemporaryDirectory(prefix="cellspec_bench_") as d:
         rows = shapes_series.run(sizes, args.height, args.seed, Path(d), args.timeout,
-                                 not args.no_pybullet, args.stability)
+                                 not args.no_pybullet, args.stability, args.repeat)
     print(json.dumps({"bench": "verify_scale_yawed", "seed": args.seed,
                       "stability": args.stability, "results": rows},
                      separators=(",", ":")), flush=True)

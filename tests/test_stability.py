@@ -361,3 +361,23 @@ def test_one_millimetre_margin_exact_verdicts(station, x, verdict, message):
                                       ("b", "cube", (x, 0.20, 0.075))], ["a", "b"]))
     assert v.verdict == verdict
     assert [m.message for m in v.violations] == ([message] if message else [])
+
+
+def test_contact_pairs_from_the_relations_broad_phase_are_the_broad_phase_pairs():
+    """structure_of reuses the ASP backend's broad-phase pairs (a margin >= eps, numbered
+    in placement order): filtered to eps they are the pairs, in the order, of a broad phase
+    of its own."""
+    from cellspec.core import geometry as g
+    from cellspec.solver import stability_contacts as sc
+
+    rng = np.random.default_rng(7)
+    lo = rng.integers(0, 4000, (600, 3))
+    boxes = np.stack([lo[:, 0], lo[:, 0] + 500, lo[:, 1], lo[:, 1] + 700,
+                      lo[:, 2] // 4, lo[:, 2] // 4 + 300], axis=1).astype(np.int64)
+    perm = rng.permutation(len(boxes))
+    i, j = g.broad_phase(boxes[perm], 220)
+    swap = rng.random(len(i)) < 0.5  # any orientation of a pair
+    near = (np.where(swap, perm[j], perm[i]), np.where(swap, perm[i], perm[j]))
+    want = g.broad_phase(boxes, 20)
+    got = sc._pairs(boxes, 20, near)
+    assert len(want[0]) and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))

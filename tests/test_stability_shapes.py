@@ -248,3 +248,46 @@ def test_stage_shortcut_on_polygons(cell):
         inst = build_instance(cell, layout_from_obj({"parts": parts}))
         final, triv = stab.final_structures(stab.structure_of(inst))
         assert triv[final].tolist() == [trivial] * 3
+
+
+def test_inscribed_circle_shortcuts_give_the_polygons_answers(cell, monkeypatch):
+    """The shortcuts (touching pairs, centres of mass and centre boxes decided from the
+    parts' inscribed circles) answer as the polygons do: compared with SLACK = inf, which
+    turns every shortcut off, on seeded towers of yawed cubes and cans (each part offset
+    from the one below), for points and boxes from deep inside to beyond the edges."""
+    rng = np.random.default_rng(22)
+    parts = []
+    for t in range(12):  # towers of 3, each part offset from the one below by up to 20 mm
+        x, y = 80.0 * (t % 4), 80.0 * (t // 4)
+        for k, z in enumerate((0.025, 0.075, 0.125)):
+            can = bool(rng.integers(3) == 0)
+            x, y = x + rng.uniform(-20, 20), y + rng.uniform(-20, 20)
+            yaw = None if can else round(float(rng.uniform(-90, 90)), 3)
+            parts.append(P(f"t{t}_{k}", "can" if can else "cube", round(x, 3), round(y, 3), z,
+                           yaw))
+    inst = build_instance(cell, layout_from_obj({"parts": parts}))
+    con = stab.structure_of(inst).con
+    fp = con.fp
+    i, j = np.triu_indices(inst.n, 1)
+    k = np.arange(len(con.lower)).repeat(40)
+    spread = rng.uniform(0, 1.2, len(k))[:, None] * rng.normal(0, 1, (len(k), 2))
+    cx = (fp.cx[con.upper[k]] + spread[:, 0] * fp.hx[con.upper[k]]) * shp.U
+    cy = (fp.cy[con.upper[k]] + spread[:, 1] * fp.hx[con.upper[k]]) * shp.U
+    h = np.abs(rng.normal(0, 0.004, (2, len(k))))
+
+    def answers():
+        out = [shp.overlap(fp, i, j), shp.wide(fp, i, j, inst.eps), shp.wide(fp, j, i, inst.eps),
+               shp.rect_inside(con, k, cx - h[0], cx + h[0], cy - h[1], cy + h[1])]
+        for at in (M - 1e-9, 0.0, 0.01):
+            t, e = shp.edge_distance(con, k, cx, cy, at)
+            out += [t < at, np.where(t < at, t, 0), np.where(t < at, e, 0)]
+        return out
+
+    fast = answers()
+    assert shp._sure_meet(fp, i, j, 0.0).sum() > 0  # the shortcuts do decide some
+    assert np.isinf(shp.edge_distance(con, k, cx, cy, M)[0]).sum() > len(k) // 10
+    monkeypatch.setattr(shp, "SLACK", float("inf"))
+    exact = answers()
+    for a, b in zip(fast, exact, strict=True):
+        assert np.array_equal(a, b)
+    assert 0 < exact[0].sum() < len(i) and 0 < exact[3].sum() < len(k)  # both outcomes

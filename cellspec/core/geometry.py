@@ -324,6 +324,8 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
     ii, jj = [], []
     # each unordered pair of cells once: the cell itself (i < j) and the forward half
     total = 0
+    cols = [(np.ascontiguousarray(boxes[:, LO[a]]), np.ascontiguousarray(boxes[:, HI[a]]))
+            for a in axes]
     for off in sorted({abs(int(o)) for o in offsets}):
         target = keys + off
         if ptr is not None:
@@ -340,15 +342,13 @@ def broad_phase(boxes: np.ndarray, margin: int, columns: bool = False,
             i, j = i[keep], j[keep]
         else:
             i, j = np.minimum(i, j), np.maximum(i, j)
-        ii.append(i)
-        jj.append(j)
+        ok = np.ones(len(i), dtype=bool)  # the exact filter, offset by offset (less memory)
+        for lo, hi in cols:
+            ok &= np.minimum(hi[i], hi[j]) - np.maximum(lo[i], lo[j]) >= -margin
+        ii.append(i[ok])
+        jj.append(j[ok])
     i = np.concatenate(ii)
     j = np.concatenate(jj)
-    ok = np.ones(len(i), dtype=bool)
-    bi, bj = boxes[i], boxes[j]
-    for a in axes:
-        ok &= olap(bi, bj, a) >= -margin
-    i, j = i[ok], j[ok]
     srt = np.lexsort((j, i))
     return i[srt], j[srt]
 

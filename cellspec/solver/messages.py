@@ -120,13 +120,18 @@ class MessageContext:
         return out
 
     def _near(self, i: int) -> np.ndarray:
-        """Parts within the gripper's reach of part i along x (a superset for flanks)."""
+        """Parts within the gripper's reach of part i along x and y (a superset for flanks:
+        the fingers' sweep, turned with a yawed part, leaves its enclosing box by less than
+        the reach on either axis; y is given a few eps more against rounding)."""
         if self._xorder is None:
             self._under(i)
         reach = (self.inst.opening or 0) * U + self.inst.eps * U
         lo = np.searchsorted(self._xsorted, self.lo[i, 0] - self._maxw - reach, side="left")
         hi = np.searchsorted(self._xsorted, self.hi[i, 0] + reach, side="right")
         cand = self._xorder[lo:hi]
+        ry = reach + 4 * self.inst.eps * U
+        cand = cand[(self.hi[cand, 1] >= self.lo[i, 1] - ry)
+                    & (self.lo[cand, 1] <= self.hi[i, 1] + ry)]
         return np.sort(cand[cand != i])
 
     def f_gap(self, i: int) -> str:

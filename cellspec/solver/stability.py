@@ -196,7 +196,8 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
         euclid = None
     else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
-        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has])
+        dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has],
+                                                st.margin - TOL)  # inf: surely not bad
     bad = np.nonzero(dist < st.margin - TOL)[0]
     out = []
     for t in bad.tolist():
@@ -561,7 +562,8 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
     fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
-    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp)
+    # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, getattr(inst, "_near_pairs", None))
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,

@@ -36,15 +36,23 @@ class Contacts:
     # contact polygons (layouts with yawed boxes or cylinders only, else None; ``rect`` is
     # then only their pair's enclosing-box overlap): see stability_shapes.attach
     fp: Footprints | None = None
-    nrm: np.ndarray | None = None
-    off: np.ndarray | None = None
     verts: dict[int, np.ndarray] | None = None
 
 
-def _pairs(boxes: np.ndarray, eps: int) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(boxes: np.ndarray, eps: int, near: tuple[np.ndarray, np.ndarray] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (i < j) of boxes within eps of each other: all pairs filtered for a small
-    layout (cheaper than the grid), the broad phase otherwise."""
+    layout (cheaper than the grid), the broad phase otherwise, or, when given, ``near``
+    filtered: every pair within some margin >= eps (each unordered pair once, any order;
+    the relations' broad phase), so the same pairs in the same order as the broad phase."""
     n = len(boxes)
+    if n > SMALL and near is not None:
+        i, j = np.minimum(*near), np.maximum(*near)
+        a, b = boxes[i], boxes[j]
+        ok = (g.olap(a, b, "x") >= -eps) & (g.olap(a, b, "y") >= -eps) & (g.olap(a, b, "z") >= -eps)
+        i, j = i[ok], j[ok]
+        srt = np.lexsort((j, i))
+        return i[srt], j[srt]
     if n > SMALL:
         return g.broad_phase(boxes, eps)
     i, j = np.triu_indices(n, 1)
@@ -104,11 +112,13 @@ def _rests_on(a: np.ndarray, b: np.ndarray, eps: int) -> np.ndarray:
 
 
 def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int],
-             fp: Footprints | None = None) -> Contacts:
+             fp: Footprints | None = None,
+             near: tuple[np.ndarray, np.ndarray] | None = None) -> Contacts:
     """Every surface and part-on-part contact of the layout, and its side contacts. With
     footprints ``fp`` (a layout with yawed boxes or cylinders; ``boxes`` enclose them) the
     pairs with a non-plain part are decided on the footprints and every contact gets its
-    polygon (cellspec/solver/stability_shapes.py)."""
+    polygon (cellspec/solver/stability_shapes.py). ``near``: pairs already known to hold
+    every pair within eps (see :func:`_pairs`)."""
     if fp is not None:
         from cellspec.solver import stability_shapes as shp
     n = len(boxes)
@@ -129,7 +139,7 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int],
     upper = np.array(up, dtype=np.int64)
     rect = np.array(rects, dtype=np.int64).reshape(-1, 4)
     zz = np.array(zs, dtype=np.int64)
-    pairs = _pairs(boxes, eps) if n > 1 else None
+    pairs = _pairs(boxes, eps, near) if n > 1 else None
     if pairs is not None:
         i, j = pairs
         bi, bj = boxes[i], boxes[j]

@@ -29,8 +29,12 @@ forces, so leaving them out can only refuse a structure that stands).
 **Speed.** Whether parts touch is decided in numpy (separating axes for rectangles, the
 distance to a rectangle or a centre for discs). A contact polygon is held as the
 half-planes of its two footprints (their intersection), which is all the forest test and
-the stage shortcut need; its vertices (shapely) are computed only for the contacts of
-structures that need an LP.
+the stage shortcut need; a footprint's half-planes are built only when a contact asks for
+them (4 for a rectangle, 32 for a disc: no part pays for the discs), and not at all where
+the parts' inscribed circles already decide (a pair whose circles overlap touches; a centre
+of mass deep inside both circles is inside the polygon): the same answers, since those
+circles lie inside the polygons (bounds in real arithmetic, less SLACK). Vertices (shapely)
+are computed only for the contacts of structures that need an LP.
 """
 
 from __future__ import annotations
@@ -45,14 +49,23 @@ DISC_SIDES = 32
 GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer shapes grown, against float rounding
 T_DEN = 1 << 20  # the kernel's rotation: tan(yaw/2) to 2^-20 (cellspec/core/shapes.py)
 U = float(g.U)
+# The shortcuts below decide a pair or a contact from the parts' inscribed circles alone
+# when that leaves no doubt, and fall back to the polygons otherwise; their answers are the
+# polygons' (a bound in real arithmetic, less SLACK, far above float rounding: ~1e-10 U).
+SLACK = 1e-2  # U (0.5 um)
+SQRT2_UP = 1.4142136  # > sqrt(2): the largest |nx| + |ny| of a unit normal
+
+
+SQUARE = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW corners
 
 
 @dataclass
 class Footprints:
     """Per part (U): ``plain`` (an axis-aligned box, exact), ``cyl``, centre (cx, cy), own x
-    axis (c, s), half extents (hx, hy; a disc: radius), and the inner polygon: ``verts``
-    (n, V, 2) counter-clockwise (a rectangle padded by repeats), ``nrm``/``off`` its
-    outward unit edge normals and offsets (padding: normal 0, offset +inf)."""
+    axis (c, s), half extents (hx, hy; a disc: radius) and ``shrink`` (GUARD, 0 for a plain
+    box: its inner polygon is exact). The inner polygons (a rectangle's 4 edges, a disc's
+    :data:`DISC_SIDES`) are built only for the parts that ask for them (:meth:`edges`,
+    :meth:`ring`), each once."""
 
     plain: np.ndarray
     cyl: np.ndarray
@@ -62,10 +75,90 @@ class Footprints:
     s: np.ndarray
     hx: np.ndarray
     hy: np.ndarray
-    verts: np.ndarray
-    nvert: np.ndarray
-    nrm: np.ndarray
-    off: np.ndarray
+    shrink: np.ndarray
+    _nrm: np.ndarray | None = None  # (n, 4, 2) rectangles' outward unit edge normals
+    _off: np.ndarray | None = None  # (n, 4) their offsets (a degenerate edge: 0, +inf)
+    _dnrm: np.ndarray | None = None  # the same for discs, (n, DISC_SIDES, 2)
+    _doff: np.ndarray | None = None
+    _have: np.ndarray | None = None  # (n,) edges built
+
+    def rin(self, p: np.ndarray) -> np.ndarray:
+        """Radii (U) of circles about the centres inside the footprints of parts p: the
+        shapes themselves (a rectangle's smaller half extent, a disc's radius)."""
+        return np.where(self.cyl[p], self.hx[p], np.minimum(self.hx[p], self.hy[p]))
+
+    def inner(self, parts: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """A lower bound (U, real arithmetic) on the depth of the points (x, y) (U) in the
+        inner polygons of ``parts`` along every edge normal: the polygon's inscribed radius
+        (a rectangle's smaller half extent less the shrink; a disc's 32-gon's apothem)
+        less the distance to its centre; +inf for a part -1 (a surface: no edges)."""
+        ok = parts >= 0
+        p = np.where(ok, parts, 0)
+        r = np.where(self.cyl[p], (self.hx[p] - GUARD) * np.cos(np.pi / DISC_SIDES),
+                     np.minimum(self.hx[p], self.hy[p]) - self.shrink[p])
+        return np.where(ok, r - np.hypot(x - self.cx[p], y - self.cy[p]), np.inf)
+
+    def _rect_verts(self, p: np.ndarray) -> np.ndarray:
+        """The inner rectangles of parts p (m, 4, 2), counter-clockwise."""
+        ex, ey = self.hx[p] - self.shrink[p], self.hy[p] - self.shrink[p]
+        rx = SQUARE[None, :, 0] * ex[:, None]
+        ry = SQUARE[None, :, 1] * ey[:, None]
+        c, s = self.c[p][:, None], self.s[p][:, None]
+        v = np.empty((len(p), 4, 2))
+        v[:, :, 0] = self.cx[p][:, None] + rx * c - ry * s
+        v[:, :, 1] = self.cy[p][:, None] + rx * s + ry * c
+        return v
+
+    def _disc_verts(self, p: np.ndarray) -> np.ndarray:
+        """The inscribed :data:`DISC_SIDES`-gons of discs p (m, DISC_SIDES, 2)."""
+        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
+        r = (self.hx[p] - GUARD)[:, None]
+        v = np.empty((len(p), DISC_SIDES, 2))
+        v[:, :, 0] = self.cx[p][:, None] + r * np.cos(ang)
+        v[:, :, 1] = self.cy[p][:, None] + r * np.sin(ang)
+        return v
+
+    def ring(self, p: int) -> np.ndarray:
+        """Part p's inner polygon (U), counter-clockwise."""
+        q = np.array([p], dtype=np.int64)
+        return (self._disc_verts(q) if self.cyl[p] else self._rect_verts(q))[0]
+
+    def _build(self, parts: np.ndarray) -> None:
+        """Build the edges of those of ``parts`` (>= 0) that have none yet."""
+        n = len(self.cx)
+        if self._have is None:
+            self._have = np.zeros(n, dtype=bool)
+            self._nrm, self._off = np.zeros((n, 4, 2)), np.zeros((n, 4))
+        new = np.unique(parts[~self._have[parts]])
+        if not len(new):
+            return
+        self._have[new] = True
+        rect, disc = new[~self.cyl[new]], new[self.cyl[new]]
+        if len(rect):
+            self._nrm[rect], self._off[rect] = _halfspaces(self._rect_verts(rect),
+                                                           np.full(len(rect), 4))
+        if len(disc):
+            if self._dnrm is None:
+                self._dnrm, self._doff = np.zeros((n, DISC_SIDES, 2)), np.zeros((n, DISC_SIDES))
+            self._dnrm[disc], self._doff[disc] = _halfspaces(self._disc_verts(disc),
+                                                             np.full(len(disc), DISC_SIDES))
+
+    def edges(self, parts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The half-planes of ``parts`` (-1: none, a surface) grouped by their number:
+        (positions in ``parts``, normals (m, W, 2), offsets (m, W)) for the rectangles and
+        for the discs."""
+        ok = parts >= 0
+        self._build(parts[ok])
+        p = np.where(ok, parts, 0)
+        dsc = ok & self.cyl[p]
+        out = []
+        r = np.nonzero(ok & ~dsc)[0]
+        if len(r):
+            out.append((r, self._nrm[p[r]], self._off[p[r]]))
+        d = np.nonzero(dsc)[0]
+        if len(d):
+            out.append((d, self._dnrm[p[d]], self._doff[p[d]]))
+        return out
 
 
 def _rotation(yaw_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,24 +199,7 @@ def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
     hx = np.where(plain, (b[:, 1] - b[:, 0]) / 2, hx)  # a plain box: exactly its grid box
     hy = np.where(plain, (b[:, 3] - b[:, 2]) / 2, hy)
     c, s = np.where(plain, 1.0, c), np.where(plain, 0.0, s)
-    shrink = np.where(plain, 0.0, GUARD)
-    v = DISC_SIDES if cyl.any() else 4
-    verts = np.zeros((n, v, 2))
-    sq = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW
-    ex, ey = hx - shrink, hy - shrink
-    rx = sq[None, :, 0] * ex[:, None]
-    ry = sq[None, :, 1] * ey[:, None]
-    verts[:, :4, 0] = cx[:, None] + rx * c[:, None] - ry * s[:, None]
-    verts[:, :4, 1] = cy[:, None] + rx * s[:, None] + ry * c[:, None]
-    verts[:, 4:] = verts[:, :1]
-    nvert = np.where(cyl, DISC_SIDES, 4)
-    if cyl.any():
-        ang = 2 * np.pi * np.arange(DISC_SIDES) / DISC_SIDES
-        r = (hx[cyl] - GUARD)[:, None]
-        verts[cyl, :, 0] = cx[cyl, None] + r * np.cos(ang)
-        verts[cyl, :, 1] = cy[cyl, None] + r * np.sin(ang)
-    nrm, off = _halfspaces(verts, nvert)
-    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, verts, nvert, nrm, off)
+    return Footprints(plain, cyl, cx, cy, c, s, hx, hy, np.where(plain, 0.0, GUARD))
 
 
 def _meet(fp: Footprints, i: np.ndarray, j: np.ndarray, ex: float, ey: float) -> np.ndarray:
@@ -160,11 +236,20 @@ def _mixed(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     return ~(fp.plain[i] & fp.plain[j])
 
 
+def _sure_meet(fp: Footprints, i: np.ndarray, j: np.ndarray, reach: float) -> np.ndarray:
+    """Pairs whose footprints' inscribed circles still overlap (by SLACK) after any shift
+    of length ``reach``: :func:`_meet` says True for every such shift (the circles lie in
+    the shapes, and the shapes in their GUARD-grown selves), so it need not run."""
+    d = np.hypot(fp.cx[j] - fp.cx[i], fp.cy[j] - fp.cy[i])
+    return d + reach < fp.rin(i) + fp.rin(j) - SLACK
+
+
 def overlap(fp: Footprints, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """The pairs' footprints overlap with positive area (True for two plain boxes, which
     the caller decides on their rectangles)."""
     out = np.ones(len(i), dtype=bool)
     m = np.nonzero(_mixed(fp, i, j))[0]
+    m = m[~_sure_meet(fp, i[m], j[m], 0.0)]
     out[m] = _meet(fp, i[m], j[m], 0.0, 0.0)
     return out
 
@@ -175,25 +260,19 @@ def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray
     the four corner shifts); True for two plain boxes (decided by the caller)."""
     out = np.ones(len(lo), dtype=bool)
     m = np.nonzero(_mixed(fp, lo, hi))[0]
+    m = m[~_sure_meet(fp, lo[m], hi[m], eps * SQRT2_UP)]
     for ex, ey in ((eps, eps), (eps, -eps), (-eps, eps), (-eps, -eps)):
         out[m] &= _meet(fp, lo[m], hi[m], float(ex), float(ey))
     return out
 
 
 def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
-    """Give every contact its polygon as half-planes: ``con.nrm`` (k, W, 2) and ``con.off``
-    (k, W), the inner footprints' edges of both parts (of the upper part alone on a
-    surface; a plain pair's exact rectangle), and ``con.fp``; vertices come later, for LP
-    structures only (:func:`with_polygons`)."""
-    k = len(con.lower)
-    lo, up = con.lower, con.upper
-    v = fp.nrm.shape[1]
-    nrm = np.zeros((k, 2 * v, 2))
-    off = np.full((k, 2 * v), np.inf)
-    nrm[:, :v], off[:, :v] = fp.nrm[up], fp.off[up]
-    pair = lo >= 0
-    nrm[pair, v:], off[pair, v:] = fp.nrm[lo[pair]], fp.off[lo[pair]]
-    con.fp, con.nrm, con.off, con.verts = fp, nrm, off, {}
+    """Give the contacts their polygons: ``con.fp``. A contact's polygon is the
+    intersection of the inner footprints of its two parts (of the upper part alone on a
+    surface; a plain pair's is its exact rectangle), used as the half-planes of both
+    (:meth:`Footprints.edges`); vertices come later, for LP structures only
+    (:func:`with_polygons`)."""
+    con.fp, con.verts = fp, {}
 
 
 def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
@@ -206,9 +285,9 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
 
     fp = con.fp
     up, lo = int(con.upper[k]), int(con.lower[k])
-    gm = shapely.Polygon(fp.verts[up, :fp.nvert[up]])
+    gm = shapely.Polygon(fp.ring(up))
     if lo >= 0:
-        gm = gm.intersection(shapely.Polygon(fp.verts[lo, :fp.nvert[lo]]))
+        gm = gm.intersection(shapely.Polygon(fp.ring(lo)))
     xy = np.zeros((0, 2))
     if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
         xy = np.asarray(gm.exterior.coords)[:-1]
@@ -216,22 +295,43 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
     return xy
 
 
-def _depth(con, ks: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # noqa: ANN001
-    """Per contact and edge: how far (U) the points (U) lie inside the edge's line."""
-    return con.off[ks] - (con.nrm[ks, :, 0] * x[:, None] + con.nrm[ks, :, 1] * y[:, None])
+def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per row and edge: how far (U) the points (U) lie inside the edge's line."""
+    return off - (nrm[..., 0] * x[:, None] + nrm[..., 1] * y[:, None])
 
 
-def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray  # noqa: ANN001
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: ANN001
+                  at_least: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
     shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
     distance to the nearest edge line: the message's), both in m. Inside the polygon the
     distance is to its boundary; outside, how far beyond the most violated edge line of
-    the two footprints (negative either way)."""
-    d = _depth(con, ks, cx / U, cy / U)
-    l1 = np.abs(con.nrm[ks, :, 0]) + np.abs(con.nrm[ks, :, 1])
-    t = np.min(d / np.where(l1 > 0, l1, 1.0), axis=1) * U
-    return t, np.min(d, axis=1) * U
+    the two footprints (negative either way). Minima over the edges of both parts.
+
+    With ``at_least`` (m) only the contacts whose t may be below it are computed; the others
+    (t provably >= at_least from the inscribed circles: t >= depth / sqrt 2) are +inf in
+    both arrays."""
+    x, y = cx / U, cy / U
+    t = np.full(len(ks), np.inf)
+    e = np.full(len(ks), np.inf)
+    up, lo = con.upper[ks], con.lower[ks]
+    todo = None
+    if at_least is not None:
+        lb = np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+        bound = np.where(lb >= 0, lb / SQRT2_UP, lb) - SLACK
+        todo = np.nonzero(~(bound * U >= at_least))[0]
+        up, lo, x, y = up[todo], lo[todo], x[todo], y[todo]
+    tt, ee = np.full(len(up), np.inf), np.full(len(up), np.inf)
+    for parts in (up, lo):
+        for sel, nrm, off in con.fp.edges(parts):
+            d = _depth(nrm, off, x[sel], y[sel])
+            l1 = np.abs(nrm[..., 0]) + np.abs(nrm[..., 1])
+            tt[sel] = np.minimum(tt[sel], np.min(d / np.where(l1 > 0, l1, 1.0), axis=1))
+            ee[sel] = np.minimum(ee[sel], np.min(d, axis=1))
+    if todo is None:
+        return tt * U, ee * U
+    t[todo], e[todo] = tt * U, ee * U
+    return t, e
 
 
 def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
@@ -240,10 +340,22 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
     the polygons are convex; an empty polygon holds none). One pass: an edge's deepest
     corner is the centre's depth less the rectangle's support |nx| hx + |ny| hy."""
     hx, hy = (x1 - x0) / (2 * U), (y1 - y0) / (2 * U)
-    d = _depth(con, ks, (x0 + x1) / (2 * U), (y0 + y1) / (2 * U))
-    nrm = con.nrm[ks]
-    d = d - (np.abs(nrm[..., 0]) * hx[:, None] + np.abs(nrm[..., 1]) * hy[:, None])
-    return np.min(d, axis=1) >= 0
+    x, y = (x0 + x1) / (2 * U), (y0 + y1) / (2 * U)
+    up, lo = con.upper[ks], con.lower[ks]
+    # sure: the centre's depth bound less the rectangle's reach (|nx| hx + |ny| hy is at
+    # most hypot(hx, hy)) is >= 0 on both parts' edges; the others are computed
+    sure = (np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+            - np.hypot(hx, hy) - SLACK >= 0)
+    todo = np.nonzero(~sure)[0]
+    x, y, hx, hy = x[todo], y[todo], hx[todo], hy[todo]
+    worst = np.full(len(todo), np.inf)
+    for parts in (up[todo], lo[todo]):
+        for sel, nrm, off in con.fp.edges(parts):
+            d = _depth(nrm, off, x[sel], y[sel])
+            d = d - (np.abs(nrm[..., 0]) * hx[sel, None] + np.abs(nrm[..., 1]) * hy[sel, None])
+            worst[sel] = np.minimum(worst[sel], np.min(d, axis=1))
+    sure[todo] = worst >= 0
+    return sure
 
 
 def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
