@@ -117,14 +117,16 @@ def run(a: argparse.Namespace) -> int:
             raise CellspecError(f"cannot start the server on {a.host}:{a.port}: "
                                 f"{exc.strerror or exc}") from None
         v = session.verdict
-        if a.format == "json":
-            print(json.dumps({"address": url, "verdict": v.verdict,
-                              "violations": len(v.violations)}), flush=True)
-        else:
-            print(f"review {layout.path} on {cell.name}: {url}", flush=True)
-            print(f"{v.verdict}: {len(v.violations)} violation(s); Accept writes {out}, "
-                  "Reject or Ctrl-C writes nothing", file=sys.stderr, flush=True)
+        # Ctrl-C from the moment the address is out is an interruption (exit 1, nothing
+        # written): a signal taken while the print reacquires the GIL lands right after it
         try:
+            if a.format == "json":
+                print(json.dumps({"address": url, "verdict": v.verdict,
+                                  "violations": len(v.violations)}), flush=True)
+            else:
+                print(f"review {layout.path} on {cell.name}: {url}", flush=True)
+                print(f"{v.verdict}: {len(v.violations)} violation(s); Accept writes {out}, "
+                      "Reject or Ctrl-C writes nothing", file=sys.stderr, flush=True)
             decision = app.wait_forever()
         except KeyboardInterrupt:
             decision = None
