@@ -43,6 +43,8 @@ from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
 
 HZ = 240
 DT = 1.0 / HZ
+SOLVER_ITERATIONS = 200  # contact solver per step (pybullet's 50 drops heavy-on-light stacks
+# that stand in settle and pass check: docs/twin.md, "Execution")
 SPEED = 0.5  # fraction of each joint's velocity limit used by the plan
 MIN_STEP = 0.05  # seconds: the shortest time between two waypoints
 DWELL = 0.25  # seconds the gripper takes to close or open
@@ -345,6 +347,7 @@ class _ExecWorld:
 
         cid = self.cid
         p.setTimeStep(DT, physicsClientId=cid)
+        p.setPhysicsEngineParameter(numSolverIterations=SOLVER_ITERATIONS, physicsClientId=cid)
         self.robots: dict[str, tuple[int, tuple[int, ...], int]] = {}
         self.link_names: dict[str, dict[int, str]] = {}
         cell = twin.cell
