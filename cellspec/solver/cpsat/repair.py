@@ -30,17 +30,22 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
 from cellspec.layout import Layout
-from cellspec.solver.cpsat import exact
+from cellspec.solver.cpsat.blocked import parse_blocked, with_blocked
+from cellspec.solver.cpsat.cluster_solve import Sol as _Sol
+from cellspec.solver.cpsat.cluster_solve import greedy_cluster as _greedy_cluster
+from cellspec.solver.cpsat.cluster_solve import pos_m as _pos_m
+from cellspec.solver.cpsat.cluster_solve import report as _report
+from cellspec.solver.cpsat.cluster_solve import solve_all as _solve_all
+from cellspec.solver.cpsat.cluster_solve import solve_cluster as _solve_cluster
+from cellspec.solver.cpsat.cluster_solve import to_fix as _to_fix
 from cellspec.solver.cpsat.clusters import (
     MOVE_BOUND,
     Cluster,
@@ -51,8 +56,8 @@ from cellspec.solver.cpsat.clusters import (
 from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
 from cellspec.solver.cpsat.moved_shapes import kept_yaw
 from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
-from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
-from cellspec.solver.cpsat.rotate import PartTurns, chosen, growth, parse_rotate, part_turns
+from cellspec.solver.cpsat.results import Move, RepairResult
+from cellspec.solver.cpsat.rotate import PartTurns, growth, parse_rotate, part_turns
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
 from cellspec.solver.instance import BoxU, Instance, build_instance
 from cellspec.solver.result import Verdict
@@ -65,20 +70,6 @@ WIDEN_DET = 1.0  # deterministic seconds per widening, over all its clusters
 # repaired by re-solving: an unstable structure (or construction stage) must change
 LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
-
-
-def with_blocked(cell: Cell, blocked: tuple[Zone, ...] | list[Zone]) -> Cell:
-    """The cell with extra keep-out zones (blocked regions reported by the twin or typed
-    by a user); names must be new."""
-    if not blocked:
-        return cell
-    have = {z.name for z in cell.keepouts}
-    for z in blocked:
-        if z.name in have or z.name == "workspace":
-            raise CellspecError(f"blocked region '{z.name}': the cell already has a zone of "
-                                "that name")
-        have.add(z.name)
-    return cell.model_copy(update={"keepouts": tuple(cell.keepouts) + tuple(blocked)})
 
 
 def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
@@ -120,190 +111,6 @@ def _unstable_groups(cell: Cell, layout: Layout, verdict: Any) -> tuple[tuple[in
     for i in flagged:
         groups.setdefault(int(comp[i]), []).append(i)
     return tuple(tuple(g_) for _, g_ in sorted(groups.items()))
-
-
-def _key(geo: _Geo, s: Any) -> tuple[int, int, int]:
-    """(parts moved, free moves, L1) of a solution."""
-    return (sum(s.Value(v) for v in geo.moved.values()),
-            sum(s.Value(v) for v in geo.free.values()), sum(s.Value(v) for v in geo.l1))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sol:
-    """One cluster's answer: found or not (infeasible: proved so), proved minimal, the new
-    centre (0.1 mm) and free flag of each moved part (layout indices), its cost key."""
-
-    ok: bool
-    infeasible: bool
-    proved: bool
-    moved: dict[int, tuple[tuple[int, ...], bool]]
-    key: tuple[int, int, int]
-    local: bool = False  # from the local repair (not CP-SAT over the whole cluster)
-    turned: tuple[tuple[int, float], ...] = ()  # (part, new yaw) turned (--allow-rotate)
-
-
-def _sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
-    idx = np.asarray(parts, dtype=np.int64)
-    return Layout(ids=tuple(layout.ids[i] for i in parts),
-                  types=tuple(layout.types[i] for i in parts), pos=np.array(layout.pos[idx]),
-                  size=np.array(layout.size[idx]),
-                  grippers=tuple(layout.grippers[i] for i in parts), order=None,
-                  path=layout.path, yaw=np.array(layout.yaw[idx]))
-
-
-def _solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
-                   grip_clear: bool, must_move: tuple[tuple[int, ...], ...], wall: float,
-                   det: float | None, workers: int,
-                   hint: dict[int, tuple[int, ...]] | None,
-                   turns: dict[int, PartTurns] | None = None) -> _Sol:
-    """Solve one cluster on its own sub-layout (its parts and context, nothing else).
-    keep_shape: rigid shifts alone first (if they can repair, the optimum has no free
-    move, so that smaller model's optimum is the optimum)."""
-    sub = _sub_layout(layout, cl.parts)
-    where = {p: k for k, p in enumerate(cl.parts)}
-    mov = np.zeros(len(cl.parts), dtype=bool)
-    mov[[where[p] for p in cl.movable]] = True
-    anch = np.zeros(len(cl.parts), dtype=bool)
-    anch[[where[p] for p in cl.anchored]] = True
-    mm = tuple(t for t in (tuple(where[p] for p in grp if p in where) for grp in must_move) if t)
-    h = None if hint is None else {where[p]: list(c) for p, c in hint.items() if p in where}
-    t_end = time.perf_counter() + wall
-
-    def stage(rigid: bool) -> tuple[_Geo, int, Any]:
-        geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
-                   grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
-                   reach=cl.reach, anchored=anch,
-                   turns={k: turns[p] for k, p in enumerate(cl.parts) if p in turns}
-                   if turns else None)
-        st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
-        return geo, st, s
-
-    geo, st, s = stage(keep_shape)
-    if keep_shape and st not in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
-        geo, st, s = stage(False)
-    cp = geo.cp
-    if st not in (cp.OPTIMAL, cp.FEASIBLE):
-        return _Sol(False, st == cp.INFEASIBLE, st == cp.INFEASIBLE, {}, (0, 0, 0))
-    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
-    turned = {cl.parts[k]: y for k, y in chosen(geo.turn, s.Value).items()}
-    for k, mv in geo.moved.items():
-        if s.Value(mv):
-            c = tuple(int(s.Value(v)) for v in geo.c[k])
-            if c != tuple(int(x) for x in geo.c0[k]) or cl.parts[k] in turned:
-                moved[cl.parts[k]] = (c, bool(s.Value(geo.free[k])))
-    return _Sol(True, False, st == cp.OPTIMAL, moved, _key(geo, s),
-                turned=tuple(sorted(turned.items())))
-
-
-def _greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
-                    c0_all: np.ndarray, wall: float) -> _Sol | None:
-    """A fast first repair of one cluster (local repair): the parts to fix one at a time,
-    lowest first, each moved (with what rests on it) by a tiny CP-SAT model of that part
-    alone, the others fixed where they are by then. Not minimal; None if a step fails."""
-    t_end = time.perf_counter() + wall
-    parts = cl.parts
-    where = {p: k for k, p in enumerate(parts)}
-    pos = np.asarray(layout.pos, dtype=np.float64)[list(parts)].copy()
-    anch = np.zeros(len(parts), dtype=bool)
-    anch[[where[p] for p in cl.anchored]] = True
-    movable = np.zeros(len(parts), dtype=bool)
-    movable[[where[p] for p in cl.movable]] = True
-    moved: dict[int, tuple[tuple[int, ...], bool]] = {}
-    comp_all = None
-    for p in bad:
-        if time.perf_counter() > t_end:
-            return None
-        sub = dataclasses.replace(_sub_layout(layout, parts), pos=pos.copy())
-        inst = build_instance(cell, sub)
-        b, eps = inst.boxes, inst.eps
-        sup = exact.supports_one(inst)
-        if comp_all is None:
-            comp_all = _components(b, eps) if inst.shapes is None else exact.components(inst)
-        load = {where[p]}  # p and what rests on it, transitively
-        grow = True
-        while grow:
-            grow = False
-            for k in range(len(parts)):
-                if k not in load and movable[k] and any(sup(j, k) for j in load):
-                    load.add(k)
-                    grow = True
-        whole = {k for k in range(len(parts)) if movable[k] and comp_all[k] == comp_all[where[p]]}
-        for group in (load, whole | load):
-            # the model holds the group and the parts its reach comes near, nothing else
-            gl = sorted(group)
-            r2 = 2 * cl.reach[gl]
-            lo, hi = b[gl][:, 0::2] - r2, b[gl][:, 1::2] + r2
-            near = np.zeros(len(parts), dtype=bool)
-            for q in range(len(gl)):
-                ok = np.ones(len(parts), dtype=bool)
-                for ax in range(3):
-                    ok &= (b[:, 2 * ax] - hi[q, ax] <= 300) & (lo[q, ax] - b[:, 2 * ax + 1] <= 300)
-                near |= ok
-            keep = np.nonzero(near)[0].tolist()
-            kk = {k: t for t, k in enumerate(keep)}
-            mini = _sub_layout(sub, tuple(keep))
-            mov = np.zeros(len(keep), dtype=bool)
-            mov[[kk[k] for k in gl]] = True
-            # a fixed part is anchored when its support does not change in this step
-            an = np.array([k not in group and (anch[k] or not any(
-                sup(j, k) for j in gl)) for k in keep])
-            geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
-                       free_only=True)
-            st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2, fast=True)
-            if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
-                break
-        else:
-            return None  # this cluster needs the whole CP-SAT model
-        for t_, mv in geo.moved.items():
-            c = tuple(int(s.Value(v)) for v in geo.c[t_])
-            k = keep[t_]
-            if s.Value(mv) and c != tuple(int(x) for x in geo.c0[t_]):
-                pos[k] = _pos_m(c)
-                moved[parts[k]] = (c, bool(s.Value(geo.free[t_])))
-    l1 = sum(int(abs(np.asarray(c) - c0_all[i]).sum()) for i, (c, _) in moved.items())
-    back = [i for i, (c, _) in moved.items() if tuple(int(x) for x in c0_all[i]) == c]
-    for i in back:
-        del moved[i]
-    return _Sol(True, False, False, moved, (len(moved), sum(f for _, f in moved.values()), l1),
-                local=True)
-
-
-def _to_fix(cluster: Cluster, geo_bad: list[Any], index: dict[str, int],
-            c0_all: np.ndarray) -> list[int]:
-    """The parts the local repair moves, lowest first: each part of a violation, except
-    that of two overlapping parts only the upper one (then the later one) moves."""
-    inside = set(cluster.movable)
-    out: set[int] = set()
-    for v in geo_bad:
-        idx = [index[p] for p in v.parts]
-        if v.rule == "no_overlap" and len(idx) == 2:
-            idx = [max(idx, key=lambda i: (int(c0_all[i][2]), i))]
-        out.update(i for i in idx if i in inside)
-    return sorted(out, key=lambda i: (int(c0_all[i][2]), i))
-
-
-def _pos_m(c01: list[int] | tuple[int, ...]) -> list[float]:
-    return [float(Fraction(int(v), 10000)) for v in c01]
-
-
-def _solve_all(cell: Cell, layout: Layout, clusters: list[Cluster], workers: int,
-               run: Any) -> list[_Sol]:
-    """Each cluster solved by ``run(cluster, workers)``; with several workers and several
-    clusters, clusters run in parallel threads (one CP-SAT worker each); results are in
-    cluster order either way, so the merge is fixed."""
-    del cell, layout
-    if workers > 1 and len(clusters) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(workers, len(clusters))) as ex:
-            return list(ex.map(lambda c: run(c, 1), clusters))
-    return [run(c, workers) for c in clusters]
-
-
-def _report(layout: Layout, clusters: list[Cluster], sols: list[_Sol]) -> tuple[ClusterInfo, ...]:
-    return tuple(ClusterInfo(parts=tuple(layout.ids[p] for p in c.movable),
-                             context=len(c.parts) - len(c.movable), moved=len(s.moved),
-                             proved=s.proved) for c, s in zip(clusters, sols, strict=True))
 
 
 # complexity: one pipeline (clusters, move bounds, widening, re-verification); split later
@@ -658,29 +465,6 @@ def _full_reach(inst: Instance, n: int) -> np.ndarray:
     span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
             for k in range(3)] if n else [0, 0, 0]
     return np.tile(np.asarray(span, dtype=np.int64) * 2, (n, 1))
-
-
-def parse_blocked(spec: str, name: str) -> Zone:
-    """A blocked region written like a keep-out zone, in metres: ``box x [a, b] y [c, d]``
-    (omitted axes unbounded) or a half-space such as ``x + y > 0.7``; parsed by the cell
-    grammar itself. Raises CellspecError naming the region."""
-    from cellspec.core.errors import Diagnostic
-    from cellspec.dsl.model import Source
-    from cellspec.dsl.parser import load_cell_text
-
-    body = spec.strip()
-    if not body.startswith("box") and not body.startswith(":"):
-        body = ": " + body
-    text = ("cell blocked {\n    units m\n    workspace x [-1000, 1000] y [-1000, 1000] "
-            f"z [-1000, 1000]\n    keepout {name} {body}\n}}\n")
-    try:
-        c = load_cell_text(text, "--block")
-    except CellspecError as exc:
-        msgs = "; ".join(dd.message for dd in exc.diagnostics)
-        raise CellspecError(Diagnostic("--block", 0, 0, f"blocked region {spec!r}: "
-                                       f"{msgs}")) from None
-    # the parser bounds omitted axes within clingo's integers already
-    return c.keepouts[0].model_copy(update={"source": Source(file="--block", line=0, col=0)})
 
 
 __all__ = ["repair", "with_blocked", "parse_blocked", "parse_rotate", "BoxZone",
