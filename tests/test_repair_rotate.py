@@ -136,6 +136,24 @@ def test_a_turn_only_when_it_helps(pocket):
     assert r.layout == plain.layout
 
 
+def test_a_small_shift_is_preferred_to_a_turn(pocket):
+    """A beam 3 mm into a cube: a quarter turn would clear it without moving its centre,
+    a 3 mm shift also does; a turn weighs as 1 cm (rotate.TURN_COST), so it shifts."""
+    from cellspec.solver.cpsat.rotate import TURN_COST
+
+    assert TURN_COST == 100  # 1 cm of L1 on the 0.1 mm grid of centres
+    obj = {"parts": [{"id": "b", "type": "beam", "pos": [0.45, 0.40, 0.01]},
+                     {"id": "c", "type": "cube", "pos": [0.572, 0.40, 0.025]}]}
+    cell = pocket.model_copy(update={"keepouts": ()})
+    lay = layout_from_obj(obj)
+    assert {v.rule for v in check(cell, lay).violations} == {"no_overlap"}
+    r = repair(cell, lay, time_limit=5, allow_rotate=parse_rotate("90"))
+    _passes(cell, r)
+    assert [(m.part, m.yaw) for m in r.moves] in ([("b", None)], [("c", None)])
+    assert sum(abs(a - b) for m in r.moves for a, b in zip(m.src, m.dst)) == pytest.approx(
+        0.003, abs=1e-9)
+
+
 def test_a_cylinder_never_turns(pocket):
     obj = {"parts": [{"id": "k", "type": "can", "pos": [0.46, 0.40, 0.05], "yaw": 10},
                      {"id": "b", "type": "beam", "pos": [0.385, 0.385, 0.01]}]}

@@ -155,6 +155,8 @@ class _Geo:
             lits, cost, top = add_turns(m, i, turns[i], self.moved[i], hv[i],
                                         None if self.inner_v is None else self.inner_v[i])
             self.turn[i] = lits
+            for t, _ in lits:  # a turn changes its structure's shape: a free move, as a
+                m.AddImplication(t, self.free[i])  # non-rigid move of one part is
             self.l1.extend(cost)
             turn_max += top
         self.lo = lambda i, a: 2 * self.c[i][a] - hv[i][a]  # noqa: E731

@@ -7,9 +7,10 @@ the allowed yaws whose footprint differs from its current one, one per footprint
 nearest its current yaw, then the smaller); a cylinder never turns (turning changes
 nothing). Each candidate is one Boolean of the placement model (at most one true: the
 part stays at its yaw otherwise), a turn implies a move, and it costs its rank among the
-part's candidates by angular distance (1 for the nearest) in the last level of the
-lexicographic objective (parts moved, free moves, then L1 + turns), so a repair turns a
-part only when that helps.
+part's candidates by angular distance (1 for the nearest) times ``TURN_COST`` (1 cm of
+displacement) in the last level of the lexicographic objective (parts moved, free moves,
+then L1 + turns), so a repair turns a part only when that saves a part moved, a free move
+or more than 1 cm of moves: a turn is a bigger change to a design than a small shift.
 
 At a candidate yaw the model sees the part as it sees any part (:mod:`.moved_shapes`):
 its enclosing box (``Instance.boxes`` of the part at that yaw, rounded outward) and its
@@ -34,6 +35,8 @@ from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.instance import build_instance
+
+TURN_COST = 100  # one rank of turn weighs as 1 cm of L1 (centres in 0.1 mm)
 
 MAX_YAWS = 24  # distinct allowed yaws at most (one angle A: 360 / A of them)
 MAX_ABS_DEG = 3600.0
@@ -168,7 +171,7 @@ def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[i
         def hx(k: int, arr: np.ndarray) -> tuple[int, int]:
             return int(arr[k, 0]), int(arr[k, 1])
 
-        opts = tuple(Turn(yaw=a, cost=c + 1, half=hx(r + 1 + c, half),
+        opts = tuple(Turn(yaw=a, cost=(c + 1) * TURN_COST, half=hx(r + 1 + c, half),
                           inner=hx(r + 1 + c, inner), plain=bool(plain[r + 1 + c]))
                      for c, a in enumerate(cand[i]))
         out[i] = PartTurns(half0=hx(r, half), inner0=hx(r, inner), plain0=bool(plain[r]),
