@@ -150,8 +150,8 @@ def test_a_small_shift_is_preferred_to_a_turn(pocket):
     r = repair(cell, lay, time_limit=5, allow_rotate=parse_rotate("90"))
     _passes(cell, r)
     assert [(m.part, m.yaw) for m in r.moves] in ([("b", None)], [("c", None)])
-    assert sum(abs(a - b) for m in r.moves for a, b in zip(m.src, m.dst, strict=True)) == pytest.approx(
-        0.003, abs=1e-9)
+    l1 = sum(abs(a - b) for m in r.moves for a, b in zip(m.src, m.dst, strict=True))
+    assert l1 == pytest.approx(0.003, abs=1e-9)
 
 
 def test_a_cylinder_never_turns(pocket):
