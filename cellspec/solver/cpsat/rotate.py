@@ -24,6 +24,7 @@ support) whether or not it turns. Clingo's exact re-check stays the judge.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -108,6 +109,7 @@ def _dist(a: float, y: float) -> float:
     return min((a - y) % 360.0, (y - a) % 360.0)
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(yaw: float, square: bool) -> tuple[int, int, int, int]:
     """The footprint a box takes at ``yaw`` as the kernel holds it (rational rotation after
     the quarter-turn reduction, and the parity of the quarter turns unless it is square)."""
@@ -120,6 +122,11 @@ def _key(yaw: float, square: bool) -> tuple[int, int, int, int]:
 def candidates(yaw: float, allowed: tuple[float, ...], square: bool) -> list[float]:
     """The yaws a box at ``yaw`` may turn to: one per footprint other than its own (the
     allowed yaw nearest ``yaw``, then the smaller), nearest first."""
+    return list(_candidates(float(yaw), tuple(allowed), bool(square)))
+
+
+@functools.lru_cache(maxsize=4096)  # a layout's parts share few yaws: one answer each
+def _candidates(yaw: float, allowed: tuple[float, ...], square: bool) -> tuple[float, ...]:
     own = _key(yaw, square)
     best: dict[tuple[int, int, int, int], float] = {}
     for a in allowed:
@@ -128,7 +135,7 @@ def candidates(yaw: float, allowed: tuple[float, ...], square: bool) -> list[flo
             continue
         if k not in best or (_dist(a, yaw), a) < (_dist(best[k], yaw), best[k]):
             best[k] = a
-    return sorted(best.values(), key=lambda a: (_dist(a, yaw), a))
+    return tuple(sorted(best.values(), key=lambda a: (_dist(a, yaw), a)))
 
 
 def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[int, PartTurns]:
