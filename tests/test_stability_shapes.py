@@ -291,3 +291,26 @@ def test_inscribed_circle_shortcuts_give_the_polygons_answers(cell, monkeypatch)
     for a, b in zip(fast, exact, strict=True):
         assert np.array_equal(a, b)
     assert 0 < exact[0].sum() < len(i) and 0 < exact[3].sum() < len(k)  # both outcomes
+
+
+def test_the_disc_approximation_is_printed_with_the_verdict(tmp_path):
+    """Issue 22: a conservative approximation comes with its bound in the verdict. A can
+    with stability on: the note gives R (1 - cos(pi/32)) = 0.12 mm for R = 25 mm; without a
+    can, or with stability off, no note."""
+    from cellspec.solver.verify import check
+
+    f = tmp_path / "c.cell"
+    f.write_text("import physical\n" + CELL)
+    cell = cellspec.load_cell(f)
+    can = layout_from_obj({"parts": [P("k", "can", 0, 0, 0.025)]})
+    note = ("stability: a cylinder's base carries forces on its inscribed 32-gon, at most "
+            "0.12 mm inside its rim (R 0.025 m): conservative, it can only fail a structure "
+            "that stands")
+    v = check(cell, can)
+    assert v.verdict == "pass" and note in v.notes and note in v.to_json()["notes"]
+    cube = layout_from_obj({"parts": [P("b", "cube", 0, 0, 0.025, yaw=30)]})
+    assert not [n for n in check(cell, cube).notes if "32-gon" in n]
+    f.write_text("import physical\n" + CELL.replace("    stability margin 0.002\n",
+                                                    "    stability off\n"))
+    off = cellspec.load_cell(f)
+    assert not [n for n in check(off, can).notes if "32-gon" in n]

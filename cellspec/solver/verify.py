@@ -103,6 +103,7 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         if decisive and not errors:  # never `pass` where the exact answer may differ
             return unknown(rounding_reason(decisive), Reason.ROUNDING,
                            warnings=tuple(warnings))
+    notes.extend(disc_note(inst, rules))
     return Verdict(
         verdict=Status.FAIL if errors else Status.PASS,
         violations=tuple(errors),
@@ -248,3 +249,21 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
         for k in diff[:limit]:
             out.append(f"rounding to the 0.1 mm grid decides reachable({inst.ids[k]}, {robot})")
     return out[: 3 * limit]
+
+
+def disc_note(inst: Instance, rules: Iterable[Rule]) -> list[str]:
+    """The stability LP's one approximation, with its bound (issue 22: a conservative
+    approximation is printed with the verdict): a cylinder's base carries forces on its
+    inscribed polygon, which lies at most R (1 - cos(pi / sides)) inside the rim."""
+    if inst.cyl is None or not inst.cyl.any():
+        return []
+    if not any(ir.uses_relation(r.body, {"stable", "placed_stable"}) for r in rules):
+        return []
+    from cellspec.solver.stability_shapes import DISC_SIDES
+
+    b = inst.boxes[inst.cyl]
+    r_max = float((b[:, 1] - b[:, 0]).max()) / 2 / g.U_PER_M  # metres
+    loss = r_max * (1 - np.cos(np.pi / DISC_SIDES))
+    return [f"stability: a cylinder's base carries forces on its inscribed {DISC_SIDES}-gon, "
+            f"at most {loss * 1000:.2f} mm inside its rim (R {r_max:.3f} m): conservative, "
+            "it can only fail a structure that stands"]
