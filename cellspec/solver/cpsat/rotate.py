@@ -141,25 +141,31 @@ def _candidates(yaw: float, allowed: tuple[float, ...], square: bool) -> tuple[f
 def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[int, PartTurns]:
     """Per box part (layout index) with at least one candidate yaw: its turns, with the
     enclosing and inscribed half extents at each yaw as the kernel computes them (one
-    instance of every part at every candidate yaw, at the part's position)."""
+    instance row per distinct type, size and yaw: the extents do not depend on where the
+    part stands, so a layout of many equal parts builds a few rows, not parts x yaws)."""
     if not allowed:
         return {}
     from cellspec.solver.cpsat.moved_shapes import inner_half
 
     size = layout.resolve(cell)
-    rows: list[tuple[int, float]] = []
-    cand: dict[int, list[float]] = {}
+    key_of: dict[int, tuple] = {}  # part -> (type, size, yaw): all its turns depend on
+    cand: dict[tuple, tuple[float, ...]] = {}  # key -> its candidate yaws
+    where: dict[tuple, int] = {}  # key -> a part of that key (its row's position)
     for i in range(len(layout)):
         pt = cell.part_types.get(layout.types[i])
         if pt is not None and pt.shape == "cylinder":
             continue  # a disc is the same at every yaw
         y = layout.yaw_of(i)
-        c = candidates(y, allowed, bool(size[i, 0] == size[i, 1]))
-        if c:
-            cand[i] = c
-            rows += [(i, y)] + [(i, a) for a in c]
-    if not rows:
+        k = (layout.types[i], *size[i].tolist(), y)
+        if k not in cand:
+            cand[k] = tuple(candidates(y, allowed, bool(size[i, 0] == size[i, 1])))
+            where[k] = i
+        if cand[k]:
+            key_of[i] = k
+    keys = [k for k in cand if cand[k]]
+    if not keys:
         return {}
+    rows = [(where[k], y) for k in keys for y in (k[-1], *cand[k])]
     idx = np.array([i for i, _ in rows], dtype=np.int64)
     lay = Layout(ids=tuple(f"r{k}" for k in range(len(rows))),
                  types=tuple(layout.types[i] for i in idx.tolist()),
@@ -172,19 +178,20 @@ def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[i
     inner = half if inst.shapes is None else inner_half(inst.shapes)
     plain = (np.ones(len(rows), dtype=bool) if inst.shapes is None
              else np.asarray(inst.shapes.plain, dtype=bool))
-    out: dict[int, PartTurns] = {}
-    r = 0
-    for i in sorted(cand):
-        def hx(k: int, arr: np.ndarray) -> tuple[int, int]:
-            return int(arr[k, 0]), int(arr[k, 1])
 
+    def hx(r: int, arr: np.ndarray) -> tuple[int, int]:
+        return int(arr[r, 0]), int(arr[r, 1])
+
+    turns: dict[tuple, PartTurns] = {}
+    r = 0
+    for k in keys:
         opts = tuple(Turn(yaw=a, cost=(c + 1) * TURN_COST, half=hx(r + 1 + c, half),
                           inner=hx(r + 1 + c, inner), plain=bool(plain[r + 1 + c]))
-                     for c, a in enumerate(cand[i]))
-        out[i] = PartTurns(half0=hx(r, half), inner0=hx(r, inner), plain0=bool(plain[r]),
-                           options=opts)
-        r += 1 + len(cand[i])
-    return out
+                     for c, a in enumerate(cand[k]))
+        turns[k] = PartTurns(half0=hx(r, half), inner0=hx(r, inner), plain0=bool(plain[r]),
+                             options=opts)
+        r += 1 + len(cand[k])
+    return {i: turns[k] for i, k in sorted(key_of.items())}
 
 
 def odd_parts(turns: dict[int, PartTurns], n: int) -> np.ndarray:
