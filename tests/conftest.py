@@ -23,6 +23,14 @@ def examples(n: int) -> int:
     return n if os.environ.get("CELLSPEC_SLOW") == "1" else max(1, n // 2)
 
 
+def write_cell(tmp_path_factory: pytest.TempPathFactory, text: str,
+               name: str = "c.cell") -> Path:
+    """A cell text written to a fresh temporary directory (a test's own cell): its path."""
+    f = tmp_path_factory.mktemp(Path(name).stem) / name
+    f.write_text(text)
+    return f
+
+
 def run_cellspec(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``python -m cellspec ARGS`` and capture text output."""

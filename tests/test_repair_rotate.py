@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cellspec
+from conftest import run_cellspec, write_cell
 
 import cellspec
 from cellspec.core.errors import CellspecError
@@ -49,9 +49,7 @@ cell pocket {
 
 
 def _cell(tmp_path_factory, text: str):
-    f = tmp_path_factory.mktemp("c") / "c.cell"
-    f.write_text(text)
-    return cellspec.load_cell(f)
+    return cellspec.load_cell(write_cell(tmp_path_factory, text))
 
 
 @pytest.fixture(scope="module")

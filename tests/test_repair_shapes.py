@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cellspec
+from conftest import run_cellspec, write_cell
 
 import cellspec
 from cellspec.layout import layout_from_obj
@@ -36,9 +36,7 @@ cell c {
 
 @pytest.fixture(scope="module")
 def cell_file(tmp_path_factory):
-    f = tmp_path_factory.mktemp("c") / "c.cell"
-    f.write_text(CELL)
-    return f
+    return write_cell(tmp_path_factory, CELL)
 
 
 @pytest.fixture(scope="module")

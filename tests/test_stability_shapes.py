@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, write_cell
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,9 +41,7 @@ M = 0.002  # the cell's margin (written: the hand derivations below use it)
 
 @pytest.fixture(scope="module")
 def cell(tmp_path_factory):
-    f = tmp_path_factory.mktemp("shapes") / "c.cell"
-    f.write_text(CELL)
-    return cellspec.load_cell(f)
+    return cellspec.load_cell(write_cell(tmp_path_factory, CELL))
 
 
 def P(pid: str, kind: str, x: float, y: float, z: float, yaw: float | None = None) -> dict:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pybullet as p
 import pytest
-from conftest import run_cellspec
+from conftest import run_cellspec, write_cell
 
 import cellspec
 from cellspec.layout import layout_from_obj
@@ -42,9 +42,7 @@ cell shapes_station {
 
 @pytest.fixture(scope="module")
 def cell_path(tmp_path_factory):
-    f = tmp_path_factory.mktemp("shapes") / "shapes.cell"
-    f.write_text(CELL)
-    return f
+    return write_cell(tmp_path_factory, CELL, "shapes.cell")
 
 
 @pytest.fixture(scope="module")
