@@ -48,8 +48,7 @@ def _pairs(boxes: np.ndarray, eps: int, near: tuple[np.ndarray, np.ndarray] | No
     n = len(boxes)
     if n > SMALL and near is not None:
         i, j = np.minimum(*near), np.maximum(*near)
-        a, b = boxes[i], boxes[j]
-        ok = (g.olap(a, b, "x") >= -eps) & (g.olap(a, b, "y") >= -eps) & (g.olap(a, b, "z") >= -eps)
+        ok = g.contact(boxes[i], boxes[j], eps)
         i, j = i[ok], j[ok]
         srt = np.lexsort((j, i))
         return i[srt], j[srt]
