@@ -56,6 +56,8 @@ class Instance:
     cyl: np.ndarray | None = None  # (n,) bool; None: no cylinder
     plain: bool = True
     shapes: ShapesU | None = None  # the exact shapes when not plain
+    ksize_m: np.ndarray | None = None  # (n, 3) the sizes the kernel sees (odd quarter turns
+    # swap x and y); None: size_m
 
     @property
     def n(self) -> int:
@@ -222,6 +224,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         cyl=None if plain else cyl,
         plain=plain,
         shapes=shapes,
+        ksize_m=ksize,
     )
 
 

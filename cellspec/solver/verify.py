@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir, shapes
+from cellspec.core import ir
 from cellspec.core.limits import DEFAULT_MAX_MEMORY
 from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
@@ -23,6 +23,11 @@ from cellspec.solver import checkers, ground_size
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
+from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
+    ROUNDING_RELATIONS,
+    rounding_analysis,
+    rounding_notes,
+)
 from cellspec.solver.stability import StabilityLimit
 
 MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note
@@ -98,10 +103,17 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         if count > MAX_LISTED:
             notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
     if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
-        rnotes, decisive = rounding_analysis(inst, rules)
-        notes.extend(rnotes)
-        if decisive and not errors:  # never `pass` where the exact answer may differ
-            return unknown(rounding_reason(decisive), Reason.ROUNDING,
+        ra = rounding_analysis(inst, rules)
+        notes.extend(ra.notes)
+        # never `pass` where the exact answer may differ, nor `fail` on violations only
+        # the rounding may have made (of a rule reading what the rounding decides, on a
+        # part it decides it for)
+        if ra.decisive and all(ra.may_make(v.rule, v.parts) for v in errors):
+            if errors:
+                notes.append("violations the rounding may have made, not reported as found: "
+                             + ", ".join(f"{v.rule}({', '.join(v.parts)})"
+                                         for v in errors[:10]))
+            return unknown(rounding_reason(ra.decisive), Reason.ROUNDING,
                            warnings=tuple(warnings))
     notes.extend(disc_note(inst, rules))
     return Verdict(
@@ -116,139 +128,12 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     )
 
 
-def _tie_notes(inst: Instance, sh: shapes.ShapesU, limit: int, changed: list[str]
-               ) -> list[str]:
-    """The decisions the kernel logged within YAW_BAND of their threshold on a part whose
-    yaw was rounded to a rational rotation (each moves a corner by < 1e-6 of its size)."""
-    out: list[str] = []
-    for rel, a, b in dict.fromkeys(sh.ties):
-        if rel not in changed:
-            changed.append(rel)
-        if len(out) < 3 * limit:
-            parts = inst.ids[a] + ("" if b < 0 else f", {inst.ids[b]}")
-            out.append(f"the rational rotation of the yaws (docs/shapes.md) decides {rel}("
-                       f"{parts}): it lies within a millionth of its threshold")
-    return out
-
-
-def _float_shapes(inst: Instance, exact: np.ndarray) -> shapes.ShapesU:
-    """The shapes at the positions, sizes and yaws as given (float, unrounded); ``exact``
-    (the float boxes, filled in here) become their enclosing boxes."""
-    assert inst.yaw_deg is not None and inst.cyl is not None
-    yaw, cyl = inst.yaw_deg, inst.cyl
-    pos_u = inst.pos_m / float(g.U)
-    half_u = inst.size_m / (2 * float(g.U))
-    plain = ~cyl & shapes.axis_aligned(yaw)
-    odd = plain & (shapes.quarter_turns(yaw) % 2 == 1)  # plain quarter turns: sizes swap
-    for k in (0, 1):
-        exact[odd, 2 * k] = pos_u[odd, k] - half_u[odd, 1 - k]
-        exact[odd, 2 * k + 1] = pos_u[odd, k] + half_u[odd, 1 - k]
-    fs = shapes.shapes_float(pos_u, half_u, yaw, cyl, exact)
-    ex, ey = fs.extent_xy()
-    turn = ~plain
-    exact[turn, 0], exact[turn, 1] = pos_u[turn, 0] - ex[turn], pos_u[turn, 0] + ex[turn]
-    exact[turn, 2], exact[turn, 3] = pos_u[turn, 1] - ey[turn], pos_u[turn, 1] + ey[turn]
-    return fs
-
-
-# which relations of the rules each rounding check decides (a rule reading none of them
-# cannot change its verdict because of that check)
-ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
-    "contact": frozenset({"contact"}),
-    "overlaps": frozenset({"overlaps"}),
-    "supports": frozenset({"supports", "on", "stable"}),
-    "workspace": frozenset({"inside"}),
-    "reachable": frozenset({"reachable"}),
-    # decided within YAW_BAND of the threshold on a yawed part (shapes.ShapesU.ties)
-    "near": frozenset({"near"}),
-    "footprint": frozenset({"supports", "above", "on", "stable"}),
-    "above": frozenset({"above"}),
-    "flanks": frozenset({"flanks"}),
-    "inside": frozenset({"inside"}),
-    "intersects": frozenset({"intersects"}),
-}
-
-
 def rounding_reason(decisive: list[str]) -> str:
     """The ``unknown`` reason when grid rounding decides a relation the rules read."""
+    what = ", ".join("an attribute comparison" if d == "comparison" else d for d in decisive)
     return ("rounding: the 0.1 mm grid and the exact positions disagree on "
-            f"{', '.join(decisive)}, which the rules read (see the notes); place the parts on "
+            f"{what}, which the rules read (see the notes); place the parts on "
             "the 0.1 mm grid or away from the tolerance")
-
-
-def rounding_analysis(inst: Instance, rules: Iterable[Rule], limit: int = 5
-                      ) -> tuple[list[str], list[str]]:
-    """(notes, decisive relations): the rounding notes, and the names of the relations the
-    ``rules`` read whose truth the rounding changes for some part (``unanalysed`` when the
-    layout was too dense to analyse). A non-empty second list forbids a ``pass``."""
-    used = {n.name for r in rules for n in ir.walk(r.body) if isinstance(n, ir.Rel)}
-    changed: list[str] = []
-    notes = rounding_notes(inst, limit, changed)
-    decisive = [name for name in changed
-                if name == "unanalysed" or ROUNDING_RELATIONS[name] & used]
-    return notes, decisive
-
-
-def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = None
-                   ) -> list[str]:
-    """Relations among nearby parts whose truth changes between the grid and the exact
-    float positions: the verdict then depends on the 0.1 mm rounding, and we say so.
-    ``changed`` (when given) receives the names of the checks that changed."""
-    changed = [] if changed is None else changed
-    if inst.shapes is not None and not inst.off_grid:  # on the grid: only the yaws round
-        return _tie_notes(inst, inst.shapes, limit, changed)
-    pos, size = inst.pos_m, inst.size_m
-    exact = np.empty_like(inst.boxes, dtype=np.float64)
-    exact[:, 0::2] = (pos - size / 2) / float(g.U)
-    exact[:, 1::2] = (pos + size / 2) / float(g.U)
-    fshapes = None
-    if inst.shapes is not None:  # the shapes at the positions and yaws as given, in float
-        fshapes = _float_shapes(inst, exact)
-    what = "rounding to the 0.1 mm grid" + ("" if fshapes is None else
-                                            " (and of the yaws to rational rotations)")
-    try:
-        i, j = g.broad_phase(inst.boxes, inst.eps + 4)
-    except g.TooDense:
-        changed.append("unanalysed")
-        return ["rounding to the 0.1 mm grid was not analysed: the layout is too dense"]
-    out: list[str] = []
-    e = inst.eps
-    checks = [("contact", g.contact), ("overlaps", g.overlaps), ("supports", g.supports)]
-    for name, fn in checks:
-        if fshapes is not None and inst.shapes is not None:
-            a = getattr(shapes, name)(inst.shapes, i, j, e)
-            b = getattr(shapes, name)(fshapes, i, j, e)
-        else:
-            a = fn(inst.boxes[i], inst.boxes[j], e)
-            b = fn(exact[i], exact[j], e)
-        diff = np.nonzero(a != b)[0]
-        if len(diff):
-            changed.append(name)
-        for k in diff[:limit]:
-            out.append(f"{what} decides {name}({inst.ids[i[k]]}, "
-                       f"{inst.ids[j[k]]}): it is {bool(a[k])} on the grid, {bool(b[k])} "
-                       "exactly")
-    ws = inst.zones["workspace"]
-    if fshapes is not None and inst.shapes is not None:
-        every = np.arange(inst.n)
-        a = shapes.inside_box(inst.shapes, every, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-        b = shapes.inside_box(fshapes, every, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-    else:
-        a = g.inside_box(inst.boxes, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-        b = g.inside_box(exact, ws.lo, ws.hi, e)  # type: ignore[union-attr]
-    diff = np.nonzero(a != b)[0]
-    if len(diff):
-        changed.append("workspace")
-    for k in diff[:limit]:
-        out.append(f"{what} decides whether {inst.ids[k]} is inside the "
-                   "workspace")
-    for robot, reach in sorted((inst.reach or {}).items()):
-        diff = np.nonzero(g.reachable(inst.boxes, reach) != g.reachable(exact, reach))[0]
-        if len(diff) and "reachable" not in changed:
-            changed.append("reachable")
-        for k in diff[:limit]:
-            out.append(f"rounding to the 0.1 mm grid decides reachable({inst.ids[k]}, {robot})")
-    return out[: 3 * limit]
 
 
 def disc_note(inst: Instance, rules: Iterable[Rule]) -> list[str]:
