@@ -186,3 +186,23 @@ def test_cli_plan_infeasible_exit_1(cli, tmp_path):
     assert r.returncode == 1 and "infeasible" in r.stdout
     r = cli("plan", STATION, f, "--time-limit", "0")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_plan_of_a_layout_that_cannot_stand_exits_1(station, tmp_path, capsys):
+    # issue 28 item 5: the finished layout topples (s2 overhangs s1 by 35 mm of its 50), so
+    # no order stands: a9a49c7 printed an order and exited 0 with a note
+    lay = {"parts": [{"id": "s1", "type": "cube", "pos": [0.5, 0.2, 0.025]},
+                     {"id": "s2", "type": "cube", "pos": [0.535, 0.2, 0.075]}]}
+    r = plan(station, layout_from_obj(lay))
+    assert r.status == "infeasible" and r.conflict == ("s2",) and not r.steps
+    assert "stability(s2)" in r.reason and "no order stands" in r.reason
+    f = tmp_path / "topple.json"
+    f.write_text(json.dumps(lay))
+    from cellspec.cli import main
+
+    assert main(["plan", str(STATION), str(f)]) == 1
+    out = capsys.readouterr().out
+    assert "infeasible: the finished layout cannot stand (stability(s2))" in out
+    assert "   1  s1" not in out  # no order is printed
+    assert main(["plan", str(STATION), str(f), "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["status"] == "infeasible"

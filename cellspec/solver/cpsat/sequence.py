@@ -339,6 +339,18 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
         return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
                           reason=f"re-verification hit a limit: {v.reason}",
                           seconds=time.perf_counter() - t0)
+    stand = {r.name for r in cell.rules if r.severity == "error"
+             and ir.uses_relation(r.body, frozenset({"stable"}))}
+    fallen = [x for x in v.violations if x.rule in stand]
+    if fallen:  # the last stage of every order is the whole layout: no order stands
+        shown = ", ".join(f"{x.rule}({', '.join(x.parts)})" for x in fallen[:8])
+        more = f" and {len(fallen) - 8} more" if len(fallen) > 8 else ""
+        return PlanResult(status=Status.INFEASIBLE, method=method, order_rules=orules,
+                          reason=f"the finished layout cannot stand ({shown}{more}): the last "
+                          "stage of every order is the whole layout, so no order stands; "
+                          "see `cellspec repair`",
+                          conflict=tuple(dict.fromkeys(p for x in fallen for p in x.parts)),
+                          seconds=time.perf_counter() - t0)
     bad = sorted({x.rule for x in v.violations if x.rule in orules})
     if bad:
         return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
