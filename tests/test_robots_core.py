@@ -241,10 +241,9 @@ def test_unknown_model_is_bad_input(tmp_path):
         robot_spec("ur5")
     assert "ur5" in str(e.value) and "abb_irb120" in str(e.value)
     text = STATION.read_text().replace("model abb_irb1600", "model ur10")
-    cell = _cell(tmp_path, text, "bad.cell")
     line = next(i for i, s in enumerate(text.splitlines(), 1) if "ur10" in s)
-    with pytest.raises(CellspecError) as e:
-        Twin(cell)
+    with pytest.raises(CellspecError) as e:  # a load error (issue 28), before any twin
+        _cell(tmp_path, text, "bad.cell")
     msg = str(e.value)
     assert f"bad.cell:{line}:" in msg and "robot irb1600" in msg
     assert "known models: panda, kuka_iiwa, abb_irb120, abb_irb1600, ur5e" in msg

@@ -171,7 +171,7 @@ def test_huge_and_many_link_urdfs_are_refused(tmp_path, cli):
                     + "</robot>")
     lay = tmp_path / "l.json"
     lay.write_text('{"parts": []}')
-    for name, msg in (("big.urdf", "at most 20 MiB"), ("many.urdf", "more than 1000 links")):
+    for name, msg in (("big.urdf", "at most 20 MiB"), ("many.urdf", "more than 127 links")):
         f = _cell(tmp_path, f'urdf "{name}" tcp l1', f"{name}.cell")
         r = cli("check", f, lay)
         assert r.returncode == 2 and msg in r.stderr, r.stderr

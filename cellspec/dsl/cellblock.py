@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
-from cellspec.dsl.model import Box, BoxZone, Gripper, PartType, Robot, Surface, Zone
+from cellspec.dsl.model import (
+    ROBOT_MODELS,
+    Box,
+    BoxZone,
+    Gripper,
+    PartType,
+    Robot,
+    Surface,
+    Zone,
+    unknown_model_message,
+)
 from cellspec.dsl.twin import TWIN_ITEMS, build_twin
 from cellspec.dsl.urdf import UrdfChain, reach_bound, read_chain
 
@@ -135,6 +145,8 @@ class CellItems:
         if reach is not None and reach <= 0:
             b.err(item, f"robot '{item.name}' needs a positive reach")
         model, urdf, tcp, offset = item.model, None, None, None
+        if not item.urdf and model not in ROBOT_MODELS:
+            b.err(item, unknown_model_message(item.name, model))
         if item.urdf:
             chain = self._urdf(item, g)
             if chain is None:

@@ -85,6 +85,22 @@ class Gripper(_Frozen):
     depth: Fraction | None = None
 
 
+# the robot models the twin knows (cellspec/robots/models.py builds them): a cell naming
+# another is a load error, for every verb
+ROBOT_MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600", "ur5e")
+
+
+def unknown_model_message(name: str, model: str) -> str:
+    """The load error of ``robot NAME model MODEL`` with an unknown MODEL: the closest known
+    model (rapidfuzz) and the list."""
+    from rapidfuzz import fuzz, process  # lazy: only on this error
+
+    best = process.extractOne(model, ROBOT_MODELS, scorer=fuzz.ratio, score_cutoff=60)
+    hint = f" (did you mean '{best[0]}'?)" if best else ""
+    return (f"robot {name}: unknown robot model {model!r}{hint}; known models: "
+            f"{', '.join(ROBOT_MODELS)}")
+
+
 class Robot(_Frozen):
     name: str
     model: str

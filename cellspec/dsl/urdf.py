@@ -14,8 +14,12 @@ time for every verb, named by file, line and column of the offending element:
   ``continuous`` joint (no position limits: refused, since IK and planning need them);
 * a mesh that does not exist (``package://PKG/rest`` is looked up as ``DIR/PKG/rest`` in
   each directory of the search path: ``--urdf-path`` / ``$CELLSPEC_URDF_PATH``, then the
-  URDF's own folder and its parents);
-* a file over ``MAX_URDF_BYTES`` or with more than ``MAX_LINKS`` links.
+  URDF's own folder and its parents; a ``..`` that leaves the package is refused), or
+  that is not a mesh (an STL, OBJ or COLLADA file with triangles);
+* two joints of one name; an ``<origin>``, ``<axis>``, ``<mass>``, ``<inertia>``,
+  ``<limit>`` or geometry size that is not finite or is absurd (a negative mass or
+  inertia, an origin of 1e308, limits of +-1e308, a zero axis): pybullet would crash;
+* a file over ``MAX_URDF_BYTES`` or with more than ``MAX_LINKS`` links (pybullet's).
 
 ``reach_bound`` gives the robot's ``reach`` when the cell does not write one: the sum of
 the joint offsets along the chain (an upper bound on the flange's distance from the first
@@ -36,7 +40,13 @@ from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.io import TooLarge, read_bounded
 
 MAX_URDF_BYTES = 20 * 1024 * 1024  # a URDF is text; meshes live in their own files
-MAX_LINKS = 1000
+MAX_LINKS = 127  # pybullet holds a body of at most 128 links: the base and 127 more
+MAX_COORD_M = 100.0  # an origin, a size: a robot cell is metres, not kilometres
+MAX_ANGLE = 4 * math.pi  # |rpy|, a revolute joint's limits: two turns either way
+MAX_VELOCITY = 1000.0  # rad/s or m/s
+MAX_MASS_KG = 10_000.0
+MAX_INERTIA = 1e6  # kg m^2
+MESH_SUFFIXES = (".stl", ".obj", ".dae")
 URDF_PATH_ENV = "CELLSPEC_URDF_PATH"
 DRIVEN = ("revolute", "prismatic")
 
@@ -113,6 +123,8 @@ def resolve_mesh(filename: str, urdf_dir: str, search: tuple[str, ...]) -> str |
         filename = filename[len("file://"):]
     if filename.startswith("package://"):
         rest = filename[len("package://"):]
+        if escapes(rest):
+            return None
         dirs = list(search)
         d = Path(urdf_dir).resolve()
         dirs += [str(d)] + [str(a) for a in d.parents]
@@ -124,6 +136,12 @@ def resolve_mesh(filename: str, urdf_dir: str, search: tuple[str, ...]) -> str |
     cand = filename if os.path.isabs(filename) else os.path.join(urdf_dir, filename)
     cand = os.path.normpath(cand)
     return cand if os.path.isfile(cand) else None
+
+
+def escapes(rest: str) -> bool:
+    """A ``package://`` path (after the scheme) that is empty, absolute or has a ``..``: it
+    could leave its package for any file, so it names none."""
+    return not rest or os.path.isabs(rest) or ".." in Path(rest).parts
 
 
 def _num(text: str | None) -> float | None:
@@ -185,6 +203,7 @@ class _Reader:
             raise self.bad(f"no movable joint between the root link '{chain[0]}' and '{tcp}'",
                            root)
         below = self._below(tcp, parent_of)
+        self._values(root)
         self._meshes(links, set(below))
         return UrdfChain(path=self.path, robot_name=root.get("name", Path(self.path).stem),
                          root=chain[0], tcp=tcp, links=tuple(chain), joints=tuple(joints),
@@ -230,10 +249,14 @@ class _Reader:
                  ) -> dict[str, tuple[str, ET.Element]]:
         """child link -> (parent link, joint), refusing unknown links and closed loops."""
         parent_of: dict[str, tuple[str, ET.Element]] = {}
+        names: set[str] = set()
         for j in root.findall("joint"):
             jn = j.get("name")
             if not jn:
                 raise self.bad("a <joint> without a name", j)
+            if jn in names:
+                raise self.bad(f"joint '{jn}' is defined twice", j)
+            names.add(jn)
             par, chi = j.find("parent"), j.find("child")
             pl = par.get("link") if par is not None else None
             cl = chi.get("link") if chi is not None else None
@@ -309,6 +332,41 @@ class _Reader:
             todo.extend(children.get(ln, ()))
         return below
 
+    def _values(self, root: ET.Element) -> None:
+        """Every number pybullet reads is finite and sane (else it crashes or hangs)."""
+        for owner in root:
+            if owner.tag not in ("link", "joint"):
+                continue
+            who = f"{owner.tag} '{owner.get('name')}'"
+            for el in owner.iter():
+                for attr, lo, hi, what in _BOUNDS.get(el.tag, ()):
+                    if el.get(attr) is None:
+                        continue
+                    vals = [_num(t) for t in el.get(attr, "").split()]
+                    n = 3 if attr in ("xyz", "rpy", "size", "scale") else 1
+                    if (len(vals) != n or any(v is None or not lo <= v <= hi for v in vals)):
+                        raise self.bad(f"{who}: <{el.tag} {attr}=\"{el.get(attr)}\">: "
+                                       f"{what}", el)
+                if el.tag == "axis" and owner.get("type") != "fixed" and el.get(
+                        "xyz") is not None and not any(
+                        _num(t) for t in el.get("xyz", "").split()):
+                    raise self.bad(f"{who}: <axis xyz=\"{el.get('xyz')}\">: the axis is zero",
+                                   el)
+            if owner.tag == "joint":
+                self._limit_range(owner, who)
+
+    def _limit_range(self, j: ET.Element, who: str) -> None:
+        lim = j.find("limit")
+        if lim is None:
+            return
+        cap = MAX_ANGLE if j.get("type") in ("revolute", "continuous") else MAX_COORD_M
+        unit = "rad" if cap == MAX_ANGLE else "m"
+        for attr in ("lower", "upper"):
+            v = _num(lim.get(attr)) if lim.get(attr) is not None else 0.0
+            if v is None or abs(v) > cap:
+                raise self.bad(f"{who}: <limit {attr}=\"{lim.get(attr)}\">: a position "
+                               f"limit must be a finite number within +-{cap:.4g} {unit}", lim)
+
     def _meshes(self, links: dict[str, ET.Element], dropped: set[str]) -> None:
         urdf_dir = os.path.dirname(self.path)
         for name, el in links.items():
@@ -316,10 +374,77 @@ class _Reader:
                 continue
             for mesh in el.iter("mesh"):
                 fn = mesh.get("filename", "")
-                if resolve_mesh(fn, urdf_dir, self.search) is None:
+                if fn.startswith("package://") and escapes(fn[len("package://"):]):
+                    raise self.bad(f"link '{name}': mesh {fn!r} leaves its package ('..' or "
+                                   "an absolute path): refused", mesh)
+                found = resolve_mesh(fn, urdf_dir, self.search)
+                if found is not None:
+                    why = not_a_mesh(found)
+                    if why:
+                        raise self.bad(f"link '{name}': mesh {fn!r} is not a mesh: {why}",
+                                       mesh)
+                if found is None:
                     hint = (f" (searched {URDF_PATH_ENV}/--urdf-path and the URDF's folders)"
                             if fn.startswith("package://") else "")
                     raise self.bad(f"link '{name}': mesh {fn!r} does not exist{hint}", mesh)
+
+
+# element -> (attribute, least, greatest, what is wrong): checked on every link and joint
+_BOUNDS: dict[str, tuple[tuple[str, float, float, str], ...]] = {
+    "origin": (("xyz", -MAX_COORD_M, MAX_COORD_M,
+                f"an origin must be three finite numbers within +-{MAX_COORD_M:g} m"),
+               ("rpy", -MAX_ANGLE, MAX_ANGLE,
+                f"a rotation must be three finite angles within +-{MAX_ANGLE:.4g} rad")),
+    "axis": (("xyz", -1e6, 1e6, "an axis must be three finite numbers"),),
+    "mass": (("value", 0.0, MAX_MASS_KG,
+              f"a mass must be a finite number in [0, {MAX_MASS_KG:g}] kg"),),
+    "inertia": tuple((k, 0.0 if k in ("ixx", "iyy", "izz") else -MAX_INERTIA, MAX_INERTIA,
+                      "an inertia must be finite" + (", its diagonal >= 0"
+                                                     if k in ("ixx", "iyy", "izz") else ""))
+                     for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")),
+    "limit": (("velocity", 0.0, MAX_VELOCITY,
+               f"a velocity limit must be a finite number in [0, {MAX_VELOCITY:g}]"),
+              ("effort", 0.0, 1e9, "an effort limit must be a finite number >= 0")),
+    "box": (("size", 0.0, MAX_COORD_M, f"a box size must be three numbers in [0, "
+             f"{MAX_COORD_M:g}] m"),),
+    "cylinder": (("radius", 0.0, MAX_COORD_M, "a radius must be a finite number >= 0"),
+                 ("length", 0.0, MAX_COORD_M, "a length must be a finite number >= 0")),
+    "sphere": (("radius", 0.0, MAX_COORD_M, "a radius must be a finite number >= 0"),),
+    "mesh": (("scale", -1e3, 1e3, "a mesh scale must be three finite numbers"),),
+}
+
+
+def not_a_mesh(path: str) -> str | None:
+    """Why the file at ``path`` is not a mesh pybullet can load (STL, OBJ with faces,
+    COLLADA), or None. Read only as far as needed."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in MESH_SUFFIXES:
+        return f"its suffix is {suffix or 'none'!r} (STL, OBJ or DAE expected)"
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror}"
+    if size == 0:
+        return "the file is empty"
+    if suffix == ".stl":
+        if head.lstrip()[:5].lower() == b"solid" and b"facet" in head:
+            return None
+        if size >= 84:
+            n = int.from_bytes(head[80:84], "little")
+            if n > 0 and size == 84 + 50 * n:
+                return None
+        return "not an STL file (neither ASCII 'solid ... facet' nor binary with its count)"
+    if suffix == ".obj":
+        text = head.decode("utf-8", "replace")
+        lines = [ln.split(None, 1)[0] for ln in text.splitlines() if ln.strip()]
+        if lines.count("v") >= 3 and "f" in lines:
+            return None
+        return "not an OBJ file with vertices ('v') and faces ('f')"
+    if b"<COLLADA" in head:
+        return None
+    return "not a COLLADA file (no <COLLADA> element)"
 
 
 def reach_bound(chain: UrdfChain, gripper_kind: str, depth: float) -> float:

@@ -65,13 +65,13 @@ import numpy as np
 import pybullet_data
 
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import ROBOT_MODELS, Cell
 from cellspec.robots.spec import TOOL_LINK, AbbKinematics, DHKinematics, RobotSpec
 
 __all__ = ["MODELS", "TOOL_LINK", "AbbKinematics", "DHKinematics", "RobotSpec", "check_models",
            "robot_spec"]
 
-MODELS: tuple[str, ...] = ("panda", "kuka_iiwa", "abb_irb120", "abb_irb1600", "ur5e")
+MODELS: tuple[str, ...] = ROBOT_MODELS
 
 
 def _deg(*v: float) -> np.ndarray:

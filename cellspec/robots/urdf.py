@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet_data
 
+from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.urdf import PALM_HEIGHT as PALM_HEIGHT
 from cellspec.dsl.urdf import VACUUM_LENGTH as VACUUM_LENGTH
-from cellspec.dsl.urdf import finger_length, resolve_mesh
+from cellspec.dsl.urdf import escapes, finger_length, resolve_mesh
 from cellspec.robots.spec import TOOL_LINK, RobotSpec
 
 VACUUM_RADIUS = 0.02
@@ -250,6 +251,9 @@ def _arm_root(spec: RobotSpec) -> ET.Element:
         if found is None:  # the built-in data files: `package://` relative to the file
             if fn.startswith("package://"):
                 fn = fn[len("package://"):]
+                if escapes(fn):  # never a file outside the package (checked at load too)
+                    raise CellspecError(Diagnostic(src, 0, 0, f"mesh {mesh.get('filename')!r}"
+                                                   " leaves its package: refused"))
             if not os.path.isabs(fn):
                 fn = os.path.normpath(os.path.join(base_dir, fn))
             found = fn
