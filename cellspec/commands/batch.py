@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--chunk", type=int, default=None, metavar="N",
                    help="layouts per task (default: adaptive, about 0.5 s of work per task)")
     c.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
-                   help="give up on an unreachable scheduler after S seconds (default 5)")
+                   help="give up on a scheduler that cannot be reached or does not answer like "
+                   "one after S seconds (default 5)")
     c.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="--verb check: time limit per layout (verdict unknown when hit)")
     c.add_argument("--max-memory", default=None, metavar="SIZE",
