@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +16,17 @@ DATA = Path(__file__).resolve().parent / "data"
 STATION = REPO / "rules" / "cells" / "dual_arm_station.cell"
 FEATURES = DATA / "features.cell"
 LAYOUTS = REPO / "rules" / "layouts"
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run ended by SIGTERM tears its fixtures down as Ctrl-C does (issue 31: the Dask
+    scheduler and workers of test_batch_dask were left running with parent 1)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
 
 
 def examples(n: int) -> int:

@@ -17,6 +17,7 @@ from conftest import REPO, STATION, run_cellspec
 from test_batch import tower
 
 from cellspec.cli import main
+from cellspec.core.proc import preexec_die_with_parent
 
 distributed = pytest.importorskip("distributed")
 
@@ -57,7 +58,8 @@ class Cluster:
         log = (self.tmp / f"{name}.log").open("w")
         p = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + args[0],
                               *args[1:]], stdout=log, stderr=subprocess.STDOUT,
-                             env=env or self.env, cwd=self.tmp, start_new_session=True)
+                             env=env or self.env, cwd=self.tmp, start_new_session=True,
+                             preexec_fn=preexec_die_with_parent)
         self.procs.append(p)
         return p
 
@@ -165,3 +167,82 @@ def test_local_cluster_two_workers_identical_to_serial(capsys, tmp_path):
     stats = json.loads(res.stderr.strip().splitlines()[-1])
     assert stats["workers"] == 2 and len(stats["worker_peak_bytes"]) == 2
     assert all(b < 1 << 30 for b in stats["worker_peak_bytes"].values())
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children, grandchildren, ...), from /proc."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", encoding="ascii", errors="replace") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parent[int(d)] = int(fields[1])
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out.update(kids)
+        todo.extend(kids)
+    return out
+
+
+@pytest.mark.skipif(os.environ.get("CELLSPEC_HOLD_CLUSTER") != "1",
+                    reason="only inside test_sigterm_leaves_no_dask_process")
+def test_hold_cluster(cluster):
+    time.sleep(300)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_leaves_no_dask_process(tmp_path):
+    """A test run ended by SIGTERM stops the scheduler and the workers it started (issue
+    31: they were left running with parent 1)."""
+    env = dict(_env(), CELLSPEC_HOLD_CLUSTER="1")
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p",
+                          "no:cacheprovider", f"{Path(__file__)}::test_hold_cluster"],
+                         cwd=REPO, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the scheduler, 2 nannies, 2 worker processes
+            seen |= _descendants(p.pid)
+            if len(seen) >= 5:
+                break
+            time.sleep(0.5)
+        assert len(seen) >= 5, seen
+        time.sleep(1)
+        seen |= _descendants(p.pid)
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and seen & _all():
+            time.sleep(0.2)
+        left = sorted(seen & _all())
+        assert not left, f"left running after SIGTERM: {left}"
+    finally:
+        p.kill()
+        p.wait(30)
+        for q in seen:
+            try:
+                os.kill(q, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _all() -> set[int]:
+    """The pids running now (zombies excluded)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", encoding="ascii", errors="replace") as fh:
+                    if fh.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        out.add(int(d))
+            except OSError:
+                pass
+    return out

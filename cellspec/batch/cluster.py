@@ -11,6 +11,9 @@ import logging
 import os
 import re
 import resource
+import socket
+import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,6 +66,7 @@ def dask_client(address: str | None, workers: int | None = None,
     import dask
 
     if address is not None:
+        probe_scheduler(address, connect_timeout)  # bad peers: exit 2 in time, no traceback
         with dask.config.set({"distributed.comm.timeouts.connect": f"{connect_timeout}s"}):
             try:
                 client = distributed.Client(address, timeout=connect_timeout,
@@ -97,6 +101,74 @@ def dask_client(address: str | None, workers: int | None = None,
             client.close()
     finally:
         cluster.close()
+
+
+MAX_HANDSHAKE = 1 << 16  # bytes: a Dask handshake is a few hundred
+
+
+def _recv_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        b = sock.recv(n - len(buf))
+        if not b:
+            raise ConnectionResetError("the peer closed the connection")
+        buf += b
+    return bytes(buf)
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Bad input (exit 2) unless ``address`` (``tcp://``) answers like a Dask scheduler
+    within ``timeout`` seconds: a Dask peer sends its handshake (a length-prefixed msgpack
+    dict) as soon as it accepts. A peer that stays silent, sends garbage (Dask itself would
+    read a frame length of exabytes and fail with out of memory) or closes is named; other
+    protocols (tls, ws) are left to Dask."""
+    m = _ADDRESS.match(address)
+    if not m or (m.group(1) or "tcp") != "tcp":
+        return
+    host, port = m.group(2).strip("[]"), int(m.group(3))
+    deadline = time.monotonic() + timeout
+    head = f"cannot use the Dask scheduler at {address}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:  # as Dask would say it (a timeout is an OSError too)
+        why = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise CellspecError(f"cannot reach the Dask scheduler at {address} within "
+                            f"{timeout:g} s: {why}") from None
+    try:
+        with sock:
+            (n,) = struct.unpack("<Q", _recv_exactly(sock, 8, deadline))
+            if not 0 < n <= MAX_HANDSHAKE:
+                raise CellspecError(f"{head}: the peer is not a Dask scheduler (its first "
+                                    f"message claims {n} bytes; a Dask handshake has a few "
+                                    "hundred)")
+            info = _handshake(_recv_exactly(sock, n, deadline))
+            if not isinstance(info, dict) or "pickle-protocol" not in info:
+                raise CellspecError(f"{head}: the peer is not a Dask scheduler (its first "
+                                    "message is no Dask handshake)")
+    except TimeoutError:
+        raise CellspecError(f"{head}: it accepted the connection but sent no Dask "
+                            f"handshake within {timeout:g} s (--connect-timeout); is it a "
+                            "Dask scheduler?") from None
+    except OSError as exc:
+        raise CellspecError(f"{head}: {exc.strerror or exc} (is it a Dask "
+                            "scheduler?)") from None
+
+
+def _handshake(frames_bytes: bytes) -> Any:
+    """The handshake dict from a Dask message's frames (None when they do not decode)."""
+    try:
+        # lazy: the dask extra; only batch/test on a cluster need it
+        import msgpack
+        from distributed.protocol.utils import unpack_frames
+
+        frames = unpack_frames(frames_bytes)
+        return msgpack.loads(frames[0], raw=False, strict_map_key=False) if frames else None
+    except Exception:  # noqa: BLE001 - garbage of any kind: not a Dask peer
+        return None
 
 
 def _short(exc: BaseException) -> str:

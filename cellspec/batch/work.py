@@ -25,6 +25,7 @@ import numpy as np
 from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
+from cellspec.core.proc import call_in_fork
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as _s
@@ -130,7 +131,9 @@ def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
         ident, layout = parse_item(it)
         if crash is not None and ident == crash:
             os.kill(os.getpid(), signal.SIGKILL)
-        rec = {"id": ident, **_VERB_FUNCS[verb](cell, layout, options)}
+        bound = options.get("bound")
+        rec = {"id": ident, **(_VERB_FUNCS[verb](cell, layout, options) if not bound else
+                               _bounded(verb, cell, layout, options, bound))}
     except CellspecError as exc:
         rec = {"id": ident, "verdict": "bad input", "violations": [],
                "errors": [str(d) for d in exc.diagnostics]}
@@ -139,6 +142,79 @@ def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
                "error": f"internal error: {type(exc).__name__}: {exc}"}
     rec["seconds"] = round(time.perf_counter() - t0, 4)
     return rec
+
+
+def layout_bound(verb: str, time_limit: float, timeout: float | None,
+                 max_memory: int | None, default_memory: int) -> dict[str, Any] | None:
+    """The per-layout budget of a batch (issue 31), or None (check without --timeout or
+    --max-memory: in process, no fork per layout). ``seconds``: the whole layout's
+    deadline (the solver's own limit plus a grace to hand its answer over: at most 1 s),
+    ``memory``: what the layout may add to its worker's address space."""
+    if verb == "check" and timeout is None and max_memory is None:
+        return None
+    limit = time_limit if verb != "check" else timeout
+    seconds = None if limit is None else limit + min(1.0, max(0.25, 0.5 * limit))
+    return {"seconds": seconds, "memory": max_memory or default_memory}
+
+
+def _bounded(verb: str, cell: Cell, layout: Layout, options: dict[str, Any],
+             bound: dict[str, Any]) -> dict[str, Any]:
+    """The verb on one layout in a forked child stopped at ``bound``: its record, or an
+    ``unknown`` naming the limit hit."""
+    def work() -> tuple[str, Any]:
+        try:
+            return ("ok", _VERB_FUNCS[verb](cell, layout, options))
+        except CellspecError as exc:
+            return ("input", [str(d) for d in exc.diagnostics])
+        except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
+            if "alloc" in str(exc).lower():
+                raise MemoryError from None
+            return ("internal", f"{type(exc).__name__}: {exc}")
+        except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
+            if _unmappable(exc):
+                raise MemoryError from None
+            return ("internal", f"{type(exc).__name__}: {exc}")
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug for this layout: its record
+            return ("internal", f"{type(exc).__name__}: {exc}")
+
+    kind, value = call_in_fork(work, seconds=bound["seconds"], extra_memory=bound["memory"])
+    if kind == "ok":
+        what, got = value
+        if what == "ok":
+            return dict(got)
+        if what == "input":
+            return {"verdict": "bad input", "violations": [], "errors": list(got)}
+        return {"verdict": "error", "violations": [], "error": f"internal error: {got}"}
+    status = {"status": "unknown"} if verb in ("repair", "plan") else {}
+    if kind == "time":
+        return {"verdict": "unknown", "violations": [], **status, "reason_code": "time limit",
+                "reason": f"time limit: the layout was not finished within "
+                f"{bound['seconds']:g} s and was stopped (--time-limit"
+                f"{'' if verb != 'check' else ' / --timeout'} per layout, plus the "
+                "solver's grace to hand its answer over)"}
+    if kind == "memory":
+        return {"verdict": "unknown", "violations": [], **status,
+                "reason_code": "memory limit",
+                "reason": f"memory limit: the layout needed more than "
+                f"{bound['memory'] / 1024**2:.0f} MiB (--max-memory per layout)"}
+    return {"verdict": "error", "violations": [],
+            "error": f"internal error: the layout's process died (exit code {value})"}
+
+
+def _unmappable(exc: BaseException) -> bool:
+    """Whether an import or OS error (or its cause) says a shared library could not be
+    mapped or memory allocated: the memory budget refused it."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        text = str(seen).lower()
+        if "map" in text or "cannot allocate" in text or "failed to import" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def error_record(it: Item, why: str) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require_extra
-from cellspec.core.limits import check_output, check_seconds
+from cellspec.core.io import AtomicOutput
+from cellspec.core.limits import DEFAULT_MAX_MEMORY, check_output, check_seconds, parse_memory
 
 KINDS = ("pass", "fail", "unknown", "bad input", "error")
 
@@ -46,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_shared(c, cell=True, fmt="json",
                output=("FILE", "write the JSON lines here (atomically, when the batch is done)"),
                fmt_help="json (default): one JSON object per line; pretty: one line per layout",
-               time_limit=(10.0, "--verb repair/plan: CP-SAT time limit per layout (default 10)"))
+               time_limit=(10.0, "--verb repair/plan/settle: time limit per layout (default "
+                           "10): the solver's limit; the layout is stopped (unknown) at "
+                           "the limit plus a grace of at most 1 s"))
     c.add_argument("layouts", nargs="+", metavar="LAYOUTS",
                    help="layout .json files, directories, .jsonl files, or - (stdin)")
     c.add_argument("--verb", choices=("check", "repair", "plan", "settle"), default="check",
@@ -63,9 +66,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--chunk", type=int, default=None, metavar="N",
                    help="layouts per task (default: adaptive, about 0.5 s of work per task)")
     c.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
-                   help="give up on an unreachable scheduler after S seconds (default 5)")
+                   help="give up on a scheduler that cannot be reached or does not answer like "
+                   "one after S seconds (default 5)")
     c.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="--verb check: solver time limit per layout (verdict unknown when hit)")
+                   help="--verb check: time limit per layout (verdict unknown when hit)")
+    c.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="memory each layout may use beyond its worker's own, e.g. 512M or "
+                   "4G (default 2G; unknown when a layout would exceed it). --verb check "
+                   "runs layouts in the worker itself unless --timeout or --max-memory is "
+                   "given")
     c.add_argument("--no-timings", action="store_true",
                    help="leave out seconds, so equal inputs give byte-identical output")
     c.add_argument("--stats", action="store_true",
@@ -87,6 +96,7 @@ def _validate(a: argparse.Namespace) -> None:
                             + ("--serial" if a.serial else "--scheduler"))
     check_seconds(a.connect_timeout, "--connect-timeout", most=600)
     check_seconds(a.time_limit)
+    a.max_memory_bytes = None if a.max_memory is None else parse_memory(a.max_memory)
     if a.timeout is not None:
         check_seconds(a.timeout, "--timeout")
     if a.out_dir is not None and a.verb != "repair":
@@ -123,6 +133,7 @@ def run(a: argparse.Namespace) -> int:
         CellPlugin,
         error_record,
         install_cell,
+        layout_bound,
         pack_cell,
         run_chunk,
         warm,
@@ -134,7 +145,9 @@ def run(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cell = load_cell(a.cell)
     key, blob = pack_cell(cell)
-    options: dict[str, Any] = {"timeout": a.timeout, "time_limit": a.time_limit}
+    options: dict[str, Any] = {"timeout": a.timeout, "time_limit": a.time_limit,
+                               "bound": layout_bound(a.verb, a.time_limit, a.timeout,
+                                                     a.max_memory_bytes, DEFAULT_MAX_MEMORY)}
     prefix = (key, a.verb, options, __version__)
     items = iter_items(a.layouts)
     stats = stream.Stats()
@@ -196,13 +209,11 @@ class _Writer:
         self.a = a
         self.counts = dict.fromkeys(KINDS, 0)
         self.n = 0
-        self.tmp: Path | None = None
-        if a.output:
-            out = Path(a.output)
-            self.tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-            self.fh = self.tmp.open("w", encoding="utf-8", newline="\n")
-        else:
-            self.fh = sys.stdout
+        self.out: AtomicOutput | None = None
+        self.fh: Any = sys.stdout
+        if a.output:  # core/io's rules: a device in place, through a symlink, mode kept
+            self.out = AtomicOutput(a.output, "-o")
+            self.fh = self.out
         # progress on a terminal, unless the records go to that same terminal
         self.progress = sys.stderr.isatty() and (bool(a.output) or not sys.stdout.isatty())
         self.last = 0.0
@@ -246,9 +257,8 @@ class _Writer:
         if self.progress:
             print("\r\033[K", end="", file=sys.stderr)
         line = self.summary(wall)
-        if self.tmp is not None:
-            self.fh.close()
-            os.replace(self.tmp, self.a.output)
+        if self.out is not None:
+            self.out.commit()
             print(line)
         elif self.a.format == "pretty":
             print(line)
@@ -257,9 +267,8 @@ class _Writer:
             print(line, file=sys.stderr)
 
     def abort(self) -> None:
-        if self.tmp is not None:
-            self.fh.close()
-            self.tmp.unlink(missing_ok=True)
+        if self.out is not None:
+            self.out.abort()
 
 
 def _pretty(rec: dict[str, Any]) -> str:

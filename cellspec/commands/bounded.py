@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
+from cellspec.core.proc import die_with_parent
 
 
 def _process_age() -> float:
@@ -132,7 +133,11 @@ def _unmappable(exc: BaseException) -> bool:
 
 
 def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
-           stdin_fd: int | None, stdin_data: bytes | None = None) -> None:
+           stdin_fd: int | None, stdin_data: bytes | None = None,
+           life: tuple[int, int, int] | None = None) -> None:
+    if life is not None:  # (parent pid, read end, write end): die when the parent does
+        os.close(life[2])
+        die_with_parent(life[0], life[1])
     if stdin_data is not None:  # an in-memory stdin (a caller's stream, not fd 0)
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin_data), encoding="utf-8")
     elif stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
@@ -199,20 +204,28 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
     except OSError:
         stdin_fd = None
     stdin_data = _memory_stdin()
-    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd, stdin_data),
-                       daemon=True)
+    # the worker dies with this process, even after kill -9 (issue 31): it watches the read
+    # end of a pipe whose write end only this process holds, and on Linux the kernel
+    # sends it SIGKILL when this process exits
+    life_r, life_w = os.pipe()
+    proc = ctx.Process(target=_child, args=(send, fn, max_memory, stdin_fd, stdin_data,
+                                            (os.getpid(), life_r, life_w)), daemon=True)
     try:
         proc.start()
+    except BaseException:
+        os.close(life_w)
+        raise
     finally:
+        os.close(life_r)
         if stdin_fd is not None:
             os.close(stdin_fd)
     send.close()
-    if meanwhile is not None:
-        meanwhile()
-    left = remaining(time_limit, started)
+    ready, data = False, None
     try:
+        if meanwhile is not None:
+            meanwhile()
+        left = remaining(time_limit, started)
         ready = recv.poll(None if left is None else left + GRACE_S)
-        data = None
         if ready:
             try:
                 data = recv.recv_bytes()
@@ -230,6 +243,7 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
         if proc.is_alive():  # pragma: no cover - a worker that ignores SIGKILL
             os.kill(proc.pid, signal.SIGKILL)
         recv.close()
+        os.close(life_w)
     took = time.monotonic() - started
     if data is None:
         if exit_before is not None and exit_before != -signal.SIGKILL:

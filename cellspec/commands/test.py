@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run on this Dask cluster (e.g. tcp://10.0.0.5:8786), one task per "
                    "file; every worker needs the rule files at the same paths")
+    t.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
+                   help="--scheduler: give up on a scheduler that cannot be reached or does "
+                   "not answer like one after S seconds (default 5)")
     t.add_argument("--timings", action="store_true", help="include per-test seconds")
     t.add_argument("--coverage", action="store_true",
                    help="also report rule coverage: per rule, the passing tests where it holds "
@@ -59,6 +62,7 @@ def run(a: argparse.Namespace) -> int:
     if a.fail_under is not None and not (0 <= a.fail_under <= 100):
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
+    check_seconds(a.connect_timeout, "--connect-timeout", most=600)
     scheduler = None
     if a.scheduler is not None:
         # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
@@ -83,7 +87,8 @@ def run(a: argparse.Namespace) -> int:
                      f"{counts['passed']} passed, {counts['failed']} failed")
 
         report = run_tests(a.paths, pattern=a.pattern, workers=a.workers,
-                           timeout=a.time_limit, on_result=stream, scheduler=scheduler)
+                           timeout=a.time_limit, on_result=stream, scheduler=scheduler,
+                           connect_timeout=a.connect_timeout)
     if not report.results and not report.errors:  # a mistyped -k in CI must not be green
         where = " ".join(a.paths)
         raise CellspecError(f"no tests selected in {where}" + (

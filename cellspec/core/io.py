@@ -176,3 +176,65 @@ def check_writable(path: str | None, flag: str = "-o") -> None:
         raise CellspecError(f"{flag} {path}: no such directory {folder}")
     if not os.access(folder, os.W_OK):
         raise CellspecError(f"{flag} {path}: the directory {folder} is not writable")
+
+
+class AtomicOutput:
+    """A text output written a piece at a time and published at once, with
+    :func:`atomic_write`'s rules (a regular file is replaced by rename and keeps its mode;
+    a symlink is written through; a character device is written in place; anything else is
+    refused): ``write`` the pieces, then ``commit`` (or ``abort``: nothing is changed)."""
+
+    def __init__(self, path: str | os.PathLike[str], flag: str | None = None) -> None:
+        self.path = str(path)
+        target, st = write_target(path, flag)
+        self.target, self.tmp = target, None
+        try:
+            if st is not None and stat.S_ISCHR(st.st_mode):
+                self.fh = open(target, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+                return
+            folder = target.parent if str(target.parent) else Path(".")
+            fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.",
+                                            suffix=".tmp")
+            if st is not None:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+                try:
+                    os.fchown(fd, st.st_uid, st.st_gid)
+                except OSError:  # not permitted (another owner): the mode is kept at least
+                    pass
+            else:
+                os.fchmod(fd, 0o666 & ~_umask())
+            self.fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        except OSError as exc:
+            self._drop()
+            raise CellspecError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def write(self, text: str) -> None:
+        """Append ``text`` (to the temporary file, or the device)."""
+        try:
+            self.fh.write(text)
+        except OSError as exc:
+            raise CellspecError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def commit(self) -> None:
+        """Publish what was written (rename over the target)."""
+        try:
+            self.fh.close()
+            if self.tmp is not None:
+                os.replace(self.tmp, self.target)
+                self.tmp = None
+        except OSError as exc:
+            self._drop()
+            raise CellspecError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def abort(self) -> None:
+        """Drop what was written; the target is left as it was."""
+        try:
+            self.fh.close()
+        except OSError:
+            pass
+        self._drop()
+
+    def _drop(self) -> None:
+        if self.tmp is not None and os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        self.tmp = None

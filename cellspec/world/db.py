@@ -155,6 +155,7 @@ class World:
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self.conn = conn
         self.path = path
+        self.run_token: str | None = None  # the run that claimed it through this connection
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
@@ -178,6 +179,41 @@ class World:
                    f"{BUSY_S:g} s)") if "locked" in str(exc) or "busy" in str(exc) else str(exc)
             raise _bad(self.path, f"the world database cannot be written: {why}; nothing "
                        "was changed") from None
+
+    def claim_run(self, token: str) -> None:
+        """Claim this database for one run, atomically (issue 31): in one ``BEGIN
+        IMMEDIATE`` transaction, refuse (bad input naming the file) a database that holds a
+        run, is claimed by another run or is locked, else write the claim row (``meta``
+        key ``run``, unique). Of two runs racing for one database exactly one wins."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            why = ("locked by another writer (tried for "
+                   f"{BUSY_S:g} s)") if "locked" in str(exc) or "busy" in str(exc) else str(exc)
+            raise _bad(self.path, f"the world database cannot be written: {why}; nothing "
+                       "was changed") from None
+        try:
+            held = self.conn.execute("SELECT 1 FROM meta WHERE key = 'run'").fetchone() or \
+                self.conn.execute("SELECT 1 FROM history LIMIT 1").fetchone()
+            if held:
+                raise _bad(self.path, "the world database already holds a run (or another "
+                           "`cellspec run` claimed it first); give a new file (nothing was "
+                           "changed)")
+            self.conn.execute("INSERT INTO meta VALUES ('run', ?)", (token,))
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        self.run_token = token
+
+    def release_run(self) -> None:
+        """Withdraw this connection's claim (its run ended before writing anything), so the
+        database may be run into again."""
+        if self.run_token is None:
+            return
+        with self._tx() as c:
+            c.execute("DELETE FROM meta WHERE key = 'run' AND value = ?", (self.run_token,))
+        self.run_token = None
 
     # -- reading ---------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -342,11 +378,13 @@ def _bad(path: str, msg: str) -> CellspecError:
 
 # complexity: every refusal of a corrupt or foreign file, in order
 def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C901
-               cell: str | None = None, check: bool = True) -> World:
+               cell: str | None = None, check: bool = True, run: str | None = None) -> World:
     """Open (or, with ``create``, make) a world database, refusing corrupt or foreign files.
 
     A file that is not SQLite, a SQLite database that is not a cellspec world, or one that
-    fails ``PRAGMA integrity_check`` is reported as bad input and left untouched.
+    fails ``PRAGMA integrity_check`` is reported as bad input and left untouched. ``run``:
+    a new database is claimed for this run in the transaction that creates it
+    (:meth:`World.claim_run`).
     """
     p = Path(path)
     shown = str(path)
@@ -412,6 +450,8 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C
             conn.execute("INSERT INTO meta VALUES ('version', ?)", (str(VERSION),))
             conn.execute("INSERT INTO meta VALUES ('cell', ?)", (cell or "",))
             conn.execute("INSERT INTO cs VALUES (1, 'idle', NULL)")
+            if run is not None:
+                conn.execute("INSERT INTO meta VALUES ('run', ?)", (run,))
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         if conn is not None:
@@ -427,4 +467,6 @@ def open_world(path: str | os.PathLike[str], *, create: bool = False,  # noqa: C
             raise _bad(shown, f"cannot create the world database: {exc} (is the folder "
                        "writable?)") from None
         raise _bad(shown, f"corrupt or unreadable world database: {exc}") from None
-    return World(conn, shown)
+    w = World(conn, shown)
+    w.run_token = run if not exists else None
+    return w

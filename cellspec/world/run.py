@@ -23,9 +23,13 @@ pick and place actions (:mod:`.actions`), the sensor and the states around an ac
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sqlite3
 import tempfile
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -410,6 +414,7 @@ def _open_world(cell: Cell, world_path: str | Path | None
     """The world database to run in: (world, created here?, the temporary directory or
     None, its path). An existing one must be this cell's, empty of runs and writable."""
     tmp = None
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"
     try:
         if world_path is None:
             tmp = tempfile.TemporaryDirectory(prefix="cellspec-world-")
@@ -425,12 +430,13 @@ def _open_world(cell: Cell, world_path: str | Path | None
                 if w.history():
                     raise CellspecError(f"{world_path}: the world database already holds a "
                                         "run; give a new file (nothing was changed)")
-                w.check_writable()
+                w.claim_run(token)  # atomic: of two runs on one database, one wins
             except BaseException:
                 w.close()
                 raise
             return w, False, tmp, world_path
-        return open_world(world_path, create=True, cell=cell.name), True, tmp, world_path
+        return (open_world(world_path, create=True, cell=cell.name, run=token), True, tmp,
+                world_path)
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
@@ -479,6 +485,9 @@ def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None,
     try:
         r = _Runner(cell, layout, w, faults, seed, noise, mode, order, occlusion, observer)
     except BaseException:
+        if not created:  # nothing ran: the database may be run into again
+            with contextlib.suppress(sqlite3.Error, CellspecError):
+                w.release_run()
         w.close()
         close_arm()
         if created:  # nothing ran: leave no half-made database behind

@@ -1,0 +1,200 @@
+"""Child processes that die with their parent: a worker is never left running (parent 1)
+after the process that started it was killed, even by ``kill -9``.
+
+Two mechanisms, both armed in the child: Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``
+(the kernel kills the child when its parent exits), and, portable, a pipe whose write end
+only the parent holds: a daemon thread in the child blocks reading it and ends the child
+when it reads end of file (the parent is gone, however it died).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import pickle
+import resource
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+ORPHAN_EXIT = 87  # a worker's exit code when it ended because its parent was gone
+
+
+def set_pdeathsig(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent exits (Linux only;
+    False where unavailable)."""
+    libc = _libc()
+    if libc is None:
+        return False
+    try:
+        return int(libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    """The C library (Linux; None elsewhere), loaded once: finding it runs ldconfig."""
+    if not sys.platform.startswith("linux"):
+        return None
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL("libc.so.6", use_errno=True))
+        except OSError:
+            try:
+                _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True))
+            except OSError:
+                _LIBC.append(None)
+    return _LIBC[0]
+
+
+_libc()  # now, in the parent: a forked child then only calls prctl
+
+
+def _watch(fd: int) -> None:
+    """Block on the parent's pipe; end of file (or an error) means the parent is gone."""
+    try:
+        while os.read(fd, 1):
+            pass
+    except OSError:
+        pass
+    os._exit(ORPHAN_EXIT)
+
+
+def die_with_parent(parent_pid: int, watch_fd: int | None = None) -> None:
+    """Arm both mechanisms in a child whose parent is ``parent_pid``; ``watch_fd`` is the
+    read end of a pipe the parent keeps the write end of (the child must have closed its
+    copy of the write end). Exits at once when the parent is already gone."""
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(ORPHAN_EXIT)
+    if watch_fd is not None:
+        threading.Thread(target=_watch, args=(watch_fd,), name="cellspec-parent-watch",
+                         daemon=True).start()
+
+
+def preexec_die_with_parent() -> None:
+    """A ``subprocess.Popen(preexec_fn=...)`` that makes the child die with its parent
+    (``SIGTERM``, so the child may shut down its own children cleanly)."""
+    set_pdeathsig(signal.SIGTERM)
+
+
+
+def _vm_size() -> int:
+    """This process's address-space size in bytes (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
+                 extra_memory: int | None) -> tuple[str, Any]:
+    """``fn()`` in a forked child (lean: a few milliseconds, no multiprocessing) that dies
+    with this process, is killed after ``seconds`` and may grow its address space by
+    ``extra_memory`` bytes beyond what it inherits. Returns ``("ok", value)``, ``("time",
+    None)``, ``("memory", None)`` (a MemoryError, or a crash under the cap) or ``("crash",
+    exit status)``. ``fn`` must catch its own errors; its value must pickle."""
+    r, w = os.pipe()
+    life_r, life_w = os.pipe()
+    parent = os.getpid()
+    base = _vm_size()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            os.close(life_w)
+            die_with_parent(parent, life_r)
+            if extra_memory is not None and base:
+                cap = base + extra_memory
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            try:
+                out: tuple[str, Any] = ("ok", fn())
+            except MemoryError:
+                out = ("memory", None)
+            blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(len(blob).to_bytes(8, "little") + blob)
+            while view:
+                view = view[os.write(w, view):]
+        except MemoryError:
+            code = 86
+        except BaseException:  # noqa: BLE001 - the parent reports a crash
+            code = 70
+        os._exit(code)
+    os.close(w)
+    os.close(life_r)
+    try:
+        data, status, timed_out = _collect(pid, r, seconds)
+    finally:
+        os.close(life_w)
+    if timed_out:
+        return ("time", None)
+    if data is not None:
+        try:
+            got = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a result that does not unpickle
+            got = None
+        if isinstance(got, tuple) and len(got) == 2:
+            return got
+    code = os.waitstatus_to_exitcode(status)
+    if extra_memory is not None and code in (86, -signal.SIGABRT, -signal.SIGSEGV,
+                                             -signal.SIGBUS):
+        return ("memory", None)
+    return ("crash", code)
+
+
+def _collect(pid: int, r: int, seconds: float | None) -> tuple[bytes | None, int, bool]:
+    """The child's length-prefixed result from pipe ``r`` (None: it died without one), its
+    wait status, and whether the deadline passed first (the child is then killed). Polls
+    the child's exit too: a sibling forked meanwhile may hold the pipe's write end open."""
+    end = None if seconds is None else time.monotonic() + seconds
+    buf = bytearray()
+    status: int | None = None
+    timed_out = False
+    try:
+        while True:
+            want = 8 + int.from_bytes(buf[:8], "little") if len(buf) >= 8 else None
+            if want is not None and len(buf) >= want:
+                break
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([r], [], [], 0.05 if left is None else
+                                        min(0.05, left))
+            if ready:
+                chunk = os.read(r, 1 << 20)
+                if chunk:
+                    buf += chunk
+                    continue
+                break  # end of file: the child is gone
+            if status is None:
+                done, st = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    status = st
+            if status is not None and not select.select([r], [], [], 0)[0]:
+                break  # the child exited and left nothing more to read
+    finally:
+        os.close(r)
+        if status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+    want = 8 + int.from_bytes(buf[:8], "little") if len(buf) >= 8 else None
+    data = bytes(buf[8:want]) if want is not None and len(buf) >= want else None
+    return data, status, timed_out and data is None

@@ -1,0 +1,155 @@
+"""Nothing left behind (issue 31): a verb's bounded worker dies with its parent, even when
+the parent is killed with SIGKILL while the worker waits on a model server that never
+answers (a socket on 127.0.0.1 that accepts and stays silent)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO, STATION
+
+from cellspec.core.proc import preexec_die_with_parent, set_pdeathsig
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(cond, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[tuple[str, threading.Event]]:
+    """An HTTP 'model server' on 127.0.0.1 that accepts connections and never answers:
+    its base URL and an event set when a client has connected."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    connected, stop = threading.Event(), threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            held.append(c)
+            connected.set()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}/v1", connected
+    finally:
+        stop.set()
+        t.join(2)
+        for c in held:
+            c.close()
+        srv.close()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["OPENAI_API_KEY"] = "test"
+    return env
+
+
+def test_design_worker_dies_when_the_verb_is_killed(tmp_path: Path) -> None:
+    with silent_server() as (url, connected):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "cellspec", "design", "build a 3-cube tower at x 0.4 y 0.2",
+             "--cell", str(STATION), "--adapter", "openai", "--model", "m", "--base-url", url,
+             "--timeout", "60", "--retries", "0", "-q"],
+            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=preexec_die_with_parent)
+        workers: list[int] = []
+        try:
+            assert connected.wait(60), "the worker never called the model"
+            workers = children(p.pid)
+            assert workers, "no worker process"
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(10)
+            assert wait_until(lambda: not any(alive(w) for w in workers), 5), \
+                f"worker(s) {workers} still running after their parent was killed"
+        finally:
+            for w in [p.pid, *workers]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(w, signal.SIGKILL)
+            p.wait(10)
+            if p.stderr:
+                p.stderr.close()
+
+
+def test_pipe_fallback_alone_ends_the_worker() -> None:
+    """Without PR_SET_PDEATHSIG (a child that is not ours to arm), the lifeline pipe alone
+    ends a bounded worker: run_bounded in a grandchild whose parent is killed."""
+    code = ("import time, sys\n"
+            "import cellspec.core.proc as proc\n"
+            "proc.set_pdeathsig = lambda sig=0: False  # the portable fallback only\n"
+            "from cellspec.commands import bounded\n"
+            "bounded.run_bounded(lambda: time.sleep(120), time_limit=None, max_memory=None)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], env=_env(),
+                         preexec_fn=preexec_die_with_parent)
+    workers: list[int] = []
+    try:
+        assert wait_until(lambda: bool(children(p.pid)), 30)
+        workers = children(p.pid)
+        time.sleep(0.3)  # the worker armed its watch thread
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+        assert wait_until(lambda: not any(alive(w) for w in workers), 5), workers
+    finally:
+        for w in [p.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(w, signal.SIGKILL)
+        p.wait(10)
+
+
+def test_set_pdeathsig_is_armed_on_linux() -> None:
+    r = subprocess.run([sys.executable, "-c",
+                        "from cellspec.core.proc import set_pdeathsig; print(set_pdeathsig())"],
+                       env=_env(), capture_output=True, text=True, timeout=60, check=True)
+    assert r.stdout.strip() == "True"
+    assert callable(set_pdeathsig)
