@@ -57,3 +57,35 @@ def test_relative_links_resolve():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(REPO)} -> {target}")
     assert not broken, broken
+
+
+def test_language_reference_lists_every_robot_model():
+    from cellspec.robots.models import MODELS
+
+    text = (REPO / "docs" / "language.md").read_text(encoding="utf-8")
+    para = text[text.index("Robot models:"):].split("\n\n", 1)[0]
+    assert all(f"`{m}`" in para for m in MODELS), (MODELS, para)
+
+
+def test_user_docs_carry_no_issue_or_round_numbers():
+    """The README and docs/ describe the program as it is; the history is in git and the
+    dated figures in bench/RESULTS.md."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()}" for p in pages
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if re.search(r"\b(issue|round) \d+\b", line, re.I)]
+    assert not hits, hits
+
+
+def test_readme_is_a_front_page_with_the_commands_ci_runs():
+    """At most 250 lines; its two commands are the install-and-design line and the test
+    command that .ci/run runs (in a fresh venv)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    block = readme.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block == ["pip install -e '.[test]' && cellspec design \"build a 3-cube tower at x "
+                     "0.4 y 0.2\" --cell rules/cells/dual_arm_station.cell",
+                     "python -m pytest -q -n 2"]
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pip install --quiet --disable-pip-version-check -e '.[test]'" in ci
+    assert 'run_tests "default run" -q -n 2' in ci  # python -m pytest "$@"
