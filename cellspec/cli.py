@@ -70,6 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     --time-limit counts from the process start; a list: a library call, counted from now)."""
     start_clock(from_process_start=argv is None)
     args = build_parser().parse_args(argv)
+    saved = {k: os.environ.get(k) for k in _ENV_SET}
+    try:
+        return _run(args)
+    finally:  # a library caller's environment is as before (the worker had its copy)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_ENV_SET = ("CELLSPEC_DEBUG", "CELLSPEC_URDF_PATH")  # what _run sets for the verb's worker
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The parsed verb run, its errors turned into exit codes (2 input, 3 internal)."""
     if getattr(args, "verbose", False):  # the verb's worker process inherits it
         os.environ["CELLSPEC_DEBUG"] = "1"
     if getattr(args, "urdf_path", None):  # read by cellspec.dsl.urdf (workers inherit it)

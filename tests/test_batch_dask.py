@@ -38,6 +38,13 @@ class Cluster:
         self.tmp, self.env = tmp, _env()
         self.env["DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES"] = "1"
         self.procs: list[subprocess.Popen] = []
+        try:
+            self._start_all(tmp)
+        except BaseException:  # a failed start, or the run stopped (SIGTERM) meanwhile
+            self.close()
+            raise
+
+    def _start_all(self, tmp: Path) -> None:
         sched_file = tmp / "scheduler.json"
         self.scheduler = self._start(["scheduler", "--host", "127.0.0.1", "--port", "0",
                                       "--no-dashboard", "--scheduler-file", str(sched_file)],

@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import DATA, STATION, run_cellspec
+from conftest import DATA, LAYOUTS, REPO, STATION, run_cellspec, run_cellspec_process
 
 import cellspec
 
@@ -367,3 +367,53 @@ def test_atomic_write_os_error_names_the_path(tmp_path):
     with pytest.raises(CellspecError, match=r"cannot write .*out\.json"):
         atomic_write(target, "{}")
     assert not target.parent.exists()
+
+
+def test_main_leaves_the_environment_as_it_found_it(tmp_path):
+    """``cellspec.cli.main([...])`` in a library caller's process: -v and --urdf-path set
+    variables for the verb's worker, and are gone after the call."""
+    import contextlib
+    import io
+    import os
+
+    from cellspec.cli import main
+
+    os.environ.pop("CELLSPEC_DEBUG", None)
+    before = os.environ.get("CELLSPEC_URDF_PATH")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(["-v", "check", str(STATION), str(LAYOUTS / "wall_9.json"),
+                   "--urdf-path", str(tmp_path)])
+    assert rc in (0, 1)
+    assert "CELLSPEC_DEBUG" not in os.environ
+    assert os.environ.get("CELLSPEC_URDF_PATH") == before
+
+
+# --- real processes: smoke tests (every other CLI test calls cellspec.cli.main in-process) --
+
+@pytest.mark.parametrize("layout, code", [(OK, 0), (BAD, 1), ("nope.json", 2)])
+def test_a_real_process_prints_and_exits_as_in_process(layout, code):
+    """``python -m cellspec`` (the interpreter's exit code, fresh imports) and the in-process
+    runner the tests use agree (all but the timing): pass 0, fail 1, bad input 2."""
+    proc = run_cellspec_process("check", STATION, layout, "--format", "json")
+    inproc = run_cellspec("check", STATION, layout, "--format", "json")
+    no_traceback(proc)
+    assert proc.returncode == inproc.returncode == code
+    untimed = [re.sub(r'"seconds": [0-9.]+', '"seconds": T', r.stdout) for r in (proc, inproc)]
+    assert untimed[0] == untimed[1] and proc.stderr == inproc.stderr
+
+
+def test_a_real_process_interrupted_exits_130():
+    """SIGINT to a running verb: exit 130 and one line, no traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "cellspec", "test", "rules",
+                             "--workers", "1"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # past the imports, into the verb
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "cellspec: interrupted" in err and "Traceback" not in err

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import run_cellspec
 
 from cellspec.cli import build_parser
 from cellspec.core import progress
@@ -29,9 +30,8 @@ ENV.pop("CELLSPEC_NO_PROGRESS", None)
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cellspec", *args], input=stdin,
-                          capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300,
-                          check=False)
+    """The CLI in-process (conftest.run_cellspec) with ``stdin`` as standard input."""
+    return run_cellspec(*args, stdin=stdin)
 
 
 def main_io(capsys, monkeypatch, *args: str, stdin: str = "") -> tuple[int, str, str]:

@@ -64,10 +64,7 @@ def test_devices_and_stdin_are_bounded(cli, args):
 
 
 def test_stdin_layout_is_read(cli):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    r = subprocess.run([sys.executable, "-m", "cellspec", "check", str(STATION), "-"],
-                       input=WALL.read_text(), capture_output=True, text=True, timeout=60,
-                       env=env, check=False)
+    r = cli("check", STATION, "-", stdin=WALL.read_text())
     assert r.returncode == 0 and r.stdout.startswith("pass")
 
 

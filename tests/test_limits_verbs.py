@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, run_cellspec_process
 
 import cellspec
 from cellspec.core import ir
@@ -31,7 +31,10 @@ def _bound(limit: float) -> float:
 
 
 @pytest.mark.parametrize("verb", ["sim", "design"])
-def test_a_tiny_time_limit_is_unknown_within_the_bound(cli, tmp_path, verb):
+def test_a_tiny_time_limit_is_unknown_within_the_bound(tmp_path, verb):
+    """A real process: the limit counts from the interpreter's start (its imports too),
+    which an in-process call with every module already imported would not show."""
+    cli = run_cellspec_process
     out = tmp_path / "out.json"
     args = (("sim", STATION, WALL) if verb == "sim" else
             ("design", TOWER, "--cell", STATION, "--adapter", "offline"))
@@ -138,7 +141,10 @@ def test_the_budget_decides_and_a_small_pile_is_still_checked(chain_cell):
     assert v.verdict == "unknown" and "budget of 256 MiB" in v.reason
 
 
-def test_cli_check_passes_its_budget_to_the_estimate(cli, chain_cell, tmp_path):
+def test_cli_check_passes_its_budget_to_the_estimate(chain_cell, tmp_path):
+    """A real process: the worker forked from a test process would inherit a heap (every
+    test module's imports) that alone exceeds a 256 MiB address-space cap."""
+    cli = run_cellspec_process
     lay = tmp_path / "pile.json"
     lay.write_text(json.dumps(_pile(1000)))
     r = cli("check", chain_cell, lay, "--max-memory", "256M", "--format", "json")
