@@ -1,20 +1,114 @@
 """Minimal-change repair on the integer grid with CP-SAT: the public entry point.
 
-The cluster pipeline (:mod:`.repair_pipeline`) does the work; its docstring gives the
-model's meaning and the objective."""
+A repair always starts from a verified layout built in one pass (:mod:`.repair_first`:
+keep what is fine, place the rest at the nearest free position, order, verify with
+clingo), usually in well under a second. The cluster pipeline (:mod:`.repair_pipeline`,
+whose docstring gives the model and the objective) then improves on it while the time
+limit allows, hinted with that layout; the best verified layout is returned: ``optimal``
+when the pipeline proves its answer minimal and nothing found is better, else
+``feasible``. ``infeasible`` is said only with a proof over the whole problem (a room
+bound, or the monolithic model's core)."""
 
 from __future__ import annotations
 
-from cellspec.dsl.model import BoxZone, HalfSpaceZone
+import time
+from collections.abc import Callable
+
+from cellspec.core.status import Status
+from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
+from cellspec.layout import Layout
 from cellspec.solver.cpsat.blocked import parse_blocked, with_blocked
+from cellspec.solver.cpsat.repair_first import First, first_repair
 from cellspec.solver.cpsat.repair_pipeline import (
     DEFAULT_TIME_LIMIT,
     LOOP_RULES,
     pipeline,
 )
+from cellspec.solver.cpsat.results import RepairResult
 from cellspec.solver.cpsat.rotate import parse_rotate
+from cellspec.solver.result import Verdict
 
-repair = pipeline
+ROOM_RULES = ("workspace", "no_overlap", "gravity")
+
+
+def repair(cell: Cell, layout: Layout, *,
+           time_limit: float = DEFAULT_TIME_LIMIT,
+           blocked: tuple[Zone, ...] | list[Zone] = (), workers: int = 1,
+           keep_shape: bool = False, decompose: bool = True,
+           progress: Callable[[str], None] | None = None,
+           checked: Verdict | None = None,
+           allow_rotate: tuple[float, ...] = ()) -> RepairResult:
+    """The nearest layout that satisfies every error rule (fewest parts moved, then fewest
+    free moves, then least L1; see :func:`.repair_pipeline.pipeline` for the options):
+    the constructive first repair, then the pipeline's improvement within ``time_limit``
+    (the whole call); the better verified layout is returned."""
+    from cellspec.solver.verify import check
+
+    t0 = time.perf_counter()
+    cell = with_blocked(cell, blocked)
+    before = checked if checked is not None and not blocked else \
+        check(cell, layout, timeout=time_limit)
+    kw = dict(workers=workers, keep_shape=keep_shape, decompose=decompose,
+              progress=progress, allow_rotate=allow_rotate)
+    if before.verdict != Status.FAIL:  # valid already, or unknown: the pipeline says so
+        r = pipeline(cell, layout, time_limit=time_limit, checked=before, **kw)  # type: ignore
+        return r.model_copy(update={"seconds": time.perf_counter() - t0})
+    reserve = min(0.2, 0.15 * time_limit)
+
+    def left() -> float:
+        return max(0.05, time_limit - reserve - (time.perf_counter() - t0))
+
+    first = first_repair(cell, layout, before, left, t0 + time_limit - reserve,
+                         proofs=not allow_rotate)
+    t_first = time.perf_counter() - t0
+    if progress is not None:
+        progress(f"repair {t_first:6.2f} s: constructive repair: " + (
+            f"{len(first.moves)} part(s) moved, verified" if first.layout is not None else
+            (first.proof or first.reason or "none")))
+    if first.proof is not None:
+        return RepairResult(status=Status.INFEASIBLE, before=before, seconds=t_first,
+                            conflict=ROOM_RULES, reason="no placement of these parts "
+                            f"satisfies the rules together: {first.proof}")
+    hint = None
+    if first.layout is not None and decompose:  # the monolithic model: small, no hint
+        at = {pid: i for i, pid in enumerate(layout.ids)}
+        hint = {at[m.part]: tuple(int(round(v * 10000)) for v in m.dst) for m in first.moves}
+    spent = time.perf_counter() - t0
+    r = None
+    if time_limit - spent > reserve + 0.05:
+        r = pipeline(cell, layout, time_limit=time_limit - spent, checked=before,
+                     start_hint=hint, **kw)  # type: ignore[arg-type]
+    return _better(first, r, before, t_first, time.perf_counter() - t0, keep_shape)
+
+
+def _better(first: First, r: RepairResult | None, before: Verdict, t_first: float,
+            seconds: float, keep_shape: bool) -> RepairResult:
+    """The pipeline's answer when it is at least as good as the constructive one (the
+    pipeline's objective: parts moved, free moves, L1; keep_shape: free moves first), else
+    the constructive one (``feasible``)."""
+    ok = r is not None and r.status in (Status.OPTIMAL, Status.FEASIBLE)
+    if first.layout is None:
+        if r is None:
+            return RepairResult(status=Status.UNKNOWN, before=before, seconds=seconds,
+                                reason=first.reason or "no time left to repair")
+        if not ok and r.status == Status.UNKNOWN:
+            return r.model_copy(update={"seconds": seconds, "reason": f"{r.reason}; "
+                                        f"constructive repair: {first.reason}"})
+        return r.model_copy(update={"seconds": seconds})
+    assert first.verdict is not None
+    def key(moves: tuple, keep_shape: bool) -> tuple[int, int, float]:
+        free = sum(m.how == "free" for m in moves)
+        n, l1 = len(moves), round(sum(m.l1 for m in moves), 6)
+        return (free, n, l1) if keep_shape else (n, free, l1)
+
+    if ok and r is not None and key(r.moves, keep_shape) <= key(first.moves, keep_shape):
+        return r.model_copy(update={"seconds": seconds,
+                                    "first_seconds": min(t_first, r.first_seconds or seconds)})
+    return RepairResult(status=Status.FEASIBLE, before=before, seconds=seconds,
+                        layout=first.layout.to_json(), moves=first.moves,
+                        reordered=first.reordered, verdict=first.verdict,
+                        first_seconds=t_first)
+
 
 __all__ = ["repair", "with_blocked", "parse_blocked", "parse_rotate", "BoxZone",
            "HalfSpaceZone", "DEFAULT_TIME_LIMIT", "LOOP_RULES"]

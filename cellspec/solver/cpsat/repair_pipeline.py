@@ -120,7 +120,8 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
            keep_shape: bool = False, decompose: bool = True,
            progress: Callable[[str], None] | None = None,
            checked: Verdict | None = None,
-           allow_rotate: tuple[float, ...] = ()) -> RepairResult:
+           allow_rotate: tuple[float, ...] = (),
+           start_hint: dict[int, tuple[int, ...]] | None = None) -> RepairResult:
     """The nearest layout that satisfies every error rule: fewest parts moved, then fewest
     free (non-rigid) moves, then least L1 displacement (``keep_shape``: fewest free moves
     first, so structures move whole where geometry allows); then the order is kept or
@@ -147,7 +148,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
     keep-outs: conservative) and inscribed boxes (support), :mod:`.moved_shapes`; clingo
     re-verifies the exact shapes, and only a passing layout is reported.
     ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees): a moved box (plain or yawed)
-    may also be turned to one of these yaws (:mod:`.rotate`); a cylinder never turns."""
+    may also be turned to one of these yaws (:mod:`.rotate`); a cylinder never turns.
+    ``start_hint``: the new centres (0.1 mm) of the parts a valid repair moves (the
+    constructive repair), the CP-SAT hint of a cluster's first solve."""
     from cellspec.solver.verify import check
 
     t0 = time.perf_counter()
@@ -288,6 +291,8 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
                tag)
         if key in cache:
             return cache[key]
+        if hint is None and start_hint is not None:
+            hint = {i: start_hint[i] for i in cl.movable if i in start_hint}
         sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
                              must_move=must_move, wall=left(), det=det, workers=w, hint=hint,
                              turns=turns)
@@ -360,10 +365,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
             grip_clear = True
             say("the placement admits no order: keeping a grip axis clear")
             continue
-        if what != "checked":
-            return done(status=Status.INFEASIBLE if what == "order_infeasible" else Status.UNKNOWN,
-                        conflict=tuple(sorted(orules & {"support_order", "grip_access"})),
-                        reason=f"positions repaired but no placement order: {res}")
+        if what != "checked":  # one placement without an order proves nothing (issue 28.2)
+            return done(status=Status.UNKNOWN, reason="positions repaired but no placement "
+                        f"order for that placement: {res}")
         repaired, moves, reordered, after = res
         if after.verdict == Status.FAIL and any(s_.local for s_ in sols):
             # the local repair did not verify there: those clusters get CP-SAT whole (the
