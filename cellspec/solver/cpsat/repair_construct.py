@@ -31,6 +31,7 @@ from cellspec.core import geometry as g
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.instance import BoxU, Instance, build_instance
+from cellspec.solver.stability import DEFAULT_MARGIN
 
 NEAR_START = 4  # candidate edges from boxes within this many part sizes, widened x3
 
@@ -59,22 +60,30 @@ def _plain(inst: Instance) -> np.ndarray:
     return quarter & ~cyl
 
 
-def must_move(inst: Instance, bad: np.ndarray) -> np.ndarray:
-    """The parts named by a violation and, transitively, every part that rests on or leans
-    against one of them from above (its support or contact changes when that one moves)."""
+def _depends(inst: Instance) -> dict[int, list[int]]:
+    """lower -> the parts that depend on it: those it supports, and those off a surface that
+    touch it with a higher bottom (they lean on it). Side neighbours on one level do not."""
     b, eps = inst.boxes, inst.eps
-    out = bad.copy()
     i, j = g.broad_phase(b, eps)
     keep = g.contact(b[i], b[j], eps)
     i, j = i[keep], j[keep]
-    # the upper of two touching parts depends on the lower (by bottoms, ties both ways)
-    lo_i, lo_j = b[i, 4], b[j, 4]
-    dep_up = [(int(a), int(c)) for a, c, la, lc in zip(i, j, lo_i, lo_j, strict=True)
-              if la <= lc] + [(int(c), int(a)) for a, c, la, lc in zip(i, j, lo_i, lo_j,
-                                                                      strict=True) if lc <= la]
+    surf = np.asarray(sorted(set(inst.surfaces.values())), dtype=np.int64)
+    grounded = (np.abs(b[:, 4][:, None] - surf[None, :]) <= eps).any(axis=1) if len(surf) \
+        else np.zeros(len(b), dtype=bool)
     up: dict[int, list[int]] = {}
-    for lower, upper in dep_up:
-        up.setdefault(lower, []).append(upper)
+    for p, q in list(zip(i.tolist(), j.tolist(), strict=True)) + list(
+            zip(j.tolist(), i.tolist(), strict=True)):
+        if bool(g.supports(b[p], b[q], eps)) or (b[p, 4] < b[q, 4] and not grounded[q]):
+            up.setdefault(p, []).append(q)
+    return up
+
+
+def must_move(inst: Instance, bad: np.ndarray,
+              up: dict[int, list[int]] | None = None) -> np.ndarray:
+    """The parts named by a violation and, transitively, every part that depends on one of
+    them (:func:`_depends`: its support or what it leans on changes when that one moves)."""
+    up = _depends(inst) if up is None else up
+    out = bad.copy()
     stack = np.nonzero(out)[0].tolist()
     while stack:
         p = stack.pop()
@@ -83,6 +92,18 @@ def must_move(inst: Instance, bad: np.ndarray) -> np.ndarray:
                 out[q] = True
                 stack.append(q)
     return out
+
+
+def _carried(up: dict[int, list[int]], p: int) -> int:
+    """How many parts depend on p, transitively."""
+    seen = {p}
+    stack = [p]
+    while stack:
+        for q in up.get(stack.pop(), ()):
+            if q not in seen:
+                seen.add(q)
+                stack.append(q)
+    return len(seen) - 1
 
 
 def _gap_tiers(inst: Instance) -> list[int]:
@@ -137,7 +158,8 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
     c0 = (b[:, 0::2] + b[:, 1::2]) // 4  # centres, 0.1 mm (boxes are 2c -/+ s)
     off_lo = b[:, 0::2] - 2 * c0
     off_hi = b[:, 1::2] - 2 * c0
-    moving = must_move(inst, bad)
+    up = _depends(inst)
+    moving = must_move(inst, bad, up)
     kept = np.nonzero(~moving)[0]
     plain = _plain(inst)
     ws = inst.zones["workspace"]
@@ -145,8 +167,21 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
     surfaces = sorted({z for z in inst.surfaces.values() if ws.lo[2] <= z <= ws.hi[2]})
     size = b[:, 1::2] - b[:, 0::2]
     vol = size[:, 0] * size[:, 1] * size[:, 2]
-    todo = sorted(np.nonzero(moving)[0].tolist(), key=lambda i: (-int(vol[i]), int(b[i, 4]), i))
-    boxes = [b[i] for i in kept.tolist()]
+    # parts that may stay where they are first (resting there, inside, clear of keep-outs),
+    # then largest, lowest, carrying most, in layout order
+    rests = np.zeros(len(b), dtype=bool)
+    for p, qs in up.items():
+        for q in qs:
+            if bool(g.supports(b[p], b[q], eps)):
+                rests[q] = True
+    for z in surfaces:
+        rests |= np.abs(b[:, 4] - z) <= eps
+    rests &= _in_zones(b, inst)
+    todo = sorted(np.nonzero(moving)[0].tolist(), key=lambda i: (
+        not rests[i], -int(vol[i]), int(b[i, 4]), -_carried(up, i), i))
+    store = np.empty((len(b), 6), dtype=np.int64)  # the boxes placed so far, rows 0..count
+    store[:len(kept)] = b[kept]
+    count = len(kept)
     owner = kept.tolist()
     grounded = {i for i in owner if any(abs(int(b[i, 4]) - z) <= eps for z in surfaces)}
     # a box may carry a part when nothing rests on it and it stands on a surface (kept) or
@@ -160,39 +195,114 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
             if not on_top.any() and plain[i] and i in grounded:
                 carries.add(i)
     depth = inst.depth if inst.depth is not None else 0
+    margin = inst.stability_margin if inst.stability_margin is not None else DEFAULT_MARGIN
+    mu = g.to_u_int(margin) + 2
     centres: dict[int, tuple[int, int, int]] = {}
     unplaced: list[int] = []
+    done: set[int] = set()
+
+    def put(i: int, box: np.ndarray) -> None:
+        nonlocal count
+        store[count] = box
+        count += 1
+        owner.append(i)
+        done.add(i)
+
     for i in todo:
+        if i in done:
+            continue
+        if stack and not rests[i] and plain[i]:  # a part that must move anyway holds it up?
+            pl = _pillar(i, [q for q in todo if q not in done and q != i and not rests[q]
+                             and plain[q]], b, c0, off_lo, off_hi, inst,
+                         store[:count], surfaces)
+            if pl is not None:
+                q, cq, carry = pl
+                centres[q] = cq
+                put(q, _box(cq, off_lo[q], off_hi[q]))
+                put(i, b[i])
+                if carry:
+                    carries.add(i)
+                continue
         if deadline is not None and time.perf_counter() > deadline:
             return Construction(False, centres, tuple(kept.tolist()), tuple(todo),
                                 reason="the time limit was hit during the constructive "
                                 "placement")
-        got = _place(i, b, c0, off_lo, off_hi, inst, np.asarray(boxes, dtype=np.int64).reshape(
-            -1, 6), owner, surfaces, carries, stack and (
-            inst.grippers[i] == "vacuum" or int(size[i, 2]) > depth + eps))
+        got = _place(i, b, c0, off_lo, off_hi, inst, store[:count], owner, surfaces, carries,
+                     stack and (inst.grippers[i] == "vacuum" or int(size[i, 2]) > depth + eps),
+                     mu)
         if got is None:
             unplaced.append(i)
             continue
-        c, on = got
+        c, on, may_carry = got
         centres[i] = c
-        nb = np.concatenate([2 * np.asarray(c) + off_lo[i], 2 * np.asarray(c) + off_hi[i]])
-        nb = nb[[0, 3, 1, 4, 2, 5]]
-        boxes.append(nb)
-        owner.append(i)
+        put(i, _box(c, off_lo[i], off_hi[i]))
         if on is not None:
             carries.discard(on)
-        if plain[i]:
+        if plain[i] and may_carry:
             carries.add(i)
     if unplaced:
         return Construction(False, centres, tuple(kept.tolist()), tuple(unplaced))
     return Construction(True, centres, tuple(kept.tolist()))
 
 
+def _box(c: tuple[int, int, int], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The box (U) of a part centred at c (0.1 mm) with corner offsets lo, hi."""
+    out = np.empty(6, dtype=np.int64)
+    out[0::2] = 2 * np.asarray(c, dtype=np.int64) + lo
+    out[1::2] = 2 * np.asarray(c, dtype=np.int64) + hi
+    return out
+
+
+def _pillar(i: int, cands: list[int], b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray,
+            off_hi: np.ndarray, inst: Instance, boxes: np.ndarray, surfaces: list[int]
+            ) -> tuple[int, tuple[int, int, int], bool] | None:
+    """Part i floats where it is, clear of everything: a part q that must move anyway, put
+    on a surface right under i's centre with its top at i's bottom, lets i stay. The q
+    nearest to its own place, its centre, and whether i lies inside q's top (may carry)."""
+    eps = inst.eps
+    bi = b[i]
+    if not len(cands) or not _in_zones(bi[None, :], inst)[0]:
+        return None
+    gap = _gap_tiers(inst)[-1]
+    span = int(max(abs(off_lo[cands]).max(), abs(off_hi[cands]).max())) + gap + 1
+    win = ((boxes[:, 1] >= bi[0] - span) & (boxes[:, 0] <= bi[1] + span)
+           & (boxes[:, 3] >= bi[2] - span) & (boxes[:, 2] <= bi[3] + span))
+    local = boxes[win]
+    if not _clear(bi[None, :], local, eps + 1)[0]:
+        return None
+    best = None
+    fits: dict[tuple[int, ...], tuple[tuple[int, int, int], bool] | None] = {}
+    for q in cands:  # one test per distinct shape (equal parts share it)
+        shape = (*off_lo[q].tolist(), *off_hi[q].tolist())
+        if shape not in fits:
+            fits[shape] = None
+            for s in surfaces:
+                cz = -(-(s - int(off_lo[q, 2])) // 2)
+                c = (int(c0[i, 0]), int(c0[i, 1]), cz)
+                bq = _box(c, off_lo[q], off_hi[q])
+                if 0 <= int(bi[4]) - int(bq[5]) <= eps and _in_zones(bq[None, :], inst)[0] \
+                        and _clear(bq[None, :], local, gap)[0]:
+                    fits[shape] = (c, all(bq[2 * a] <= bi[2 * a] and bi[2 * a + 1] <= bq[
+                        2 * a + 1] for a in range(2)))
+                    break
+        got = fits[shape]
+        if got is None:
+            continue
+        cost = int(np.abs(np.asarray(got[0]) - c0[q]).sum())
+        if best is None or (cost, q) < best[0]:
+            best = ((cost, q), got[0], got[1])
+    if best is None:
+        return None
+    return best[0][1], best[1], best[2]
+
+
 def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np.ndarray,
            inst: Instance, boxes: np.ndarray, owner: list[int], surfaces: list[int],
-           carries: set[int], stack: bool) -> tuple[tuple[int, int, int], int | None] | None:
-    """The nearest valid centre of part i (0.1 mm) and the part it rests on (None: a
-    surface), or None when there is none."""
+           carries: set[int], stack: bool, mu: int
+           ) -> tuple[tuple[int, int, int], int | None, bool] | None:
+    """The nearest valid centre of part i (0.1 mm), the part it rests on (None: a
+    surface) and whether it may carry a part in turn, or None when there is none.
+    ``mu``: the stability margin (U) an overhanging centre keeps from the edge."""
     ws = inst.zones["workspace"]
     assert isinstance(ws, BoxU)
     lo_i, hi_i = off_lo[i], off_hi[i]
@@ -209,7 +319,8 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
     for gap in _gap_tiers(inst):
         radius = NEAR_START * int(max(ext[0], ext[1]))
         while True:
-            cands: list[tuple[int, int, int, int]] = []  # (x, y, z, supporter or -1)
+            # (x, y, z, supporter or -1, may carry)
+            cands: list[tuple[int, int, int, int, int]] = []
             near = np.ones(len(boxes), dtype=bool)
             if len(boxes):
                 near = ((boxes[:, 0] - 2 * oc[0] <= radius) & (2 * oc[0] - boxes[:, 1] <= radius)
@@ -228,25 +339,11 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
             for s in surfaces:
                 z = -(-(s - int(lo_i[2])) // 2)
                 if cmin[2] <= z <= cmax[2]:
-                    cands.extend((x, y, z, -1) for x in xs_l for y in ys_l)
+                    cands.extend((x, y, z, -1, 1) for x in xs_l for y in ys_l)
             if stack:
                 for k, t in sorted(pos.items()):
-                    q = boxes[t]
-                    if not near[t]:
-                        continue
-                    rng = []
-                    for a in range(2):
-                        lo_c = -(-(int(q[2 * a]) - int(lo_i[a])) // 2)
-                        hi_c = (int(q[2 * a + 1]) - int(hi_i[a])) // 2
-                        rng.append((lo_c, hi_c))
-                    if any(lo_c > hi_c for lo_c, hi_c in rng):
-                        continue
-                    x = min(max(oc[0], rng[0][0]), rng[0][1])
-                    y = min(max(oc[1], rng[1][0]), rng[1][1])
-                    z = -(-(int(q[5]) - int(lo_i[2])) // 2)
-                    if cmin[2] <= z <= cmax[2] and cmin[0] <= x <= cmax[0] \
-                            and cmin[1] <= y <= cmax[1]:
-                        cands.append((x, y, z, k))
+                    if near[t]:
+                        cands.extend(_on_top(boxes[t], k, oc, lo_i, hi_i, cmin, cmax, mu))
             if cands and not near.all():  # beyond the window a box not near may be close
                 arr0 = np.asarray(cands, dtype=np.int64)
                 inwin = np.ones(len(arr0), dtype=bool)
@@ -269,11 +366,33 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
                                                                != pos[sup])]
                     if _clear(cb[t:t + 1], others, gap)[0]:
                         return (int(arr[t, 0]), int(arr[t, 1]), int(arr[t, 2])), (
-                            None if sup < 0 else sup)
+                            None if sup < 0 else sup), bool(arr[t, 4])
             if not len(boxes) or near.all():
                 break
             radius *= 3
     return None
+
+
+def _on_top(q: np.ndarray, k: int, oc: list[int], lo_i: np.ndarray, hi_i: np.ndarray,
+            cmin: list[int], cmax: list[int], mu: int) -> list[tuple[int, int, int, int, int]]:
+    """Candidates on the top of box ``q`` (part k): inside its top face, nearest to ``oc``
+    (may carry), and where it was if its centre is over the top by ``mu`` (overhanging:
+    it then carries nothing, since what it carried could topple it)."""
+    z = -(-(int(q[5]) - int(lo_i[2])) // 2)
+    if not cmin[2] <= z <= cmax[2]:
+        return []
+    out = []
+    rng = [(-(-(int(q[2 * a]) - int(lo_i[a])) // 2), (int(q[2 * a + 1]) - int(hi_i[a])) // 2)
+           for a in range(2)]
+    xy = None
+    if all(lo_c <= hi_c for lo_c, hi_c in rng):
+        xy = tuple(min(max(oc[a], rng[a][0]), rng[a][1]) for a in range(2))
+        if all(cmin[a] <= xy[a] <= cmax[a] for a in range(2)):
+            out.append((xy[0], xy[1], z, k, 1))
+    if xy != (oc[0], oc[1]) and all(int(q[2 * a]) + mu <= 2 * oc[a] <= int(q[2 * a + 1]) - mu
+                                    for a in range(2)):
+        out.append((oc[0], oc[1], z, k, 0))
+    return out
 
 
 def room_proof(inst: Instance) -> str | None:
