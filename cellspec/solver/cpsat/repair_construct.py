@@ -1,19 +1,22 @@
 """The constructive first repair: a valid layout built in one pass, before any optimisation.
 
-Every part that is fine where it is stays (*kept*): a part is fine when no geometric or
-stability violation names it and nothing it rests on moves (the closure upward: a part
-resting on, or leaning on, a part that moves moves too). The other parts (*placed*) are
-put down one by one, largest first, at the free position nearest to where they were
-(L1 on the 0.1 mm grid): on a surface, or on the free top of a plain box that stands on a
-surface (or on such a column built here), inside that box's top face. A placed part stays
-clear of every other part by a gap (the parallel gripper's finger clearance when it fits,
-else just over the contact tolerance), inside the workspace and clear of the keep-outs
-exactly, with no tolerance used. Stability then holds by construction: a part alone on a
-surface stands, and a column whose every part lies inside the top of the one below stands
-with any margin smaller than half a part (the centre of mass of a part and what it
-carries lies inside its own footprint, which lies inside the contact). The parts' sizes,
-yaws and radii are kept: a yawed box or a cylinder is placed by its enclosing box (apart,
-inside, clear: conservative) and never carries another part.
+Every part that is fine where it is stays (*kept*): a part is fine when no violation names
+it and nothing it depends on moves (:func:`must_move`: a part resting on, or leaning from
+above on, a part that moves moves too). The other parts are put down one by one: those
+that may stay where they are first (resting, inside), then largest, lowest, carrying
+most. Each goes to the free position nearest to where it was (L1 on the 0.1 mm grid): on
+a surface, or on the free top of a plain box that stands on a surface (or on such a
+column built here), inside that top face (or where it was, its centre the stability
+margin inside the top: it then carries nothing). A floating part stays where it is when a
+part that must move anyway can stand under it as a pillar. A placed part keeps a gap to
+every other part (the parallel gripper's finger clearance where there is room, else just
+over the contact tolerance, else none: touching), lies inside the workspace and clear of
+the keep-outs exactly. Stability then holds by construction: a part alone on a surface
+stands, and a column whose every part lies inside the top of the one below stands with
+any margin smaller than half a part (the centre of mass of a part and what it carries
+lies inside its own footprint, which lies inside the contact). Sizes, yaws and radii are
+kept: a yawed box or a cylinder is placed by its enclosing box (conservative) and never
+carries another part. clingo re-verifies the result (:mod:`.repair_first`).
 
 When a part finds no position, the placement proves nothing by itself; a repair is proved
 impossible only by a bound over the whole problem (:func:`room_proof`): the parts' volume
@@ -108,7 +111,7 @@ def _carried(up: dict[int, list[int]], p: int) -> int:
 
 def _gap_tiers(inst: Instance) -> list[int]:
     """Clearances (U) tried in turn: the finger clearance (no placed part ever blocks a
-    parallel grip), then just over the contact tolerance (no new contact)."""
+    parallel grip), then just over the contact tolerance (no new contact), then none."""
     eps = inst.eps
     tiers = []
     b = inst.boxes
@@ -116,6 +119,7 @@ def _gap_tiers(inst: Instance) -> list[int]:
         lateral = int(min((b[:, 1] - b[:, 0]).min(), (b[:, 3] - b[:, 2]).min()))
         tiers.append(max(eps + 1, -(-(inst.opening - lateral) // 2) + 1))
     tiers.append(eps + 1)
+    tiers.append(0)  # last, touching: side contacts (grounded parts stand regardless)
     return sorted(set(tiers), reverse=True)
 
 
@@ -148,9 +152,11 @@ def _in_zones(cand: np.ndarray, inst: Instance) -> np.ndarray:
 
 
 def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
-              deadline: float | None = None) -> Construction:
-    """Keep the parts that are fine, place the others (largest first, then lowest, then
-    in layout order) at the nearest valid position; see the module docstring."""
+              deadline: float | None = None, tiers: int = 0,
+              pack: bool = False) -> Construction:
+    """Keep the parts that are fine, place the others at the nearest valid position; see
+    the module docstring. ``tiers``: how many of the widest gaps to skip (denser);
+    ``pack``: nearest to the workspace's low corner instead (a packing, the last try)."""
     import time
 
     b = inst.boxes.astype(np.int64)
@@ -195,6 +201,7 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
             if not on_top.any() and plain[i] and i in grounded:
                 carries.add(i)
     depth = inst.depth if inst.depth is not None else 0
+    gaps = _gap_tiers(inst)
     margin = inst.stability_margin if inst.stability_margin is not None else DEFAULT_MARGIN
     mu = g.to_u_int(margin) + 2
     centres: dict[int, tuple[int, int, int]] = {}
@@ -229,7 +236,7 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
                                 "placement")
         got = _place(i, b, c0, off_lo, off_hi, inst, store[:count], owner, surfaces, carries,
                      stack and (inst.grippers[i] == "vacuum" or int(size[i, 2]) > depth + eps),
-                     mu)
+                     mu, gaps[min(tiers, len(gaps) - 1):], pack)
         if got is None:
             unplaced.append(i)
             continue
@@ -263,7 +270,7 @@ def _pillar(i: int, cands: list[int], b: np.ndarray, c0: np.ndarray, off_lo: np.
     bi = b[i]
     if not len(cands) or not _in_zones(bi[None, :], inst)[0]:
         return None
-    gap = _gap_tiers(inst)[-1]
+    gap = eps + 1  # no new contact around the pillar
     span = int(max(abs(off_lo[cands]).max(), abs(off_hi[cands]).max())) + gap + 1
     win = ((boxes[:, 1] >= bi[0] - span) & (boxes[:, 0] <= bi[1] + span)
            & (boxes[:, 3] >= bi[2] - span) & (boxes[:, 2] <= bi[3] + span))
@@ -298,7 +305,7 @@ def _pillar(i: int, cands: list[int], b: np.ndarray, c0: np.ndarray, off_lo: np.
 
 def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np.ndarray,
            inst: Instance, boxes: np.ndarray, owner: list[int], surfaces: list[int],
-           carries: set[int], stack: bool, mu: int
+           carries: set[int], stack: bool, mu: int, gaps: list[int], pack: bool
            ) -> tuple[tuple[int, int, int], int | None, bool] | None:
     """The nearest valid centre of part i (0.1 mm), the part it rests on (None: a
     surface) and whether it may carry a part in turn, or None when there is none.
@@ -313,10 +320,12 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
     cmax = [(ws.hi[a] - int(hi_i[a])) // 2 for a in range(3)]
     if any(cmin[a] > cmax[a] for a in range(3)):
         return None
+    if pack:
+        o = np.asarray(cmin, dtype=np.int64)
     oc = [min(max(int(o[a]), cmin[a]), cmax[a]) for a in range(3)]
     row = {k: t for t, k in enumerate(owner)}
     pos = {k: row[k] for k in carries}
-    for gap in _gap_tiers(inst):
+    for gap in gaps:
         radius = NEAR_START * int(max(ext[0], ext[1]))
         while True:
             # (x, y, z, supporter or -1, may carry)
@@ -412,7 +421,6 @@ def room_proof(inst: Instance) -> str | None:
     b = inst.boxes.astype(np.int64)
     size = b[:, 1::2] - b[:, 0::2]
     room = [ws.hi[a] - ws.lo[a] + eps for a in range(3)]
-    u2 = float(g.U) ** 2
     for a, ax in enumerate("xyz"):
         big = np.nonzero(size[:, a] - eps > room[a])[0]
         if len(big):
@@ -420,15 +428,30 @@ def room_proof(inst: Instance) -> str | None:
             return (f"{inst.ids[i]} is {float(size[i, a] * g.U):.4f} m along {ax}; the "
                     f"workspace is {float((ws.hi[a] - ws.lo[a]) * g.U):.4f} m")
     shrunk = np.maximum(size - eps, 0)
+    area = _area_proof(inst, size, shrunk, room)
+    if area is not None:
+        return area
     need_v = float((shrunk[:, 0] * shrunk[:, 1] * shrunk[:, 2]).sum()) * float(g.U) ** 3
     have_v = float(room[0] * room[1] * room[2]) * float(g.U) ** 3
     if need_v > have_v:
         return (f"{n} parts need {need_v:.4f} m³ (their boxes less the contact tolerance); "
                 f"the workspace holds {have_v:.4f} m³")
+    return None
+
+
+def _area_proof(inst: Instance, size: np.ndarray, shrunk: np.ndarray, room: list[int]
+                ) -> str | None:
+    """The footprint bound of :func:`room_proof` (no part can rest on another, one
+    surface), or None."""
+    n, eps = inst.n, inst.eps
+    ws = inst.zones["workspace"]
+    assert isinstance(ws, BoxU)
+    u2 = float(g.U) ** 2
     surfaces = sorted({z for z in inst.surfaces.values() if ws.lo[2] - eps <= z <= ws.hi[2]})
     hs = np.sort(size[:, 2])
-    stackable = n >= 2 and int(hs[0] + hs[1]) <= ws.hi[2] - ws.lo[2] + 2 * eps
-    if stackable or len(surfaces) != 1:
+    # i on j: i's top >= ws.lo - eps + hj + hi - 2 eps, at most ws.hi + eps
+    stackable = n >= 2 and int(hs[0] + hs[1]) <= ws.hi[2] - ws.lo[2] + 3 * eps
+    if stackable or len(surfaces) != 1 or int(hs[0]) <= 3 * eps:
         return None
     s = surfaces[0]
     h_min = int(hs[0])
@@ -437,8 +460,9 @@ def room_proof(inst: Instance) -> str | None:
     for name in inst.keepouts:
         z = inst.zones[name]
         if isinstance(z, BoxU) and z.lo[2] <= s and z.hi[2] >= s + h_min:
-            lo = [max(z.lo[a], ws.lo[a] - eps // 2) + eps // 2 for a in range(2)]
-            hi = [min(z.hi[a], ws.hi[a] + eps // 2) - eps // 2 for a in range(2)]
+            # shrunk by eps/2 (rounded up), clipped to the grown workspace (rounded in)
+            lo = [max(z.lo[a] + -(-eps // 2), ws.lo[a] - eps // 2) for a in range(2)]
+            hi = [min(z.hi[a] - -(-eps // 2), ws.hi[a] + eps // 2) for a in range(2)]
             if all(hi[a] > lo[a] for a in range(2)):
                 if all(any(lo[a] >= h2[a] or hi[a] <= l2[a] for a in range(2))
                        for l2, h2 in zones):

@@ -106,6 +106,11 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
         if time.perf_counter() > deadline:
             break
         con = construct(inst0, bad, stack=stack, deadline=deadline)
+        for tiers, pack in ((1, False), (2, False), (2, True)):  # denser, then a packing
+            if con.ok or con.reason is not None:
+                break
+            con = construct(inst0, bad, stack=stack, deadline=deadline, tiers=tiers,
+                            pack=pack)
         if not con.ok:
             if con.reason is not None:
                 return First(reason=con.reason)
