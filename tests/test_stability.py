@@ -234,8 +234,10 @@ def test_stability_lp_limit_gives_unknown(station, monkeypatch):
     rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.41, 0.2, 0.025)),
             ("t", "cube", (0.38, 0.2, 0.075))]
     v = cellspec.check(station, _lay(rows))
-    assert v.verdict == "unknown"
-    assert v.reason.startswith("stability limit: a structure of 3 parts needs a stability LP")
+    assert v.verdict == "unknown" and v.reason_code == "grounding limit"
+    assert v.reason == ("stability limit: the stability of the structure of l, r, t (3 parts) "
+                        "is undecided: a structure of 3 parts needs a stability LP (the limit "
+                        "is 2 parts)")
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -28,6 +28,7 @@ class Reason(StrEnum):
     MEMORY_LIMIT = "memory limit"
     UNSUPPORTED = "unsupported"
     ROUNDING = "rounding"
+    SOLVER_FAILURE = "solver failure"
     INTERNAL_ERROR = "internal error"
 
 
@@ -39,6 +40,8 @@ SENTENCES: dict[Reason, str] = {
     Reason.UNSUPPORTED: "the backend cannot decide a rule exactly and refuses it",
     Reason.ROUNDING: "the 0.1 mm grid and the exact positions disagree on a relation the "
     "rules read",
+    Reason.SOLVER_FAILURE: "a solver stopped without an answer, however it was retried (a "
+    "numerical failure such as the LP solver's ABNORMAL)",
     Reason.INTERNAL_ERROR: "an internal error of cellspec or a solver (please report it)",
 }
 

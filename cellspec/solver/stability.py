@@ -28,8 +28,13 @@ the layout has an order, the structure p joins when it is placed stands (every s
 
 Assumptions: rigid parts, static loads (gravity only), no sliding at the margin. Yawed boxes
 and cylinders: contact polygons (:mod:`stability_shapes`), same margin and stages. Limits:
-a structure that needs more than ``MAX_LP_PARTS`` parts in one LP, or an LP that does not
-finish in ``LP_TIME_LIMIT_S``, raises :class:`StabilityLimit` and the verdict is ``unknown``.
+a structure that needs more than ``MAX_LP_PARTS`` parts in one LP (reason ``grounding
+limit``), an LP that does not finish in ``LP_TIME_LIMIT_S`` (``time limit``) or that no
+solver decides, however retried (``solver failure``: GLOP's ABNORMAL, issue 28), raises
+:class:`StabilityLimit`. ``check`` asks for a tolerant report instead (the instance's
+``_stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
+standing, so no violation is claimed for them) and the others are decided as usual, so
+the verdict can still be ``fail`` on what is known (cellspec/solver/verify.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from fractions import Fraction
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core.status import Reason
 from cellspec.solver import stability_lp as lp
 from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
     Contacts,
@@ -70,7 +76,45 @@ def _shapes():  # noqa: ANN202
 
 
 class StabilityLimit(Exception):
-    """A stability LP could not be decided within its limits (the verdict is unknown)."""
+    """A stability LP could not be decided within its limits (the verdict is unknown):
+    ``code`` is the reason (size: grounding limit; time limit; solver failure)."""
+
+    def __init__(self, message: str, code: Reason = Reason.GROUNDING_LIMIT):
+        super().__init__(message)
+        self.code = code
+
+
+def _limit(exc: lp.LPLimit, n: int) -> StabilityLimit:
+    """The StabilityLimit of an LP of a structure of ``n`` parts that no solver decided."""
+    if exc.timed_out:
+        tried = ", ".join(f"{name} {status}" for name, status in exc.statuses)
+        return StabilityLimit(f"the stability LP of a structure of {n} parts did not finish "
+                              f"within {LP_TIME_LIMIT_S:g} s ({tried})", Reason.TIME_LIMIT)
+    return StabilityLimit(f"the stability LP of a structure of {n} parts could not be "
+                          f"solved: {exc.sentence()}", Reason.SOLVER_FAILURE)
+
+
+def _size_limit(n: int) -> StabilityLimit:
+    return StabilityLimit(f"a structure of {n} parts needs a stability LP (the limit is "
+                          f"{MAX_LP_PARTS} parts)", Reason.GROUNDING_LIMIT)
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """A structure whose stability a limit left undecided (tolerant reports only)."""
+
+    parts: tuple[int, ...]  # its parts (sorted)
+    reason: str  # the StabilityLimit's sentence
+    code: Reason
+    step: int | None = None  # a stage (1-based step of the order); None: the finished layout
+
+    def text(self, ids: tuple[str, ...]) -> str:
+        """'the stability of the structure of a, b, c (3 parts) is undecided: ...'"""
+        names = ", ".join(ids[p] for p in self.parts[:6])
+        more = f" and {len(self.parts) - 6} more" if len(self.parts) > 6 else ""
+        at = "" if self.step is None else f" after step {self.step}"
+        return (f"the stability of the structure of {names}{more} ({len(self.parts)} "
+                f"part{'s' if len(self.parts) != 1 else ''}){at} is undecided: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -122,6 +166,14 @@ class Structure:
     friction: float
     margin: float
     con: Contacts
+    undecided: list[Undecided] | None = None  # a list: limits are recorded, not raised
+    step: int | None = None  # the stage being analysed (for Undecided.step)
+
+    def undecide(self, parts: list[int], exc: StabilityLimit) -> None:
+        """Record ``parts`` as undecided, or raise ``exc`` when the report is not tolerant."""
+        if self.undecided is None:
+            raise exc
+        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.code, self.step))
 
     def centre_of(self, parts: np.ndarray | list[int]) -> np.ndarray:
         """Box centres (m) of some parts."""
@@ -244,9 +296,8 @@ def _group(st: Structure, members: list[int], active: np.ndarray,
 def _solve(grp: lp.Group, margin: float, n: int) -> float | None:
     try:
         return lp.solve(grp, margin, LP_TIME_LIMIT_S)
-    except lp.LPLimit:
-        raise StabilityLimit(f"the stability LP of a structure of {n} parts did not finish "
-                             f"within {LP_TIME_LIMIT_S:g} s") from None
+    except lp.LPLimit as exc:
+        raise _limit(exc, n) from None
 
 
 def _lp(st: Structure, members: list[int], active: np.ndarray, margin: float,
@@ -264,8 +315,7 @@ def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
     ``explain`` a failing structure gives one unexplained failure (no residual LP: for
     searches that only need to know whether it stands)."""
     if len(members) > MAX_LP_PARTS:
-        raise StabilityLimit(f"a structure of {len(members)} parts needs a stability LP "
-                             f"(the limit is {MAX_LP_PARTS} parts)")
+        raise _size_limit(len(members))
     grp = _group(st, members, active, side_ks)
     t = _solve(grp, st.margin, len(members))
     if t is not None and t >= st.margin - LP_TOL:
@@ -282,9 +332,8 @@ def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
             res = sum(lp.residuals(grp, (sx * m, sy * m), LP_TIME_LIMIT_S)
                       for sx, sy in lp.CASES)
             achieved = t
-    except lp.LPLimit:
-        raise StabilityLimit(f"the stability LP of a structure of {len(members)} parts did "
-                             f"not finish within {LP_TIME_LIMIT_S:g} s") from None
+    except lp.LPLimit as exc:
+        raise _limit(exc, len(members)) from None
     worst = float(np.max(res)) if len(res) else 0.0
     culprits = sorted(members[i] for i in np.nonzero(res > max(1e-6, 0.5 * worst))[0].tolist())
     if not culprits:
@@ -362,7 +411,10 @@ def failures(st: Structure, members: np.ndarray, active: np.ndarray,
     rest = np.array([q for q in members.tolist() if q not in in_lp], dtype=np.int64)
     out = _forest(st, rest, active)
     for grp in groups:
-        out.extend(_lp_failures(st, grp, active, placed, explain))
+        try:
+            out.extend(_lp_failures(st, grp, active, placed, explain))
+        except StabilityLimit as exc:
+            st.undecide(grp, exc)
     return _side_rescue(st, out, placed, explain)
 
 
@@ -407,12 +459,16 @@ def _side_rescue(st: Structure, out: list[Failure], placed: np.ndarray | None,
                     stack.append(o)
         grp = sorted(seen)
         tried.update(grp)
-        if len(grp) > MAX_LP_PARTS:
-            raise StabilityLimit(f"a structure of {len(grp)} parts needs a stability LP "
-                                 f"(the limit is {MAX_LP_PARTS} parts)")
         gs = set(grp)
         ks = np.array([k for k in sk.tolist() if int(sides[k, 0]) in gs], dtype=np.int64)
-        if _lp(st, grp, active, st.margin, ks)[0]:
+        try:
+            if len(grp) > MAX_LP_PARTS:
+                raise _size_limit(len(grp))
+            stands_so = _lp(st, grp, active, st.margin, ks)[0]
+        except StabilityLimit as exc:  # whether side faces hold it is not known
+            st.undecide(grp, exc)
+            stands_so = True  # tolerant: claim no failure in it (it is undecided)
+        if stands_so:
             rescued.update(grp)
     return [f for f in out if f.part not in rescued]
 
@@ -510,6 +566,7 @@ def stages(st: Structure, order: list[int], finished_bad: set[int],
                    for k in con.by_upper[q])
     for s, p in enumerate(order):
         placed[p] = True
+        st.step = s + 1
         fc = int(final[p])
         if fc in done or (trivial is not None and trivial[fc]):
             continue
@@ -539,6 +596,7 @@ def stages(st: Structure, order: list[int], finished_bad: set[int],
             done.add(fc)  # the finished check reports it
             continue
         pending[fc] = (s, fs[0])
+    st.step = None
     for _fc, (step0, fail0) in sorted(pending.items()):
         out.append(StageFailure(step0 + 1, order[step0], fail0, (), None))
     return sorted(out, key=lambda f: f.step)
@@ -552,6 +610,7 @@ class Report:
     placed_stable: np.ndarray | None  # bool per part: placed_stable(p), None without order
     why: dict[int, str]
     stage_why: dict[int, str]
+    undecided: tuple[Undecided, ...] = ()  # tolerant reports: structures a limit left open
 
 
 def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
@@ -573,11 +632,17 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
 def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
     """Stability of the finished layout and, when it has an order, of every stage (without
     ``sides``: as if no side face carried anything, uncached)."""
+    tolerant = bool(getattr(inst, "_stability_tolerant", False)) and sides
     cached = getattr(inst, "_stability_report", None) if sides else None
     if cached is not None and (cached.placed_stable is not None or not stages_too
                                or inst.order_pos is None):
+        if cached.undecided and not tolerant:  # a caller that needs every structure decided
+            u = cached.undecided[0]
+            raise StabilityLimit(u.reason, u.code)
         return cached
     st = structure_of(inst, sides)
+    if tolerant:
+        st.undecided = []
     n = inst.n
     ok = np.ones(n, dtype=bool)
     why: dict[int, str] = {}
@@ -596,10 +661,18 @@ def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa
         for sf in stages(st, order, bad, final, trivial):
             placed_ok[sf.placed] = False
             stage_why[sf.placed] = sf.text(inst.ids)
-    rep = Report(ok, placed_ok, why, stage_why)
+    rep = Report(ok, placed_ok, why, stage_why, _distinct(st.undecided or []))
     if sides:
         object.__setattr__(inst, "_stability_report", rep)
     return rep
+
+
+def _distinct(us: list[Undecided]) -> tuple[Undecided, ...]:
+    """One record per undecided structure (its first), the finished layout's first."""
+    out: dict[tuple[int, ...], Undecided] = {}
+    for u in sorted(us, key=lambda u: (u.step is not None, u.step or 0)):
+        out.setdefault(u.parts, u)
+    return tuple(out.values())
 
 
 def instance_stable(inst) -> np.ndarray:  # noqa: ANN001

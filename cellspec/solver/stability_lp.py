@@ -40,12 +40,40 @@ CASES = ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))
 SOLVER = "glop"  # OR-Tools model-builder backend ("highs" also works; bench compares them)
 SOLVES = [0]  # LPs solved so far (the benchmark reads it)
 # dual simplex without presolve: measured 2x faster on these small, dense LPs
-PARAMS = {"glop": "use_dual_simplex: true, use_preprocessing: false"}
+PARAMS = {"glop": "use_dual_simplex: true, use_preprocessing: false",
+          "highs": "output_flag=false"}  # HiGHS prints its banner on stdout without it
 FAST_FILL = True  # with scipy installed, hand GLOP the whole sparse matrix at once
+# When the first solve ends neither OPTIMAL nor INFEASIBLE (GLOP's dual simplex without
+# presolve returns ABNORMAL at once on some dense heaps: issue 28), the same LP is solved
+# again these ways, within what is left of the time limit (the first that decides wins):
+RETRIES = (("glop", "use_preprocessing: true", "GLOP with presolve"),
+           ("glop", "use_dual_simplex: false, use_preprocessing: true", "GLOP primal simplex"),
+           ("highs", "output_flag=false", "HiGHS"))
+# Coefficients below this (metres of lever arm, newtons) are float round-off of an exact
+# zero (a contact corner on a part's centre line: 5.6e-17); they are dropped, which is
+# what made GLOP's dual simplex return ABNORMAL on the dense heaps of issue 28.
+TINY = 1e-12
+ATTEMPTS = [0]  # LP solves that needed a retry so far (the benchmark and tests read it)
 
 
 class LPLimit(Exception):
-    """GLOP did not finish within the time limit."""
+    """No solver decided the LP: ``statuses`` says how each attempt ended (name, status)
+    and ``timed_out`` whether the time limit ran out (else every attempt returned at once
+    without an answer, e.g. ABNORMAL)."""
+
+    def __init__(self, statuses: list[tuple[str, str]], timed_out: bool):
+        self.statuses = statuses
+        self.timed_out = timed_out
+        super().__init__("; ".join(f"{n}: {st}" for n, st in statuses))
+
+    def sentence(self) -> str:
+        """'the LP solver returned ABNORMAL (GLOP dual simplex; retried: GLOP with presolve
+        ABNORMAL, GLOP primal simplex ABNORMAL, HiGHS ...)'."""
+        first = self.statuses[0][1] if self.statuses else "no status"
+        tried = ", ".join(f"{n} {st}" for n, st in self.statuses[1:])
+        more = f"; retried: {tried}" if tried else ""
+        name = self.statuses[0][0] if self.statuses else SOLVER
+        return f"the LP solver returned {first} ({name}{more})"
 
 
 @dataclass
@@ -100,12 +128,17 @@ def _in_balance(body: np.ndarray, balanced: np.ndarray) -> np.ndarray:
 
 
 def _optimum(status: str, obj: float) -> float | None:
-    """An LP's optimum; None when infeasible (it cannot stand); LPLimit otherwise."""
+    """An LP's optimum; None when infeasible (it cannot stand). ``run`` raises LPLimit
+    for every other status."""
     if status == "OPTIMAL":
         return obj
-    if status == "INFEASIBLE":
-        return None
-    raise LPLimit(status)
+    assert status == "INFEASIBLE", status
+    return None
+
+
+def _status_name(status: object) -> str:
+    """``SolveStatus.ABNORMAL`` -> ``ABNORMAL``."""
+    return str(status).rsplit(".", 1)[-1]
 
 def _corners(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     """The four corners (k, 4) of rectangles [a0, a1] x [b0, b1]."""
@@ -284,12 +317,50 @@ class _LP:
         self.row_lb, self.row_ub = [lo], [hi]
 
     def run(self, maximize: bool, time_limit: float) -> tuple[str, float, np.ndarray]:
-        """Solve with ``SOLVER``: (status OPTIMAL|INFEASIBLE|other, objective, values)."""
+        """Solve with ``SOLVER``, then the ``RETRIES`` while no attempt decides and time is
+        left: (status OPTIMAL|INFEASIBLE, objective, values); :class:`LPLimit` when none
+        decides."""
+        import time
+
         from ortools.linear_solver.python import model_builder_helper as mbh
 
         SOLVES[0] += 1
+        t0 = time.perf_counter()
+        model = self._model(maximize, mbh)
+        tries = [(SOLVER, PARAMS.get(SOLVER, ""), "GLOP dual simplex" if SOLVER == "glop"
+                  else SOLVER)]
+        tries += [t for t in RETRIES if t[:2] != tries[0][:2]]
+        statuses: list[tuple[str, str]] = []
+        for k, (name, params, label) in enumerate(tries):
+            left = time_limit - (time.perf_counter() - t0)
+            if k and left <= 0:
+                break
+            if k == 1:
+                ATTEMPTS[0] += 1
+            solver = mbh.ModelSolverHelper(name)
+            if not solver.solver_is_supported():
+                statuses.append((label, "not available"))
+                continue
+            solver.enable_output(False)
+            if params:
+                solver.set_solver_specific_parameters(params)
+            solver.set_time_limit_in_seconds(max(left, 0.0))
+            solver.solve(model)
+            status = solver.status()
+            if status == mbh.SolveStatus.OPTIMAL:
+                return ("OPTIMAL", float(solver.objective_value()),
+                        np.asarray(solver.variable_values()))
+            if status == mbh.SolveStatus.INFEASIBLE:
+                return "INFEASIBLE", float("nan"), np.zeros(0)
+            statuses.append((label, _status_name(status)))
+        raise LPLimit(statuses, time.perf_counter() - t0 >= time_limit)
+
+    def _model(self, maximize: bool, mbh):  # noqa: ANN001, ANN202 (ortools types)
+        """The LP as an OR-Tools model-builder model (coefficients below TINY dropped)."""
         r, c, v = (np.concatenate(x) for x in zip(*self.trip, strict=True)) if self.trip \
             else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        big = np.abs(v) > TINY
+        r, c, v = r[big], c[big], v[big]
         model = mbh.ModelBuilderHelper()
         col_lb, col_ub = np.concatenate(self.col_lb), np.concatenate(self.col_ub)
         row_lb, row_ub = np.concatenate(self.row_lb), np.concatenate(self.row_ub)
@@ -313,18 +384,7 @@ class _LP:
             for ri, ci, vi in zip(r.tolist(), c.tolist(), v.tolist(), strict=True):
                 model.set_constraint_coefficient(cts[ri], int(idx[ci]), vi)
         model.set_maximize(maximize)
-        solver = mbh.ModelSolverHelper(SOLVER)
-        solver.enable_output(False)
-        if PARAMS.get(SOLVER):
-            solver.set_solver_specific_parameters(PARAMS[SOLVER])
-        solver.set_time_limit_in_seconds(time_limit)
-        solver.solve(model)
-        status = solver.status()
-        if status == mbh.SolveStatus.OPTIMAL:
-            return "OPTIMAL", float(solver.objective_value()), np.asarray(solver.variable_values())
-        if status == mbh.SolveStatus.INFEASIBLE:
-            return "INFEASIBLE", float("nan"), np.zeros(0)
-        return str(status), float("nan"), np.zeros(0)
+        return model
 
 
 def _new() -> _LP:
@@ -367,8 +427,8 @@ def residuals(g: Group, shift: tuple[float, float], time_limit: float) -> np.nda
     m.add(eq, sp, 1.0)
     m.add(eq, sn, -1.0)
     status, _, x = m.run(False, time_limit)
-    if status != "OPTIMAL":
-        raise LPLimit(status)
+    if status != "OPTIMAL":  # a residual LP is always feasible (free slacks)
+        raise LPLimit([("residual LP", status)], False)
     per_row = wgt * (x[sp] + x[sn])
     out = np.zeros(len(g.masses))
     bal = np.nonzero(g.balanced)[0]

@@ -19,7 +19,7 @@ from cellspec.core.limits import DEFAULT_MAX_MEMORY
 from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
-from cellspec.solver import checkers, ground_size
+from cellspec.solver import checkers, ground_size, undecided
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
@@ -28,7 +28,6 @@ from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
     rounding_analysis,
     rounding_notes,
 )
-from cellspec.solver.stability import StabilityLimit
 
 MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note
 
@@ -76,11 +75,8 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         est = ground_size.estimate(inst, checkers.compiled(tuple(rules), inst), rules, budget)
         if est is not None:
             return unknown(est.reason(budget), Reason.GROUNDING_LIMIT)
-    try:
-        res = checker.violations(inst, rules, timeout)
-    except StabilityLimit as exc:  # the LP would be larger than allowed: a size limit
-        res = checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
-                                     reason_code=Reason.GROUNDING_LIMIT)
+    # a structure whose stability LP hits a limit is left undecided, the rest is decided
+    res, open_ = undecided.violations(checker, inst, rules, timeout)
     if res.status != "done":
         return unknown(res.reason or "solver limit", res.reason_code)
     ctx = MessageContext(inst)
@@ -102,6 +98,11 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     for name, count in listed.items():
         if count > MAX_LISTED:
             notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
+    if open_:  # fail on what is known, naming the undecided structures; else unknown
+        notes.extend(undecided.notes(open_, inst.ids))
+        if not errors:
+            return unknown(undecided.reason(open_, inst.ids), open_[0].code,
+                           warnings=tuple(warnings))
     if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
         ra = rounding_analysis(inst, rules)
         notes.extend(ra.notes)
