@@ -236,6 +236,12 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
     say(f"outcome: {r.outcome} ({OUTCOMES[r.outcome]})")
     if r.reason:
         say(f"reason: {r.reason}")
+    if r.intent:
+        say(f"intent (what was asked, decided on the {r.intent_of}, clause by clause):")
+        for c in r.intent:
+            mark = "ok  " if c["holds"] else "FAIL"
+            soft = " (soft)" if c.get("soft") else ""
+            say(f"  {mark} {c['clause']}{soft}: {c['detail']}  [{c['source']}]")
     say("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
                                  for p in o.phases))
     if o.execute is not None:

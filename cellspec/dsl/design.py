@@ -38,6 +38,7 @@ KINDS: dict[str, dict[str, int | str | None]] = {
     "packing": {"n": None},
 }
 WORD_PARAMS = {"along": ("x", "y"), "type": None}
+PARAM_ALIASES = {"part": "type"}  # `tower(n=3, part=can)` = `tower(n=3, type=can)`
 GOALS = ("height", "footprint")
 MAX_PARAM = 1000
 MAX_PARTS = 5000
@@ -86,14 +87,24 @@ class KeepClearConstraint(_Frozen):
     source: Source
 
 
+class ApartConstraint(_Frozen):
+    """Consecutive structures of the design stand ``d`` apart: the clear gap between their
+    footprints (the larger of the x gap and the y gap), design-wide only."""
+
+    kind: Literal["apart"] = "apart"
+    d: Fraction
+    source: Source
+
+
 Constraint = (CountConstraint | MaxHeightConstraint | InsideConstraint | SymmetricConstraint
-              | KeepClearConstraint)
+              | KeepClearConstraint | ApartConstraint)
 
 
 class StructureSpec(_Frozen):
     kind: str
     params: dict[str, int | str]
     at: tuple[Fraction, Fraction] | None = None
+    soft: bool = False  # `near (x, y)`: the anchor is a wish, not a rule
     region: tuple[tuple[str, Fraction, Fraction], ...] = ()
     minimize: Literal["height", "footprint"] | None = None
     constraints: tuple[Constraint, ...] = ()
@@ -236,7 +247,7 @@ class DesignBuilder:
                     continue
                 minimize = p.goal
                 continue
-            name = p.name
+            name = PARAM_ALIASES.get(p.name, p.name)
             if name not in allowed and name != "type":
                 extra = ["region", "minimize"] if kind == "packing" else []
                 self.err(p, f"unknown parameter '{name}' of {kind} (parameters: "
@@ -283,18 +294,22 @@ class DesignBuilder:
             self.err(item, "an enclosure needs w >= 3 and d >= 3 (a ring around an open "
                      "middle); for a solid one use block(w=..., d=..., h=...)")
         at = None
+        soft = getattr(item, "anchor", "at") == "near"
         if item.at is not None:
             at = (self.n(item.at.x), self.n(item.at.y))
             if kind == "packing":
                 self.err(item.at, "packing is placed by its region, not `at`")
         cons = []
         for c in item.constraints:
+            if type(c).__name__ == "ApartConstraint":
+                self.err(c, "apart is design-wide: write it on its own line of the design")
+                continue
             cc = self.constraint(c)
             if cc is not None:
                 cons.append(cc)
         if len(self.sink.items) > before:
             return None
-        return StructureSpec(kind=kind, params=params, at=at, region=region,
+        return StructureSpec(kind=kind, params=params, at=at, soft=soft, region=region,
                              minimize=minimize, constraints=tuple(cons), source=self.src(item))
 
     def constraint(self, c: Any) -> Constraint | None:
@@ -311,6 +326,12 @@ class DesignBuilder:
             return MaxHeightConstraint(h=h, source=s)
         if cls == "InsideConstraint":
             return InsideConstraint(ranges=self.ranges(c.ranges), source=s)
+        if cls == "ApartConstraint":
+            d = self.n(c.d)
+            if d < 0:
+                self.err(c, f"apart takes a gap of at least 0, not {c.d}")
+                return None
+            return ApartConstraint(d=d, source=s)
         if cls == "SymmetricConstraint":
             if c.axis == "z":
                 self.err(c, "symmetric takes x or y (a structure stands on the table)")

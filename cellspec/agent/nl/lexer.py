@@ -25,6 +25,7 @@ from cellspec.agent.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
 DEFINITE = ("the", "that", "this", "my", "those", "these")
+MODAL_NEXT = ("you", "i", "we", "u")  # "can you ...": "can" is the modal verb
 MAX_PHRASE = 6  # words in the longest lexicon phrase
 PUNCT = set("()[]{},;:!?.=\"'`/\\&+*#~|<>^%$@")
 # section -> grammar terminal
@@ -214,6 +215,10 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
             unknown.append((text, col))
             i += 1
             continue
+        if text == "can" and (i == 0 or (i + 1 < len(items)
+                                         and items[i + 1][1] in MODAL_NEXT)):
+            i += 1  # "can you build ...": the modal verb, not a can
+            continue
         hit = None
         for n in range(min(MAX_PHRASE, len(items) - i), 0, -1):
             ws = items[i:i + n]
@@ -273,16 +278,18 @@ def _resolve(toks: list[Tok]) -> list[Tok]:
         if t.cat == "KIND" and t.text in ("block", "brick") and (
                 t.plural or (prev is not None and prev.cat == "NUM" and nxt is not None
                              and nxt.cat in ("KIND", "WEAK", "DIM", "LEVEL"))):
-            out[k] = Tok("UNIT", "cube", t.text, t.col, t.plural)
+            out[k] = Tok("UNIT", "block" if t.text == "block" else "cube", t.text, t.col,
+                         t.plural)
         if t.cat == "STEP" and (prev is None or prev.cat != "NUM"):
             out[k] = Tok("KIND", "staircase", t.text, t.col, t.plural)
         if t.cat == "AXIS" and t.text == "x" and prev is not None and nxt is not None \
                 and prev.cat == "NUM" and nxt.cat == "NUM":
             out[k] = Tok("BY", "by", t.text, t.col)
-    # a part word with no number before it ("some blocks", "a box of cubes") counts
-    # nothing: dropped
-    return [t for k, t in enumerate(out)
-            if not (t.cat == "UNIT" and (k == 0 or out[k - 1].cat != "NUM"))]
+    # a part word with no number before it ("a tower of cans", "a box of cubes") counts
+    # nothing: it names the part type (a PART phrase)
+    return [Tok("PART", t.value, t.text, t.col, t.plural)
+            if t.cat == "UNIT" and (k == 0 or out[k - 1].cat != "NUM") else t
+            for k, t in enumerate(out)]
 
 
 def understood(toks: list[Tok]) -> str:
