@@ -12,8 +12,9 @@ import json
 import math
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 MAX_LAYOUT_BYTES = 32 * 1024 * 1024
 MAX_PARTS = 1_000_000
+MAX_ERRORS = 50  # errors listed per layout; the rest are counted
 MAX_ABS_YAW_DEG = 3600.0  # ten turns: anything larger is a unit mistake, not an angle
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
 
@@ -158,71 +160,95 @@ def _json_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-class _NotANumber(ValueError):
-    pass
+class _Const:
+    """A NaN or Infinity literal of the JSON text, kept (not raised) so that every other
+    error is found too; ``line``, ``col`` locate it when known."""
+
+    def __init__(self, name: str, line: int = 0, col: int = 0) -> None:
+        self.name, self.line, self.col = name, line, col
 
 
 _NAN_RE = re.compile(r"(?<![\w\"])-?(NaN|Infinity)(?![\w\"])")
 
 
-def _reject_constant(name: str) -> float:
-    raise _NotANumber(f"{name} is not a number")
+def _number(v: Any) -> TypeGuard[float]:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
-    """Validate a decoded JSON object and build a Layout (metres)."""
-    if not isinstance(obj, dict):
-        raise _fail(path, "a layout must be a JSON object with a \"parts\" list")
-    parts = obj.get("parts")
-    if isinstance(parts, list) and len(parts) > MAX_PARTS:
-        raise _fail(path, f"{len(parts)} parts; the limit is {MAX_PARTS}")
-    try:
-        lay = LayoutIn.model_validate(obj)
-    except ValidationError as exc:
-        errs: list[Diagnostic] = []
-        for e in exc.errors()[:20]:
-            where = _json_path(tuple(e["loc"]))
-            msg = e["msg"]
-            if e["type"] == "finite_number":
-                msg = "must be a finite number (NaN and infinity are not positions)"
-            elif e["type"] == "extra_forbidden":
-                msg = "unknown field"
-            elif e["type"] == "string_pattern_mismatch":
-                msg = ("part ids are 1-128 characters: a letter or _ then letters, digits, "
-                       "_ . -")
-            errs.append(Diagnostic(path, 0, 0, f"{where}: {msg}"))
-        raise CellspecError(errs) from None
-    scale = 0.001 if lay.units == "mm" else 1.0
-    n = len(lay.parts)
-    ids = tuple(p.id for p in lay.parts)
+def _triple(v: Any) -> TypeGuard[list[float]]:
+    return isinstance(v, list | tuple) and len(v) == 3 and all(_number(x) for x in v)
+
+
+def _schema_diags(exc: ValidationError, path: str) -> list[Diagnostic]:
+    """The pydantic errors as diagnostics, each at its JSON path."""
+    errs: list[Diagnostic] = []
+    for e in exc.errors():
+        where = _json_path(tuple(e["loc"]))
+        msg, line, col = e["msg"], 0, 0
+        if isinstance(e.get("input"), _Const):
+            c = e["input"]
+            msg, line, col = (f"invalid JSON: {c.name} is not a number (NaN and Infinity are "
+                              "not allowed)", c.line, c.col)
+        elif e["type"] == "finite_number":
+            msg = "must be a finite number (NaN and infinity are not positions)"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif e["type"] == "string_pattern_mismatch":
+            msg = ("part ids are 1-128 characters: a letter or _ then letters, digits, "
+                   "_ . -")
+        errs.append(Diagnostic(path, line, col, f"{where}: {msg}"))
+    return errs
+
+
+def _value_diags(obj: dict, path: str, part_types: Collection[str] | None
+                 ) -> list[Diagnostic]:
+    """What the schema does not say, read from the raw object wherever it is readable (so
+    a part with a bad field does not hide another part's duplicate id): duplicate ids,
+    absurd coordinates, sizes and yaws, unknown part types and order entries."""
+    raw = obj.get("parts")
+    parts = [p if isinstance(p, dict) else {} for p in raw] if isinstance(raw, list) else []
+    scale = 0.001 if obj.get("units") == "mm" else 1.0
+    diags: list[Diagnostic] = []
     seen: dict[str, int] = {}
-    diags = []
-    for i, pid in enumerate(ids):
-        if pid in seen:
-            diags.append(Diagnostic(path, 0, 0, f"parts[{i}].id: duplicate id '{pid}' "
-                                    f"(first at parts[{seen[pid]}])"))
-        else:
-            seen[pid] = i
-    pos = np.array([p.pos for p in lay.parts], dtype=np.float64).reshape(n, 3) * scale
-    size = np.array([p.size if p.size is not None else (math.nan,) * 3 for p in lay.parts],
-                    dtype=np.float64).reshape(n, 3) * scale
-    bad = np.argwhere(np.abs(pos) > MAX_ABS_COORD_M)
-    for i, k in bad[:10]:
-        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].pos[{k}]: {pos[i, k]:.6g} m is absurd "
-                                f"(|coordinate| must be at most {MAX_ABS_COORD_M:g} m)"))
-    with np.errstate(invalid="ignore"):
-        badsz = np.argwhere((size <= 0) | (size > MAX_SIZE_M))
-    for i, k in badsz[:10]:
-        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].size[{k}]: {size[i, k]:.6g} m; sizes "
-                                f"must be positive and at most {MAX_SIZE_M:g} m"))
-    yaw = np.array([p.yaw if p.yaw is not None else 0.0 for p in lay.parts],
-                   dtype=np.float64).reshape(n)
-    for i in np.flatnonzero(np.abs(yaw) > MAX_ABS_YAW_DEG)[:10]:
-        diags.append(Diagnostic(path, 0, 0, f"parts[{i}].yaw: {yaw[i]:.6g} degrees is absurd "
-                                f"(|yaw| must be at most {MAX_ABS_YAW_DEG:g})"))
-    order = None
-    if lay.order is not None:
-        order = tuple(lay.order)
+    for i, p in enumerate(parts):
+        pid = p.get("id")
+        if isinstance(pid, str):
+            if pid in seen:
+                diags.append(Diagnostic(path, 0, 0, f"parts[{i}].id: duplicate id '{pid}' "
+                                        f"(first at parts[{seen[pid]}])"))
+            else:
+                seen[pid] = i
+        pos = p.get("pos")
+        if _triple(pos):
+            for k, v in enumerate(pos):
+                if abs(v * scale) > MAX_ABS_COORD_M:
+                    diags.append(Diagnostic(path, 0, 0, f"parts[{i}].pos[{k}]: {v * scale:.6g}"
+                                            f" m is absurd (|coordinate| must be at most "
+                                            f"{MAX_ABS_COORD_M:g} m)"))
+        size = p.get("size")
+        if _triple(size):
+            for k, v in enumerate(size):
+                if not 0 < v * scale <= MAX_SIZE_M:
+                    diags.append(Diagnostic(path, 0, 0, f"parts[{i}].size[{k}]: "
+                                            f"{v * scale:.6g} m; sizes must be positive and "
+                                            f"at most {MAX_SIZE_M:g} m"))
+        yaw = p.get("yaw")
+        if _number(yaw) and abs(yaw) > MAX_ABS_YAW_DEG:
+            diags.append(Diagnostic(path, 0, 0, f"parts[{i}].yaw: {yaw:.6g} degrees is absurd "
+                                    f"(|yaw| must be at most {MAX_ABS_YAW_DEG:g})"))
+    if part_types is not None:
+        unknown: dict[str, list[int]] = {}
+        for i, p in enumerate(parts):
+            t = p.get("type")
+            if isinstance(t, str) and t not in part_types:
+                unknown.setdefault(t, []).append(i)
+        known = ", ".join(sorted(part_types)) or "none"
+        for t, rows in sorted(unknown.items(), key=lambda kv: kv[1][0]):
+            diags.append(Diagnostic(path, 0, 0, f"parts[{rows[0]}].type: unknown part type "
+                                    f"'{t}' (the cell defines: {known}); {len(rows)} part(s) "
+                                    "use it"))
+    order = obj.get("order")
+    if isinstance(order, list) and all(isinstance(x, str) for x in order):
         oseen: set[str] = set()
         for k, pid in enumerate(order):
             if pid not in seen:
@@ -230,23 +256,66 @@ def layout_from_obj(obj: Any, path: str = "<layout>") -> Layout:
             elif pid in oseen:
                 diags.append(Diagnostic(path, 0, 0, f"order[{k}]: '{pid}' is listed twice"))
             oseen.add(pid)
-        missing = [pid for pid in ids if pid not in oseen]
+        missing = [pid for pid in seen if pid not in oseen]
         if missing:
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             diags.append(Diagnostic(path, 0, 0, "order: must list every part once; missing "
                                     f"{', '.join(missing[:5])}{more}"))
-    if diags:
-        raise CellspecError(diags[:50])
+    return diags
+
+
+def _part_row(d: Diagnostic) -> tuple[int, int]:
+    """A diagnostic's place in the file: (0, i) for parts[i], then order, then the rest."""
+    m = re.match(r"parts\[(\d+)\]", d.message)
+    if m:
+        return (0, int(m.group(1)))
+    return (1, 0) if d.message.startswith("order") else (2, 0)
+
+
+def layout_from_obj(obj: Any, path: str = "<layout>",
+                    part_types: Collection[str] | None = None) -> Layout:
+    """Validate a decoded JSON object and build a Layout (metres). Every error is reported
+    (capped at :data:`MAX_ERRORS`), each at its JSON path; with ``part_types`` (the cell's)
+    a part of another type is one of them."""
+    if not isinstance(obj, dict):
+        raise _fail(path, "a layout must be a JSON object with a \"parts\" list")
+    parts = obj.get("parts")
+    if isinstance(parts, list) and len(parts) > MAX_PARTS:
+        raise _fail(path, f"{len(parts)} parts; the limit is {MAX_PARTS}")
+    diags: list[Diagnostic] = []
+    lay = None
+    try:
+        lay = LayoutIn.model_validate(obj)
+    except ValidationError as exc:
+        diags.extend(_schema_diags(exc, path))
+    diags.extend(_value_diags(obj, path, part_types))
+    if diags or lay is None:
+        diags.sort(key=_part_row)  # part by part, as the file lists them
+        if len(diags) > MAX_ERRORS:
+            diags = [*diags[:MAX_ERRORS],
+                     Diagnostic(path, 0, 0, f"... and {len(diags) - MAX_ERRORS} more errors")]
+        raise CellspecError(diags)
+    scale = 0.001 if lay.units == "mm" else 1.0
+    n = len(lay.parts)
+    ids = tuple(p.id for p in lay.parts)
+    pos = np.array([p.pos for p in lay.parts], dtype=np.float64).reshape(n, 3) * scale
+    size = np.array([p.size if p.size is not None else (math.nan,) * 3 for p in lay.parts],
+                    dtype=np.float64).reshape(n, 3) * scale
+    yaw = np.array([p.yaw if p.yaw is not None else 0.0 for p in lay.parts],
+                   dtype=np.float64).reshape(n)
+    order = None if lay.order is None else tuple(lay.order)
     return Layout(ids=ids, types=tuple(p.type for p in lay.parts), pos=pos, size=size,
                   grippers=tuple(p.gripper for p in lay.parts), order=order, path=path,
                   yaw=yaw)
 
 
-def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES) -> Layout:
+def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES,
+                part_types: Collection[str] | None = None) -> Layout:
     """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
-    (exit 2) on any problem."""
+    (exit 2) naming every problem (with ``part_types``, the cell's: unknown types too)."""
     if is_stdin(path):
-        return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME)
+        return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME,
+                                part_types)
     shown = str(path)
     try:
         raw = read_bounded(path, max_bytes)
@@ -260,24 +329,35 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES)
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _fail(shown, f"not UTF-8 text (byte {exc.start})") from None
-    return layout_from_text(text, shown)
+    return layout_from_text(text, shown, part_types)
 
 
-def layout_from_text(text: str, shown: str) -> Layout:
+def layout_from_text(text: str, shown: str, part_types: Collection[str] | None = None
+                     ) -> Layout:
     """Validate a layout's JSON text (``shown`` names it in diagnostics)."""
     if not text.strip():
         raise _fail(shown, "empty layout file: expected a JSON object with \"parts\"", 1, 1)
+    consts: list[_Const] = []
+
+    def constant(name: str) -> _Const:  # located below, in the order they were read
+        consts.append(_Const(name))
+        return consts[-1]
+
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise _fail(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
-    except _NotANumber as exc:
-        m = _NAN_RE.search(text)
-        line, col = line_col(text, m.start()) if m else (0, 0)
-        raise _fail(shown, f"invalid JSON: {exc} (NaN and Infinity are not allowed)", line,
-                    col) from None
     except ValueError as exc:
         raise _fail(shown, f"invalid JSON: {exc}") from None
     except RecursionError:
         raise _fail(shown, "invalid JSON: nested too deeply") from None
-    return layout_from_obj(obj, shown)
+    if consts:
+        found = list(_NAN_RE.finditer(text))
+        if len(found) == len(consts):  # else (a literal inside a string) unlocated
+            for c, m in zip(consts, found, strict=True):
+                c.line, c.col = line_col(text, m.start())
+        if not isinstance(obj, dict) or not isinstance(obj.get("parts"), list):
+            c = consts[0]
+            raise _fail(shown, f"invalid JSON: {c.name} is not a number (NaN and Infinity "
+                        "are not allowed)", c.line, c.col)
+    return layout_from_obj(obj, shown, part_types)

@@ -96,18 +96,25 @@ def test_robust_on_grid_step_is_exact(cli, tmp_path):
 
 
 # --- 3. grid rounding that decides a relation never gives pass -----------------------------
-@pytest.mark.parametrize(("pos", "relation"), [
-    (((0.5, 0.5, 0.025), (0.54896, 0.5, 0.025)), "overlaps"),   # 1.04 mm overlap, eps 1 mm
-    (((0.5, 0.5, 0.025), (0.5, 0.5, 0.07605)), "supports"),     # floats 1.05 mm
-    (((0.97605, 0.5, 0.025),), "workspace"),                    # 1.05 mm outside
+# decided exactly on the positions as written (issue 28), or unknown where a rule reading it
+# also reads stability (the LP is built on the grid)
+@pytest.mark.parametrize(("pos", "relation", "exact"), [
+    (((0.5, 0.5, 0.025), (0.54896, 0.5, 0.025)), "overlaps", "no_overlap"),  # 1.04 mm, eps 1
+    (((0.5, 0.5, 0.025), (0.5, 0.5, 0.07605)), "supports", None),     # floats 1.05 mm
+    (((0.97605, 0.5, 0.025),), "workspace", "workspace"),             # 1.05 mm outside
 ])
-def test_rounding_that_decides_is_unknown(cli, tmp_path, pos, relation):
+def test_rounding_that_decides_is_exact_or_unknown(cli, tmp_path, pos, relation, exact):
     cell = _write(tmp_path, "c.cell", CELL_HEAD)
     lay = _write(tmp_path, "l.json", json.dumps(_parts(*pos)))
     r = cli("check", cell, lay, "--format", "json")
     j = json.loads(r.stdout)
-    assert r.returncode == 2 and j["verdict"] == "unknown"
-    assert j["reason"].startswith("rounding:") and relation in j["reason"]
+    if exact is None:
+        assert r.returncode == 2 and j["verdict"] == "unknown"
+        assert j["reason"].startswith("rounding:") and relation in j["reason"]
+    else:
+        assert r.returncode == 1 and j["verdict"] == "fail"
+        assert [v["rule"] for v in j["violations"]] == [exact]
+        assert any(n.startswith("decided exactly") for n in j["notes"])
 
 
 def test_rounding_a_relation_no_rule_reads_still_passes(tmp_path):
@@ -122,7 +129,8 @@ def test_rounding_with_a_real_violation_still_fails(tmp_path):
     cell = cellspec.load_cell(str(_write(tmp_path, "c.cell", CELL_HEAD)))
     v = check(cell, layout_from_obj(_parts((0.5, 0.5, 0.025), (0.54896, 0.5, 0.025),
                                            (0.2, 0.2, 0.5))))
-    assert v.verdict == "fail" and [x.rule for x in v.violations] == ["gravity"]
+    # the 1.04 mm overlap, decided exactly, and the part floating at 0.475 m
+    assert v.verdict == "fail" and [x.rule for x in v.violations] == ["no_overlap", "gravity"]
 
 
 # --- 4. one validator for every limit flag --------------------------------------------------

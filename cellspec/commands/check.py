@@ -59,7 +59,8 @@ def _compute(a: argparse.Namespace):
     from cellspec.solver.verify import check
 
     cell = load_cell(a.cell)
-    layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES)
+    layout = load_layout(a.layout, max_bytes=a.max_bytes or MAX_LAYOUT_BYTES,
+                         part_types=cell.part_types)  # every layout error in one run
     v = check(cell, layout, backend=a.backend, timeout=remaining(a.time_limit),
               max_memory=a.max_memory)
     if a.robust is None:

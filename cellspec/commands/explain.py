@@ -49,7 +49,8 @@ def run(a: argparse.Namespace) -> int:
         from cellspec.solver.formal.explain import explain
 
         left = remaining(a.time_limit)
-        return explain(load_cell(a.cell), load_layout(a.layout), timeout=left,
+        cell = load_cell(a.cell)
+        return explain(cell, load_layout(a.layout, part_types=cell.part_types), timeout=left,
                        minimise=not a.no_minimise, max_causes=a.causes)
 
     e = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)

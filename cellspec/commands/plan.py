@@ -39,7 +39,7 @@ def _compute(a: argparse.Namespace):
     from cellspec.solver.instance import build_instance
 
     cell = load_cell(a.cell)
-    layout = load_layout(a.layout)
+    layout = load_layout(a.layout, part_types=cell.part_types)
 
     # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress

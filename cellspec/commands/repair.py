@@ -83,7 +83,7 @@ def _compute(a: argparse.Namespace) -> Any:
     from cellspec.solver.cpsat.repair import parse_blocked, repair
 
     cell = load_cell(a.cell)
-    layout = load_layout(a.layout)
+    layout = load_layout(a.layout, part_types=cell.part_types)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
     r = repair(cell, layout, time_limit=remaining(a.time_limit), blocked=blocked,
                keep_shape=a.keep_shape, workers=a.workers, progress=_progress(),

@@ -125,6 +125,10 @@ class _ExprCtx(CallLowering):
         self.zones = {z.name for z in cell["keepouts"]}
         self.surfaces = {s.name for s in cell["surfaces"]}
         self.robots = {r.name for r in cell["robots"]}
+        # where each name of the cell is declared: a variable shadows only names of its own
+        # file (a library's `forall k` never collides with a user's keep-out `k`)
+        self.declared_in = {x.name: x.source.file for key in ("keepouts", "surfaces", "robots")
+                            for x in cell[key]}
         self.consts = b.defs.consts if b.defs is not None else {}
         self.predicates = b.defs.predicates if b.defs is not None else {}
         # inside a predicate's expansion: parameters given a name (a robot, a zone, a
@@ -200,11 +204,12 @@ class _ExprCtx(CallLowering):
             if v in scope:
                 self.err(qv, f"variable '{v}' is already bound by an enclosing quantifier")
                 ok = False
-            if v in self.zones or v in self.surfaces or v in self.robots or \
-                    v in ("workspace", "x", "y", "z"):
+            here = self.b.cur.shown if self.b.cur is not None else ""
+            if self.declared_in.get(v) == here or v in ("workspace", "x", "y", "z"):
                 self.err(qv, f"variable '{v}' shadows a name of the cell; pick another name")
                 ok = False
-            elif v in self.consts or v in self.predicates:
+            elif ((v in self.consts and self.consts[v].source.file == here)
+                  or (v in self.predicates and self.predicates[v].source.file == here)):
                 what = "const" if v in self.consts else "predicate"
                 self.err(qv, f"variable '{v}' shadows the {what} {v}; pick another name")
                 ok = False

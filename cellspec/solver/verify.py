@@ -8,6 +8,7 @@ selectable with ``backend=``. A rule the backend refuses makes the verdict ``unk
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 
@@ -28,6 +29,7 @@ from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
     rounding_analysis,
     rounding_notes,
 )
+from cellspec.solver.rounding_exact import exact_violations
 
 MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note
 
@@ -79,33 +81,27 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     res, open_ = undecided.violations(checker, inst, rules, timeout)
     if res.status != "done":
         return unknown(res.reason or "solver limit", res.reason_code)
-    ctx = MessageContext(inst)
-    errors: list[Violation] = []
-    warnings: list[Violation] = []
-    listed: dict[str, int] = {}
-    for k, binding in res.violations:
-        rule = rules[k]
-        listed[rule.name] = listed.get(rule.name, 0) + 1
-        if listed[rule.name] > MAX_LISTED:
-            continue
-        top = ir.top_domains(rule.body)
-        env: dict[str, int | str] = dict(zip(top, binding, strict=True))
-        parts = tuple(inst.ids[int(env[v])] for v, d in top.items() if d == "part")
-        zones = tuple(str(env[v]) for v, d in top.items() if d != "part")
-        v = Violation(rule=rule.name, parts=parts, message=ctx.render(rule.message, env),
-                      source=str(rule.source), severity=rule.severity, zones=zones)
-        (errors if rule.severity == "error" else warnings).append(v)
-    for name, count in listed.items():
-        if count > MAX_LISTED:
-            notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
+    violations = list(res.violations)
+    if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
+        ra = rounding_analysis(inst, rules)
+        notes.extend(ra.notes)
+        redo = [r for r in rules if r.name in ra.touched] if ra.decisive else []
+        exact = exact_violations(inst, redo) if redo else None
+        if exact is not None:  # the touched rules decided on the layout as written
+            keep = {k for k, r in enumerate(rules) if r.name not in exact}
+            violations = [(k, b) for k, b in violations if k in keep]
+            violations += [(k, b) for k, r in enumerate(rules) for b in exact.get(r.name, ())]
+            violations.sort(key=lambda kb: kb[0])  # rule by rule (stable)
+            notes.append("decided exactly on the positions as written (the 0.1 mm grid "
+                         f"disagrees): {', '.join(exact)}; messages show grid values")
+            ra = dataclasses.replace(ra, decisive=[])
+    errors, warnings = _violations(inst, rules, violations, notes)
     if open_:  # fail on what is known, naming the undecided structures; else unknown
         notes.extend(undecided.notes(open_, inst.ids))
         if not errors:
             return unknown(undecided.reason(open_, inst.ids), open_[0].code,
                            warnings=tuple(warnings))
-    if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
-        ra = rounding_analysis(inst, rules)
-        notes.extend(ra.notes)
+    if inst.off_grid or inst.shapes is not None:
         # never `pass` where the exact answer may differ, nor `fail` on violations only
         # the rounding may have made (of a rule reading what the rounding decides, on a
         # part it decides it for)
@@ -127,6 +123,32 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         backend=backend,
         skipped_rules=tuple(skipped),
     )
+
+
+def _violations(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]],
+                notes: list[str]) -> tuple[list[Violation], list[Violation]]:
+    """(errors, warnings): the backend's (rule index, binding) pairs as violations, named
+    and located, at most MAX_LISTED per rule (the rest counted in ``notes``)."""
+    ctx = MessageContext(inst)
+    errors: list[Violation] = []
+    warnings: list[Violation] = []
+    listed: dict[str, int] = {}
+    for k, binding in found:
+        rule = rules[k]
+        listed[rule.name] = listed.get(rule.name, 0) + 1
+        if listed[rule.name] > MAX_LISTED:
+            continue
+        top = ir.top_domains(rule.body)
+        env: dict[str, int | str] = dict(zip(top, binding, strict=True))
+        parts = tuple(inst.ids[int(env[v])] for v, d in top.items() if d == "part")
+        zones = tuple(str(env[v]) for v, d in top.items() if d != "part")
+        v = Violation(rule=rule.name, parts=parts, message=ctx.render(rule.message, env),
+                      source=str(rule.source), severity=rule.severity, zones=zones)
+        (errors if rule.severity == "error" else warnings).append(v)
+    for name, count in listed.items():
+        if count > MAX_LISTED:
+            notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
+    return errors, warnings
 
 
 def rounding_reason(decisive: list[str]) -> str:
