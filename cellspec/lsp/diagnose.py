@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.dsl.load import MAX_RULE_FILE_BYTES
 from cellspec.dsl.parser import display_path, load_cell, load_cell_text, parse_text
 from cellspec.lsp.index import Workspace, build_index, resolve
 
-MAX_LIVE_BYTES = 2 * 1024 * 1024  # past this, live diagnostics say so and stop
+MAX_LIVE_BYTES = MAX_RULE_FILE_BYTES  # the CLI's limit: past it, one diagnostic says so
 _PROBE = "\ncell __lsp_probe__ { workspace x [0, 1] y [0, 1] z [0, 1] }\n"
 # a library's rules may name part types or zones of the cells that import it
 _PROBE_NOISE = re.compile(r"^unknown (domain|part type|keep-out|zone|surface)|"
@@ -48,10 +49,13 @@ def analyse(text: str, path: str) -> list[Item]:
     """Every syntax and semantic diagnostic of the document (never raises)."""
     shown = display_path(path) if path else "<untitled>"
     rows = text.split("\n")
-    if len(text) > MAX_LIVE_BYTES:
-        return [Item(0, 0, 1, "information",
-                     f"file is {len(text)} characters: live diagnostics stop at "
-                     f"{MAX_LIVE_BYTES}; run `cellspec check` or `cellspec test` on it")]
+    # a code point is at most 4 bytes: only a buffer that may be over the limit is encoded
+    size = len(text.encode("utf-8", "replace")) if 4 * len(text) > MAX_LIVE_BYTES else 0
+    if size > MAX_LIVE_BYTES:
+        return [Item(0, 0, 1, "error",
+                     f"file is {size} bytes: live diagnostics stop at {MAX_LIVE_BYTES} "
+                     "bytes, the limit of a .cell file (cellspec check and test refuse it "
+                     "too)")]
     if "\x00" in text:
         return [Item(0, 0, 1, "error", "binary content (NUL bytes): not a .cell file")]
     try:

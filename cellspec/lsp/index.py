@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import bisect
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cellspec.core.io import TooLarge, read_bounded
 from cellspec.core.ir import DOMAIN_DOCS, NUMERIC_ATTRS, RELATION_DOCS, RELATIONS, SYMBOL_ATTRS
 from cellspec.dsl.parser import STDLIB, display_path, stdlib_path
 
@@ -271,11 +273,14 @@ TextSource = Callable[[Path], str | None]
 
 
 def _read_disk(path: Path) -> str | None:
+    """A file's text, or None: not a regular file (``/dev/zero``, a FIFO that would block
+    the server), over MAX_INDEX_BYTES, or unreadable. At most limit + 1 bytes are read (a
+    size check alone races with the file growing)."""
     try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
+        if not stat.S_ISREG(path.stat().st_mode):
             return None
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+        return read_bounded(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
+    except (OSError, TooLarge):
         return None
 
 

@@ -24,7 +24,7 @@ from cellspec import __version__
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.formatter import FormatError, format_source
 from cellspec.dsl.parser import parse_text
-from cellspec.lsp import diagnose, index
+from cellspec.lsp import diagnose, framing, index
 from cellspec.testing.runner import run_file
 
 DEBOUNCE_S = 0.25
@@ -386,5 +386,6 @@ def _args(args: tuple) -> list[Any]:
 
 
 def serve() -> None:
-    """Run the server on stdin/stdout until the client says exit."""
-    server.start_io()
+    """Run the server on stdin/stdout until the client says exit (with cellspec's bounded,
+    self-healing message loop: lsp/framing.py)."""
+    framing.start_io(server)
