@@ -222,8 +222,8 @@ def test_cli_design_json(tmp_path, capsys):
                "--format", "json"])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds",
-                         "phases"]
+    assert list(obj) == ["format", "spec", "outcome", "reason", "layout", "plan", "calls",
+                         "seconds", "phases"]
     assert [p["phase"] for p in obj["phases"]] == ["Plan", "Design", "Inspect", "PreExecute",
                                                    "Done"]
     assert obj["outcome"] == "generated" and obj["calls"] == 0
