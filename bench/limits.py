@@ -169,7 +169,8 @@ def measure(tree: Path, argv: list[str], cap: float) -> dict:
             "ans = code = None\n"
             "try:\n"
             "    j = json.loads(out)\n"
-            "    j = j[0] if isinstance(j, list) else j\n"
+            "    j = j[0] if isinstance(j, list) else j  # lint: a list before cellspec.lint/1\n"
+            "    j = j['reports'][0] if 'reports' in j else j\n"
             "    ans = j.get('verdict') or j.get('status') or j.get('outcome')\n"
             "    code = j.get('reason_code')\n"
             "except Exception:\n"
@@ -205,8 +206,10 @@ def answer(res: dict) -> str:
     text = res["out"].lstrip()
     try:
         j = json.loads(text)
-        if isinstance(j, list):
+        if isinstance(j, list):  # lint before cellspec.lint/1
             j = j[0]
+        if "reports" in j:  # lint: the first file's report
+            j = j["reports"][0]
         v = j.get("verdict") or j.get("status") or j.get("outcome")
         if v:
             return str(v)

@@ -52,6 +52,7 @@ class LayoutIn(BaseModel):
     """A layout file: parts (AABB centres), optional units and placement order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Literal["cellspec.layout/1"] | None = None  # optional: docs/formats.md
     units: Literal["m", "mm"] = "m"
     parts: list[PartIn]
     order: list[StrictStr] | None = None
@@ -120,7 +121,7 @@ class Layout:
         return size
 
     def to_json(self) -> dict[str, Any]:
-        """The layout as the DESIGN.md JSON object (metres)."""
+        """The layout as the layout JSON object (metres; docs/formats.md)."""
         parts = []
         for i, pid in enumerate(self.ids):
             d: dict[str, Any] = {"id": pid, "type": self.types[i],

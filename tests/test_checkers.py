@@ -101,7 +101,7 @@ def test_clingo_output_is_the_default_and_unchanged(capsys):
     a, b = json.loads(out), json.loads(out2)
     del a["stats"]["seconds"], b["stats"]["seconds"]
     assert code == code2 == 1 and a == b
-    assert set(a) == {"verdict", "violations", "warnings", "stats"}  # no new key on a fail
+    assert set(a) == {"format", "verdict", "violations", "warnings", "stats"}  # none on a fail
 
 
 def test_verdict_words_are_the_status_enum():

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run_cellspec_process
 
 import cellspec
 from cellspec.layout import layout_from_obj
@@ -348,8 +348,10 @@ def test_small_check_within_a_limit_still_passes(cli):
     assert r.returncode == 0 and r.stdout.startswith("pass")
 
 
-def test_memory_budget_gives_unknown(cli, tmp_path):
-    r = cli("check", PILE_CELL, _pile(tmp_path, 2000), "--max-memory", "64M", "--format", "json")
+def test_memory_budget_gives_unknown(tmp_path):
+    """A real process: a forked worker of a test process starts with the test's heap."""
+    r = run_cellspec_process("check", PILE_CELL, _pile(tmp_path, 2000), "--max-memory", "64M",
+                             "--format", "json")
     j = json.loads(r.stdout)
     assert r.returncode == 2 and j["verdict"] == "unknown"
     assert j["reason"].startswith("memory limit: the run needed more than 64 MiB")

@@ -230,8 +230,8 @@ def test_cli_design_json(tmp_path, capsys):
                "--format", "json"])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds",
-                         "intent", "intent_of", "phases"]
+    assert list(obj) == ["format", "spec", "outcome", "reason", "layout", "plan", "calls",
+                         "seconds", "intent", "intent_of", "phases"]
     assert obj["intent_of"] == "layout" and all(c["holds"] for c in obj["intent"])
     assert {c["kind"] for c in obj["intent"]} >= {"count", "levels", "at", "type"}
     assert [p["phase"] for p in obj["phases"]] == ["Plan", "Design", "Inspect", "PreExecute",

@@ -86,7 +86,9 @@ def test_cli_lint(cli, tmp_path):
     assert "inconsistent" in r.stdout
     r = cli("lint", STATION, "--parts", "cube=3", "--format", "json")
     out = json.loads(r.stdout)
-    assert out[0]["status"] == "consistent" and out[0]["parts"] == {"cube": 3}
+    assert out["format"] == "cellspec.lint/1"  # an object, the reports inside
+    rep = out["reports"]
+    assert rep[0]["status"] == "consistent" and rep[0]["parts"] == {"cube": 3}
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -4,7 +4,7 @@ propose; solvers decide.
 ``translate(command, cell) -> str`` returns DSL text of one ``design`` statement, which
 :func:`parse_spec` parses and validates with cellspec's own design parser (errors are
 CellspecError with positions). ``propose(spec, cell, feedback) -> dict | None`` returns a
-candidate layout JSON object (the DESIGN.md layout format) or None (the solver builds it).
+candidate layout JSON object (the layout format, docs/formats.md) or None (the solver builds it).
 Every call is recorded per command (kind, model, tokens, latency) in frozen dataclasses.
 """
 

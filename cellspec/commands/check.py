@@ -14,6 +14,7 @@ from cellspec.commands.common import (
     EXIT_OK,
     add_shared,
     atomic_write,
+    tagged,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
@@ -88,16 +89,16 @@ def run(a: argparse.Namespace) -> int:
     check_output(a.witness, "--witness")
     res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):  # the budget ran out: unknown, with the reason
-        return print_stopped(res, a.format, {
+        return print_stopped(res, a.format, tagged("verdict", {
             "verdict": str(Status.UNKNOWN), "violations": [], "warnings": [],
             "stats": {"parts": None, "backend": a.backend, "seconds": round(res.seconds, 4)},
-            "reason": res.reason, "reason_code": res.kind},
+            "reason": res.reason, "reason_code": res.kind}),
             f"unknown: {res.reason} ({res.seconds:.3f} s)")
     v, r = res
     if r is not None:
         return _run_robust(a, v, r)
     if a.format == "json":
-        print(json.dumps(v.to_json(), indent=2))
+        print(json.dumps(tagged("verdict", v.to_json()), indent=2))
     else:
         _print_findings(v, v.notes)
         summary = f"({v.parts} parts, {v.seconds:.3f} s)"
@@ -127,7 +128,7 @@ def _run_robust(a: argparse.Namespace, v, r) -> int:
         atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")
     tol = f"{r.tolerance:g} m"
     if a.format == "json":
-        out = v.to_json()
+        out = tagged("verdict", v.to_json())
         out["robust"] = r.to_json()
         print(json.dumps(out, indent=2))
     else:

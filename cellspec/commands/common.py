@@ -14,6 +14,12 @@ from cellspec.core.io import atomic_write as atomic_write  # re-exported for the
 from cellspec.core.status import EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK  # noqa: F401
 
 
+def tagged(kind: str, obj: dict) -> dict:
+    """A verb's JSON output with its format and version first (``"format":
+    "cellspec.verdict/1"``; docs/formats.md, the schemas in cellspec/schemas/)."""
+    return {"format": f"cellspec.{kind}/1", **obj}
+
+
 def print_diagnostics(exc: CellspecError) -> int:
     """Print every diagnostic on stderr; returns the bad-input exit code."""
     for d in exc.diagnostics:

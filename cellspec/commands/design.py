@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cellspec.commands.bounded import LimitHit, print_unknown, remaining, run_bounded
-from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write, tagged
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_llm_limits, check_output, check_seconds, parse_memory
@@ -182,13 +182,14 @@ def run(a: argparse.Namespace) -> int:
     a.max_memory = parse_memory(a.max_memory)
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: nothing imported after the limit
-        return print_unknown(got, a.format, {"spec": None, "layout": None, "plan": None,
+        return print_unknown(got, a.format, {"format": "cellspec.design/1", "spec": None,
+                                             "layout": None, "plan": None,
                                              "calls": None, "phases": []}, key="outcome",
                              handed="layout")
     if got["layout"] is not None and a.output:  # atomic_write names the path if refused
         atomic_write(Path(a.output), json.dumps(got["layout"], indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(got["json"], indent=2))
+        print(json.dumps(tagged("design", got["json"]), indent=2))
     else:
         print(got["pretty"], end="")
     return EXIT_OK if got["layout"] is not None else EXIT_FAIL

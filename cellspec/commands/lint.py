@@ -12,6 +12,7 @@ from cellspec.commands.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_shared,
+    tagged,
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
@@ -68,14 +69,15 @@ def run(a: argparse.Namespace) -> int:
 
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
-        return print_stopped(got, a.format, [
+        return print_stopped(got, a.format, tagged("lint", {"reports": [
             {"file": f, "cell": None, "parts": parts or {}, "status": str(Status.UNKNOWN),
              "findings": [], "reason": got.reason, "seconds": round(got.seconds, 4)}
-            for f in a.files],
+            for f in a.files]}),
             "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
     reports = got
     if a.format == "json":
-        print(json.dumps([{"file": f, **r.to_json()} for f, r in reports], indent=2))
+        print(json.dumps(tagged("lint", {"reports": [{"file": f, **r.to_json()}
+                                                     for f, r in reports]}), indent=2))
     else:
         for f, r in reports:
             what = ", ".join(f"{t}={n}" for t, n in sorted(r.part_set.items()))

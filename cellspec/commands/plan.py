@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cellspec.commands import common
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 
 
@@ -62,9 +62,9 @@ def run(a: argparse.Namespace) -> int:
     a.max_memory = limits.parse_memory(a.max_memory)
     res = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(res, LimitHit):
-        return print_stopped(res, a.format, {
+        return print_stopped(res, a.format, tagged("plan", {
             "status": "unknown", "method": "", "order": [], "steps": [], "reason": res.reason,
-            "seconds": round(res.seconds, 4)}, f"unknown: {res.reason} ({res.seconds:.3f} s)")
+            "seconds": round(res.seconds, 4)}), f"unknown: {res.reason} ({res.seconds:.3f} s)")
     r, layout, paper = res
     if r.status == "optimal" and a.output:
         atomic_write(Path(a.output), json.dumps(layout.with_order(r.order).to_json(),
@@ -72,7 +72,7 @@ def run(a: argparse.Namespace) -> int:
     other = [v for v in (r.verdict.violations if r.verdict else ()) if v.rule not in
              r.order_rules]
     if a.format == "json":
-        out = r.to_json()
+        out = tagged("plan", r.to_json())
         if paper is not None:
             out["paper_greedy"] = paper
         print(json.dumps(out, indent=2))

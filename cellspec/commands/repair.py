@@ -11,7 +11,7 @@ from typing import Any
 
 from cellspec.commands import common
 from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
 
@@ -109,13 +109,13 @@ def run(a: argparse.Namespace) -> int:
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
         return print_unknown(got, a.format, {
-            "already_valid": False, "parts_moved": 0, "displacement_m": 0, "reordered": False,
-            "moves": []}, handed="repair")
+            "format": "cellspec.repair/1", "already_valid": False, "parts_moved": 0,
+            "displacement_m": 0, "reordered": False, "moves": []}, handed="repair")
     r = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(r.to_json(), indent=2))
+        print(json.dumps(tagged("repair", r.to_json()), indent=2))
     else:
         bad = r.before.violations if r.before is not None else ()
         if r.already_valid:

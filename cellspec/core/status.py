@@ -45,7 +45,7 @@ SENTENCES: dict[Reason, str] = {
     Reason.INTERNAL_ERROR: "an internal error of cellspec or a solver (please report it)",
 }
 
-# Exit codes (DESIGN.md): 0 pass/proved/optimal/feasible, 1 fail/refuted/infeasible,
+# Exit codes (docs/architecture.md): 0 pass/proved/optimal/feasible, 1 fail/refuted/infeasible,
 # 2 bad input or unknown, 3 internal error (never reported as bad input).
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 

@@ -121,7 +121,7 @@ class ReviewSession:
                       yaw=self.yaw.copy())
 
     def to_json(self) -> dict[str, Any]:
-        """The current layout as the DESIGN.md layout JSON object."""
+        """The current layout as the layout JSON object (docs/formats.md)."""
         return self.layout().to_json()
 
     def index(self, pid: str) -> int:

@@ -24,7 +24,7 @@ class Violation(BaseModel):
     zones: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The DESIGN.md violation object (rule, parts, message, source)."""
+        """The violation object (docs/formats.md) (rule, parts, message, source)."""
         return {"rule": self.rule, "parts": list(self.parts), "message": self.message,
                 "source": self.source}
 
@@ -66,7 +66,7 @@ class Verdict(BaseModel):
         return self.verdict == Status.PASS
 
     def to_json(self, timing: bool = True) -> dict[str, Any]:
-        """The DESIGN.md verdict object, plus warnings, notes and the reason for unknown."""
+        """The verdict object (docs/formats.md), plus warnings, notes and the reason for unknown."""
         stats: dict[str, Any] = {"parts": self.parts, "backend": self.backend}
         if timing:
             stats["seconds"] = round(self.seconds, 4)

@@ -133,7 +133,7 @@ class RepairResult(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     status: Status
-    layout: dict[str, Any] | None = None  # the repaired layout JSON (DESIGN.md format)
+    layout: dict[str, Any] | None = None  # the repaired layout JSON (docs/formats.md)
     moves: tuple[Move, ...] = ()
     reordered: bool = False
     already_valid: bool = False
