@@ -37,6 +37,7 @@ from cellspec.solver.instance import BoxU, Instance, build_instance
 from cellspec.solver.stability import DEFAULT_MARGIN
 
 NEAR_START = 4  # candidate edges from boxes within this many part sizes, widened x3
+CHUNK = 256  # candidates tested at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,12 +369,18 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
                 cb = np.empty((len(arr), 6), dtype=np.int64)
                 cb[:, 0::2] = 2 * arr[:, :3] + lo_i[None, :]
                 cb[:, 1::2] = 2 * arr[:, :3] + hi_i[None, :]
-                ok = _in_zones(cb, inst)
-                for t in np.nonzero(ok)[0].tolist():
-                    sup = int(arr[t, 3])
-                    others = nbx if sup < 0 else boxes[near & (np.arange(len(boxes))
-                                                               != pos[sup])]
-                    if _clear(cb[t:t + 1], others, gap)[0]:
+                ok = np.nonzero(_in_zones(cb, inst))[0]
+                for k0 in range(0, len(ok), CHUNK):  # in cost order, a chunk at a time
+                    sl = ok[k0:k0 + CHUNK]
+                    good = np.zeros(len(sl), dtype=bool)
+                    flat = arr[sl, 3] < 0
+                    good[flat] = _clear(cb[sl[flat]], nbx, gap)
+                    for t in np.nonzero(~flat)[0].tolist():  # on a top: all but that part
+                        others = boxes[near & (np.arange(len(boxes)) != pos[int(arr[sl[t], 3])])]
+                        good[t] = _clear(cb[sl[t]:sl[t] + 1], others, gap)[0]
+                    if good.any():
+                        t = int(sl[int(np.argmax(good))])
+                        sup = int(arr[t, 3])
                         return (int(arr[t, 0]), int(arr[t, 1]), int(arr[t, 2])), (
                             None if sup < 0 else sup), bool(arr[t, 4])
             if not len(boxes) or near.all():

@@ -100,6 +100,9 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
         if v.rule not in orules:
             bad[[index[p] for p in v.parts]] = True
     inst0 = instance_of(cell, layout)
+    proof = room_proof(inst0) if proofs else None
+    if proof is not None:  # no room at all: nothing to construct
+        return First(proof=proof)
     stack = True
     last = ""
     for _ in range(ROUNDS):
@@ -114,11 +117,8 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
         if not con.ok:
             if con.reason is not None:
                 return First(reason=con.reason)
-            proof = room_proof(inst0) if proofs else None
             names = ", ".join(layout.ids[i] for i in con.unplaced[:8]) + (
                 " ..." if len(con.unplaced) > 8 else "")
-            if proof is not None:
-                return First(proof=proof)
             return First(reason=f"the constructive placement found no free position for "
                          f"{len(con.unplaced)} part(s) ({names}) with the "
                          f"{len(con.kept)} part(s) that are fine kept; no bound rules a "
