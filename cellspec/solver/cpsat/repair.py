@@ -53,8 +53,8 @@ def repair(cell: Cell, layout: Layout, *,
     kw = dict(workers=workers, keep_shape=keep_shape, decompose=decompose,
               progress=progress, allow_rotate=allow_rotate)
     if before.verdict != Status.FAIL:  # valid already, or unknown: the pipeline says so
-        r = pipeline(cell, layout, time_limit=time_limit, checked=before, **kw)  # type: ignore
-        return r.model_copy(update={"seconds": time.perf_counter() - t0})
+        r0 = pipeline(cell, layout, time_limit=time_limit, checked=before, **kw)  # type: ignore
+        return r0.model_copy(update={"seconds": time.perf_counter() - t0})
     reserve = min(0.2, 0.15 * time_limit)
 
     def left() -> float:
@@ -76,7 +76,7 @@ def repair(cell: Cell, layout: Layout, *,
         at = {pid: i for i, pid in enumerate(layout.ids)}
         hint = {at[m.part]: tuple(int(round(v * 10000)) for v in m.dst) for m in first.moves}
     spent = time.perf_counter() - t0
-    r = None
+    r: RepairResult | None = None
     lns = first.layout is not None and not keep_shape and not allow_rotate
     if time_limit - spent > reserve + 0.05:
         share = PIPELINE_SHARE if lns else 1.0

@@ -72,8 +72,8 @@ def _depends(inst: Instance) -> dict[int, list[int]]:
     keep = g.contact(b[i], b[j], eps)
     i, j = i[keep], j[keep]
     surf = np.asarray(sorted(set(inst.surfaces.values())), dtype=np.int64)
-    grounded = (np.abs(b[:, 4][:, None] - surf[None, :]) <= eps).any(axis=1) if len(surf) \
-        else np.zeros(len(b), dtype=bool)
+    grounded: np.ndarray = np.asarray((np.abs(b[:, 4][:, None] - surf[None, :]) <= eps).any(
+        axis=1)) if len(surf) else np.zeros(len(b), dtype=bool)
     up: dict[int, list[int]] = {}
     for p, q in list(zip(i.tolist(), j.tolist(), strict=True)) + list(
             zip(j.tolist(), i.tolist(), strict=True)):
@@ -133,7 +133,7 @@ def _clear(cand: np.ndarray, others: np.ndarray, gap: int) -> np.ndarray:
     for a in range(3):
         sep |= cand[:, None, 2 * a] - others[None, :, 2 * a + 1] >= gap
         sep |= others[None, :, 2 * a] - cand[:, None, 2 * a + 1] >= gap
-    return sep.all(axis=1)
+    return np.asarray(sep.all(axis=1))
 
 
 def _in_zones(cand: np.ndarray, inst: Instance) -> np.ndarray:
@@ -463,7 +463,7 @@ def _area_proof(inst: Instance, size: np.ndarray, shrunk: np.ndarray, room: list
     s = surfaces[0]
     h_min = int(hs[0])
     area_ws = room[0] * room[1]
-    zones = []
+    zones: list[tuple[list[int], list[int]]] = []
     for name in inst.keepouts:
         z = inst.zones[name]
         if isinstance(z, BoxU) and z.lo[2] <= s and z.hi[2] >= s + h_min:

@@ -124,24 +124,24 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
                          f"{len(con.kept)} part(s) that are fine kept; no bound rules a "
                          "repair out")
         placed = apply(layout, con.centres)
-        out, reordered, v, oreason = with_order(cell, layout, placed, left)
-        if out is None or v is None:
+        out, reordered, ver, oreason = with_order(cell, layout, placed, left)
+        if out is None or ver is None:
             last = oreason or "no order"
             stack = False
             continue
-        if v.verdict == Status.PASS:
+        if ver.verdict == Status.PASS:
             return First(layout=out, moves=moves_of(layout, out, why, inst0),
-                         reordered=reordered, verdict=v)
-        if v.verdict != Status.PASS and not v.violations:
-            return First(reason=f"the constructive repair does not re-verify: {v.reason}")
-        last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in v.violations[:5])
-        named = [index[p] for x in v.violations if x.rule not in orules for p in x.parts]
+                         reordered=reordered, verdict=ver)
+        if not ver.violations:
+            return First(reason=f"the constructive repair does not re-verify: {ver.reason}")
+        last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in ver.violations[:5])
+        named = [index[p] for x in ver.violations if x.rule not in orules for p in x.parts]
         fresh = [i for i in named if not bad[i]]
         if fresh:
             bad[fresh] = True
         else:
             stack = False  # a placed part is named: place without stacking
-        for x in v.violations:
+        for x in ver.violations:
             for p in x.parts:
                 why.setdefault(p, []).append(f"{x.rule}({', '.join(x.parts)}) once placed")
     return First(reason=f"the constructive repair does not re-verify: {last}" if last else
