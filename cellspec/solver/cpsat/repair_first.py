@@ -64,7 +64,7 @@ def moves_of(layout: Layout, new: Layout, why: dict[str, list[str]],
 def with_order(cell: Cell, layout: Layout, placed: Layout, left: Callable[[], float]
                ) -> tuple[Layout | None, bool, Verdict | None, str | None]:
     """``placed`` with an assembly order when ``layout`` has one: the layout's own order
-    when it verifies, else one computed (preferring the layout's ranks); then verified.
+    when it holds, else one computed (preferring the layout's ranks); then verified.
     (layout or None, reordered, verdict, reason)."""
     from cellspec.solver.verify import check
 
@@ -72,14 +72,16 @@ def with_order(cell: Cell, layout: Layout, placed: Layout, left: Callable[[], fl
         if layout.order is not None:
             placed = placed.with_order(tuple(layout.order))
         return placed, False, check(cell, placed, timeout=left()), None
-    kept_order = placed.with_order(tuple(layout.order))
-    v = check(cell, kept_order, timeout=left())
-    if v.verdict == Status.PASS:
-        return kept_order, False, v, None
+    # the sequencer's greedy, ranked by the layout's order, gives that order back when it
+    # still holds (one clingo check instead of two)
     rank = {pid: k for k, pid in enumerate(layout.order)}
     ost, steps, _, oreason, _ = solve_order(cell, build_instance(cell, placed), left(),
                                             [rank[pid] for pid in layout.ids])
     if ost != Status.OPTIMAL:
+        kept_order = placed.with_order(tuple(layout.order))
+        v = check(cell, kept_order, timeout=left())
+        if v.verdict == Status.PASS:
+            return kept_order, False, v, None
         return None, False, None, f"no assembly order for the placement: {oreason}"
     order = tuple(st.part for st in steps)
     out = placed.with_order(order)
