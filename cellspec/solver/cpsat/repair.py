@@ -31,6 +31,7 @@ from cellspec.solver.result import Verdict
 
 ROOM_RULES = ("workspace", "no_overlap", "gravity")
 PIPELINE_SHARE = 0.6  # of the time after the constructive repair; the rest: neighbourhoods
+LNS_PARTS = 300  # larger layouts: the pipeline alone improves (a verification costs ~1 s)
 
 
 def repair(cell: Cell, layout: Layout, *,
@@ -77,7 +78,8 @@ def repair(cell: Cell, layout: Layout, *,
         hint = {at[m.part]: tuple(int(round(v * 10000)) for v in m.dst) for m in first.moves}
     spent = time.perf_counter() - t0
     r: RepairResult | None = None
-    lns = first.layout is not None and not keep_shape and not allow_rotate
+    lns = (first.layout is not None and not keep_shape and not allow_rotate
+           and len(layout) <= LNS_PARTS)
     if time_limit - spent > reserve + 0.05:
         share = PIPELINE_SHARE if lns else 1.0
         r = pipeline(cell, layout, time_limit=max(0.1, share * (time_limit - spent)),

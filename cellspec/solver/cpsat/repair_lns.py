@@ -50,7 +50,9 @@ def improve(cell: Cell, layout: Layout, best: First, why: dict[str, list[str]],
     c_in = _centres(layout)
     inst_in = build_instance(cell, layout.with_order(None))
     tried: set[tuple[int, ...]] = set()
-    while time.perf_counter() < deadline - 0.05:
+    step = 0.1  # the longest neighbourhood so far (solve and verify): one more must fit
+    while time.perf_counter() < deadline - 0.05 - 2 * step:
+        t_step = time.perf_counter()
         cur = best.layout
         assert cur is not None
         c_cur = _centres(cur)
@@ -69,11 +71,11 @@ def improve(cell: Cell, layout: Layout, best: First, why: dict[str, list[str]],
             return best
         tried.add(todo)
         got = _solve(cell, layout, cur, todo, c_in, c_cur, deadline, workers)
-        if got is None:
-            continue
-        if _key(moves_of(layout, got, why, inst_in)) >= _key(best.moves):
+        if got is None or _key(moves_of(layout, got, why, inst_in)) >= _key(best.moves):
+            step = max(step, time.perf_counter() - t_step)
             continue
         out, reordered, v, _ = with_order(cell, layout, got, left)
+        step = max(step, time.perf_counter() - t_step)
         if out is None or v is None or v.verdict != Status.PASS:
             continue
         best = First(layout=out, moves=moves_of(layout, out, why, inst_in),
