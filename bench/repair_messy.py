@@ -12,7 +12,7 @@ vs the proved minimum (the monolithic model, proved optimal, on layouts of <= 20
 ``unknown`` count. Every repaired layout is re-checked here with ``cellspec.check``. The
 peer is the same call on the code in ``--before DIR`` (a checkout; run in a subprocess with
 that PYTHONPATH). ``--cli N``: also N whole-process runs (``python -m cellspec repair
---time-limit 1``) per station size, wall time and status. ONE JSON line on stdout, a
+--time-limit 2``) per station size, wall time and status. ONE JSON line on stdout, a
 table on stderr.
 
     python bench/repair_messy.py [--sizes 10,20,40,60,200,1000] [--per-size 4]
@@ -134,13 +134,13 @@ def run_batch(pythonpath: Path, cell: Path, files: list[Path], limit: float,
 
 
 def cli_runs(pythonpath: Path, cell: Path, files: list[Path]) -> list[dict]:
-    """Whole-process runs: ``python -m cellspec repair --time-limit 1``."""
+    """Whole-process runs: ``python -m cellspec repair --time-limit 2``."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     out = []
     for f in files:
         t0 = time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "cellspec", "repair", str(cell), str(f),
-                            "--time-limit", "1", "--format", "json"], env=env,
+                            "--time-limit", "2", "--format", "json"], env=env,
                            cwd=str(pythonpath), capture_output=True, text=True, check=False,
                            timeout=120)
         wall = time.perf_counter() - t0
@@ -205,7 +205,7 @@ def main() -> int:
     ap.add_argument("--before", metavar="DIR", help="a checkout of the code before: the peer")
     ap.add_argument("--no-proof", action="store_true", help="skip the proved minimum")
     ap.add_argument("--cli", type=int, default=0, metavar="N",
-                    help="whole-process runs per station size (time limit 1 s)")
+                    help="whole-process runs per station size (time limit 2 s)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     out: dict = {"bench": "repair_messy", "time_limit_s": a.time_limit, "sizes": []}

@@ -168,7 +168,7 @@ def test_no_room_is_infeasible_with_the_bound(tmp_path_factory):
     # 24 of them fit: a repair, not a proof
     small = layout_from_obj({"parts": obj["parts"][:24]})
     assert room_proof(instance_of(cell, small)) is None
-    _verified(cell, small, repair(cell, small, time_limit=2))
+    _verified(cell, small, repair(cell, small, time_limit=5))
 
 
 def test_same_input_same_output(station):

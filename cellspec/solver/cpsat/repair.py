@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 from cellspec.core.status import Status
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone, Zone
-from cellspec.layout import Layout
+from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.blocked import parse_blocked, with_blocked
 from cellspec.solver.cpsat.repair_first import First, first_repair
+from cellspec.solver.cpsat.repair_lns import improve
 from cellspec.solver.cpsat.repair_pipeline import (
     DEFAULT_TIME_LIMIT,
     LOOP_RULES,
@@ -29,6 +30,8 @@ from cellspec.solver.cpsat.rotate import parse_rotate
 from cellspec.solver.result import Verdict
 
 ROOM_RULES = ("workspace", "no_overlap", "gravity")
+PIPELINE_SHARE = 0.6  # of the time after the constructive repair; the rest: neighbourhoods
+LNS_PARTS = 300  # larger layouts: the pipeline alone improves (a verification costs ~1 s)
 
 
 def repair(cell: Cell, layout: Layout, *,
@@ -51,8 +54,8 @@ def repair(cell: Cell, layout: Layout, *,
     kw = dict(workers=workers, keep_shape=keep_shape, decompose=decompose,
               progress=progress, allow_rotate=allow_rotate)
     if before.verdict != Status.FAIL:  # valid already, or unknown: the pipeline says so
-        r = pipeline(cell, layout, time_limit=time_limit, checked=before, **kw)  # type: ignore
-        return r.model_copy(update={"seconds": time.perf_counter() - t0})
+        r0 = pipeline(cell, layout, time_limit=time_limit, checked=before, **kw)  # type: ignore
+        return r0.model_copy(update={"seconds": time.perf_counter() - t0})
     reserve = min(0.2, 0.15 * time_limit)
 
     def left() -> float:
@@ -74,11 +77,36 @@ def repair(cell: Cell, layout: Layout, *,
         at = {pid: i for i, pid in enumerate(layout.ids)}
         hint = {at[m.part]: tuple(int(round(v * 10000)) for v in m.dst) for m in first.moves}
     spent = time.perf_counter() - t0
-    r = None
+    r: RepairResult | None = None
+    lns = (first.layout is not None and not keep_shape and not allow_rotate
+           and len(layout) <= LNS_PARTS)
     if time_limit - spent > reserve + 0.05:
-        r = pipeline(cell, layout, time_limit=time_limit - spent, checked=before,
-                     start_hint=hint, **kw)  # type: ignore[arg-type]
-    return _better(first, r, before, t_first, time.perf_counter() - t0, keep_shape)
+        share = PIPELINE_SHARE if lns else 1.0
+        r = pipeline(cell, layout, time_limit=max(0.1, share * (time_limit - spent)),
+                     checked=before, start_hint=hint, **kw)  # type: ignore[arg-type]
+    res = _better(first, r, before, t_first, time.perf_counter() - t0, keep_shape)
+    if not lns or res.status != Status.FEASIBLE or res.layout is None or left() < 0.3:
+        return res
+    cur = first if res.moves == first.moves else First(
+        layout=layout_from_obj(res.layout), moves=res.moves, reordered=res.reordered,
+        verdict=res.verdict)
+    why: dict[str, list[str]] = {}
+    for v in before.violations:
+        for p in v.parts:
+            why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
+    got = improve(cell, layout, cur, why, t0 + time_limit - reserve, left, workers)
+    if got is cur:
+        return res.model_copy(update={"seconds": time.perf_counter() - t0})
+    if progress is not None:
+        progress(f"repair {time.perf_counter() - t0:6.2f} s: improved by neighbourhoods: "
+                 f"{len(got.moves)} part(s) moved")
+    assert got.layout is not None
+    return RepairResult(status=Status.FEASIBLE, before=before,
+                        seconds=time.perf_counter() - t0, layout=got.layout.to_json(),
+                        moves=got.moves, reordered=got.reordered, verdict=got.verdict,
+                        first_seconds=res.first_seconds)
+
+
 
 
 def _better(first: First, r: RepairResult | None, before: Verdict, t_first: float,

@@ -37,6 +37,7 @@ from cellspec.solver.instance import BoxU, Instance, build_instance
 from cellspec.solver.stability import DEFAULT_MARGIN
 
 NEAR_START = 4  # candidate edges from boxes within this many part sizes, widened x3
+CHUNK = 256  # candidates tested at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +72,8 @@ def _depends(inst: Instance) -> dict[int, list[int]]:
     keep = g.contact(b[i], b[j], eps)
     i, j = i[keep], j[keep]
     surf = np.asarray(sorted(set(inst.surfaces.values())), dtype=np.int64)
-    grounded = (np.abs(b[:, 4][:, None] - surf[None, :]) <= eps).any(axis=1) if len(surf) \
-        else np.zeros(len(b), dtype=bool)
+    grounded: np.ndarray = np.asarray((np.abs(b[:, 4][:, None] - surf[None, :]) <= eps).any(
+        axis=1)) if len(surf) else np.zeros(len(b), dtype=bool)
     up: dict[int, list[int]] = {}
     for p, q in list(zip(i.tolist(), j.tolist(), strict=True)) + list(
             zip(j.tolist(), i.tolist(), strict=True)):
@@ -132,7 +133,7 @@ def _clear(cand: np.ndarray, others: np.ndarray, gap: int) -> np.ndarray:
     for a in range(3):
         sep |= cand[:, None, 2 * a] - others[None, :, 2 * a + 1] >= gap
         sep |= others[None, :, 2 * a] - cand[:, None, 2 * a + 1] >= gap
-    return sep.all(axis=1)
+    return np.asarray(sep.all(axis=1))
 
 
 def _in_zones(cand: np.ndarray, inst: Instance) -> np.ndarray:
@@ -368,12 +369,18 @@ def _place(i: int, b: np.ndarray, c0: np.ndarray, off_lo: np.ndarray, off_hi: np
                 cb = np.empty((len(arr), 6), dtype=np.int64)
                 cb[:, 0::2] = 2 * arr[:, :3] + lo_i[None, :]
                 cb[:, 1::2] = 2 * arr[:, :3] + hi_i[None, :]
-                ok = _in_zones(cb, inst)
-                for t in np.nonzero(ok)[0].tolist():
-                    sup = int(arr[t, 3])
-                    others = nbx if sup < 0 else boxes[near & (np.arange(len(boxes))
-                                                               != pos[sup])]
-                    if _clear(cb[t:t + 1], others, gap)[0]:
+                ok = np.nonzero(_in_zones(cb, inst))[0]
+                for k0 in range(0, len(ok), CHUNK):  # in cost order, a chunk at a time
+                    sl = ok[k0:k0 + CHUNK]
+                    good = np.zeros(len(sl), dtype=bool)
+                    flat = arr[sl, 3] < 0
+                    good[flat] = _clear(cb[sl[flat]], nbx, gap)
+                    for t in np.nonzero(~flat)[0].tolist():  # on a top: all but that part
+                        others = boxes[near & (np.arange(len(boxes)) != pos[int(arr[sl[t], 3])])]
+                        good[t] = _clear(cb[sl[t]:sl[t] + 1], others, gap)[0]
+                    if good.any():
+                        t = int(sl[int(np.argmax(good))])
+                        sup = int(arr[t, 3])
                         return (int(arr[t, 0]), int(arr[t, 1]), int(arr[t, 2])), (
                             None if sup < 0 else sup), bool(arr[t, 4])
             if not len(boxes) or near.all():
@@ -456,7 +463,7 @@ def _area_proof(inst: Instance, size: np.ndarray, shrunk: np.ndarray, room: list
     s = surfaces[0]
     h_min = int(hs[0])
     area_ws = room[0] * room[1]
-    zones = []
+    zones: list[tuple[list[int], list[int]]] = []
     for name in inst.keepouts:
         z = inst.zones[name]
         if isinstance(z, BoxU) and z.lo[2] <= s and z.hi[2] >= s + h_min:

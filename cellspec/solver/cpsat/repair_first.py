@@ -64,7 +64,7 @@ def moves_of(layout: Layout, new: Layout, why: dict[str, list[str]],
 def with_order(cell: Cell, layout: Layout, placed: Layout, left: Callable[[], float]
                ) -> tuple[Layout | None, bool, Verdict | None, str | None]:
     """``placed`` with an assembly order when ``layout`` has one: the layout's own order
-    when it verifies, else one computed (preferring the layout's ranks); then verified.
+    when it holds, else one computed (preferring the layout's ranks); then verified.
     (layout or None, reordered, verdict, reason)."""
     from cellspec.solver.verify import check
 
@@ -72,14 +72,16 @@ def with_order(cell: Cell, layout: Layout, placed: Layout, left: Callable[[], fl
         if layout.order is not None:
             placed = placed.with_order(tuple(layout.order))
         return placed, False, check(cell, placed, timeout=left()), None
-    kept_order = placed.with_order(tuple(layout.order))
-    v = check(cell, kept_order, timeout=left())
-    if v.verdict == Status.PASS:
-        return kept_order, False, v, None
+    # the sequencer's greedy, ranked by the layout's order, gives that order back when it
+    # still holds (one clingo check instead of two)
     rank = {pid: k for k, pid in enumerate(layout.order)}
     ost, steps, _, oreason, _ = solve_order(cell, build_instance(cell, placed), left(),
                                             [rank[pid] for pid in layout.ids])
     if ost != Status.OPTIMAL:
+        kept_order = placed.with_order(tuple(layout.order))
+        v = check(cell, kept_order, timeout=left())
+        if v.verdict == Status.PASS:
+            return kept_order, False, v, None
         return None, False, None, f"no assembly order for the placement: {oreason}"
     order = tuple(st.part for st in steps)
     out = placed.with_order(order)
@@ -100,6 +102,9 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
         if v.rule not in orules:
             bad[[index[p] for p in v.parts]] = True
     inst0 = instance_of(cell, layout)
+    proof = room_proof(inst0) if proofs else None
+    if proof is not None:  # no room at all: nothing to construct
+        return First(proof=proof)
     stack = True
     last = ""
     for _ in range(ROUNDS):
@@ -114,34 +119,31 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
         if not con.ok:
             if con.reason is not None:
                 return First(reason=con.reason)
-            proof = room_proof(inst0) if proofs else None
             names = ", ".join(layout.ids[i] for i in con.unplaced[:8]) + (
                 " ..." if len(con.unplaced) > 8 else "")
-            if proof is not None:
-                return First(proof=proof)
             return First(reason=f"the constructive placement found no free position for "
                          f"{len(con.unplaced)} part(s) ({names}) with the "
                          f"{len(con.kept)} part(s) that are fine kept; no bound rules a "
                          "repair out")
         placed = apply(layout, con.centres)
-        out, reordered, v, oreason = with_order(cell, layout, placed, left)
-        if out is None or v is None:
+        out, reordered, ver, oreason = with_order(cell, layout, placed, left)
+        if out is None or ver is None:
             last = oreason or "no order"
             stack = False
             continue
-        if v.verdict == Status.PASS:
+        if ver.verdict == Status.PASS:
             return First(layout=out, moves=moves_of(layout, out, why, inst0),
-                         reordered=reordered, verdict=v)
-        if v.verdict != Status.PASS and not v.violations:
-            return First(reason=f"the constructive repair does not re-verify: {v.reason}")
-        last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in v.violations[:5])
-        named = [index[p] for x in v.violations if x.rule not in orules for p in x.parts]
+                         reordered=reordered, verdict=ver)
+        if not ver.violations:
+            return First(reason=f"the constructive repair does not re-verify: {ver.reason}")
+        last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in ver.violations[:5])
+        named = [index[p] for x in ver.violations if x.rule not in orules for p in x.parts]
         fresh = [i for i in named if not bad[i]]
         if fresh:
             bad[fresh] = True
         else:
             stack = False  # a placed part is named: place without stacking
-        for x in v.violations:
+        for x in ver.violations:
             for p in x.parts:
                 why.setdefault(p, []).append(f"{x.rule}({', '.join(x.parts)}) once placed")
     return First(reason=f"the constructive repair does not re-verify: {last}" if last else
