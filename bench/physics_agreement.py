@@ -29,6 +29,13 @@ when every part is moved by a seeded +-0.2 mm in x and y, those offsets or their
 from the threshold; at settle's 960 Hz a load exactly over an edge may stand still, so
 structures that barely move are tried too).
 
+**Cylinder stacks** (issue 28): ``--families can_stack,rim_stack`` (or ``cylinders``)
+draws the families of ``cellspec.testing.cylinder_stacks`` (stacks near the rims of cans);
+shape families check and settle on ``cell_text(shapes=True)``, and the noise then also
+settles towers of aligned cans. ``--cylinder-margin M`` sets settle's collision margin of
+every part of a layout with a cylinder (``cellspec.robots.settle.CYLINDER_MARGIN``, m;
+``bullet``: pybullet's own 1 mm, the default) to compare oracles.
+
 ``--sim N`` also executes a seeded sample of N structures in the twin (``cellspec sim
 --unverified``: robots pick from the feeders; a part ending more than 1 cm from its place
 counts as a fall) and reports its agreement with settle; opt-in because one sim takes
@@ -36,6 +43,7 @@ seconds (measured: see the README table).
 
     python bench/physics_agreement.py [--n 1000] [--seed 0] [--families a,b] [--margin M]
         [--margins M1,M2,...] [--sim N] [--json FILE] [--no-perturb] [--lp-solvers]
+        [--cylinder-margin M|bullet]
 
 ONE JSON line on stdout, the table on stderr (the convention of bench/README.md).
 """
@@ -61,8 +69,10 @@ from cellspec.solver import stability as stab  # noqa: E402
 from cellspec.solver import stability_lp as stab_lp  # noqa: E402
 from cellspec.solver.instance import build_instance  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
+from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES  # noqa: E402
 from cellspec.testing.structures import (  # noqa: E402
     FAMILIES,
+    SHAPE_FAMILIES,
     Structure,
     load_cell_variant,
     structures,
@@ -96,7 +106,7 @@ def cells(args) -> list[tuple[str, object, str | None]]:
 
     def add(name: str, **kw) -> None:
         try:
-            out.append((name, load_cell_variant(**kw), None))
+            out.append((name, load_cell_variant(shapes=args.shapes, **kw), None))
         except CellspecError as exc:
             out.append((name, None, f"skipped: the cell does not load ({exc.diagnostics[0]})"))
 
@@ -163,14 +173,22 @@ def main(argv: list[str] | None = None) -> int:
                     "`import stability` cell")
     ap.add_argument("--lp-solvers", action="store_true", help="also time the stability "
                     "analysis with GLOP and with HiGHS (OR-Tools model builder)")
+    ap.add_argument("--cylinder-margin", default=None, help="settle's collision margin of "
+                    "every part of a layout with a cylinder (m), or 'bullet' for "
+                    "pybullet's own (settle's default)")
     args = ap.parse_args(argv)
     args.margins = [float(v) for v in args.margins.split(",") if v.strip()]
     fams = [f for f in args.families.split(",") if f] or list(FAMILIES)
+    fams = [g for f in fams for g in (list(CYLINDER_FAMILIES) if f == "cylinders" else [f])]
+    args.shapes = any(f in SHAPE_FAMILIES or f in CYLINDER_FAMILIES for f in fams)
+    if args.cylinder_margin is not None:
+        st.CYLINDER_MARGIN = (None if args.cylinder_margin == "bullet"
+                              else float(args.cylinder_margin))
     quiet_pybullet()
 
-    base = load_cell_variant()  # settle's cell: sizes, masses, friction, surfaces
+    base = load_cell_variant(shapes=args.shapes)  # settle's cell: sizes, masses, friction
     t0 = time.perf_counter()
-    noise = ag.measure_noise(base)
+    noise = ag.measure_noise(base, cylinders=args.shapes)
     S = structures(args.n, args.seed, fams)
     labels = [ag.label(base, s.layout, noise, seed=args.seed, index=s.index,
                        perturb=not args.no_perturb) for s in S]
@@ -239,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
            "kept": len(kept), "dropped": dict(dropped), "falls": falls,
            "perturbed": sum(lab.perturbed for lab in labels),
            "oracle": {"hz": st.HZ, "threshold_m": st.FALL_DISPLACEMENT,
+                      "cylinder_margin_m": st.CYLINDER_MARGIN,
                       "threshold_deg": st.FALL_ROTATION_DEG,
                       "noise_displacement_m": noise.displacement,
                       "noise_rotation_deg": noise.rotation_deg,
@@ -267,7 +286,9 @@ def _table(out: dict, noise: list[dict]) -> None:
           f"{o['noise_rotation_deg']:.2f} deg (threshold {o['threshold_m'] * 1000:g} mm / "
           f"{o['threshold_deg']:g} deg); not standing: "
           f"{[x['name'] for x in noise if x['verdict'] != 'stand'] or 'none'}", file=e)
-    print(f"settle at {o['hz']} Hz: {o['settle_s_mean']:.3f} s per structure (p95 "
+    print(f"settle at {o['hz']} Hz (cylinder collision margin "
+          f"{o['cylinder_margin_m'] if o['cylinder_margin_m'] is not None else 'pybullet'}): "
+          f"{o['settle_s_mean']:.3f} s per structure (p95 "
           f"{o['settle_s_p95']:.3f}; CPU "
           f"{o['settle_cpu_s_mean']:.3f} s); drop band +-{o['drop_band_m'] * 1000:.2f} mm / "
           f"+-{o['drop_band_deg']:.2f} deg around the threshold", file=e)

@@ -62,8 +62,9 @@ class Label:
     perturbed: bool = False
 
 
-def obvious_standers() -> list[tuple[str, Layout]]:
-    """Structures that stand beyond doubt (part types of ``cellspec.testing.structures``)."""
+def obvious_standers(cylinders: bool = False) -> list[tuple[str, Layout]]:
+    """Structures that stand beyond doubt (part types of ``cellspec.testing.structures``;
+    with ``cylinders`` also towers of 2-4 aligned cans, whose cell has the ``can``)."""
     out = []
 
     def lay(name: str, parts: list[tuple[str, str, float, float, float]]) -> None:
@@ -81,14 +82,17 @@ def obvious_standers() -> list[tuple[str, Layout]]:
     lay("canopy4", [(f"p{k}", "cube", 0.45 + sx * 0.075, 0.275 + sy * 0.05, 0.025)
                     for k, (sx, sy) in enumerate([(-1, -1), (1, 1), (1, -1), (-1, 1)])]
         + [("plate", "plate", 0.45, 0.275, 0.06)])
+    if cylinders:
+        for h in range(2, 5):
+            lay(f"cans{h}", [(f"k{k}", "can", 0.45, 0.275, 0.025 + 0.05 * k) for k in range(h)])
     return out
 
 
-def measure_noise(cell: Cell) -> Noise:
+def measure_noise(cell: Cell, cylinders: bool = False) -> Noise:
     """Settle every obvious stander in ``cell`` (which must define the structures' part
     types); the largest displacement and rotation seen is the oracle's noise."""
     rows = []
-    for name, lay in obvious_standers():
+    for name, lay in obvious_standers(cylinders):
         r = st.settle(cell, lay)
         rows.append({"name": name, "verdict": r.verdict,
                      "displacement": round(r.max_displacement, 7),

@@ -60,6 +60,22 @@ raised): 60 after each spawn and 240 at the end gave the same verdict as 120/480
 benchmark structures (seed 7); the rest rule keeps the run short for what stands and
 long for what moves. The step counts are now 4x those (the same simulated seconds).
 
+Cylinders (issue 28): a ``GEOM_CYLINDER`` collides through GJK with pybullet's collision
+margin (1 mm), i.e. as a cylinder shrunk by the margin and grown by a ball of that radius:
+its rim is rounded and its flat faces end 1 mm inside it; GJK rounds the other shape's
+edges against it the same way. Boxes on boxes are exact (Bullet's box-box detector).
+Measured on a fixed support (960 and 2400 Hz alike, so it is the shape, not the time
+step): a cube, a can or a 0.04 m post whose centre is 1.5 mm inside a can's rim falls (2
+mm stands); a can 0.5 mm inside a cube's edge (1.2 mm inside a post's) falls, 1.0 (1.5)
+stands; a cube on a cube stands 0.5 mm inside its edge. With the margin at 2.5 mm
+everything within 3 mm of the rim falls, at 0.1 mm a part 1 mm inside stands. ``check``
+models these rounded rims (cellspec/solver/stability_shapes.py, ``RIM`` and
+``RIM_EDGE``), so the oracle keeps pybullet's margin. ``CYLINDER_MARGIN`` (m, default
+None: pybullet's) sets the margin of every part of a layout with a cylinder, for
+comparisons (``bench/physics_agreement.py --cylinder-margin``); at 0.1 mm issue 28's
+can-post-can stack stands at 960 Hz and falls at 2400 Hz (its load 1.8 mm inside a rim,
+0.1 m up: within what pybullet resolves), so no smaller margin makes a cleaner oracle.
+
 A step number is the 1-based position in the placement order of the part whose spawn
 started the stage; the final settle of the finished structure counts as stage ``n``
 with ``phase`` ``final``. Same input, same output byte for byte (a fresh client per
@@ -96,6 +112,8 @@ DEFAULT_FRICTION = 0.5
 GRAVITY = -9.81
 MAX_PARTS = 200  # every stage steps the whole world: the cost grows with n squared
 SLAB_HALF = (3.0, 3.0, 0.01)  # as the twin's surfaces: 6 m square, 0.02 m thick
+CYLINDER_MARGIN: float | None = None  # m: the collision margin of every part of a layout
+# with a cylinder (None: pybullet's own 1 mm, which rounds rims and edges: "Cylinders" above)
 
 
 @dataclass(frozen=True)
@@ -255,6 +273,8 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
     order, size, masses, mu = _inputs(cell, layout)
     index = {pid: i for i, pid in enumerate(layout.ids)}
     shapes = [part_shape(cell, layout, i) for i in range(len(layout))]
+    sharp = ({"collisionMargin": CYLINDER_MARGIN} if CYLINDER_MARGIN is not None
+             and any(shape == "cylinder" for _, shape in shapes) else {})
     lat = math.sqrt(mu)  # Bullet multiplies the two bodies' coefficients
     t0 = time.perf_counter()
     cid = connect(GRAVITY)
@@ -287,7 +307,7 @@ def settle(cell: Cell, layout: Layout, *, spawn_steps: int = SPAWN_STEPS,
             turn.append(quat)
             cyl.append(shape == "cylinder")
             p.changeDynamics(b, -1, lateralFriction=lat, restitution=0.0,
-                             physicsClientId=cid)
+                             physicsClientId=cid, **sharp)
             bodies.append(b)
             home[k] = pos
             stages = [(spawn_steps, spawn_max_steps, "placed")]

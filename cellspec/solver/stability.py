@@ -128,6 +128,7 @@ class Failure:
     margin: float  # m: what the cell asks for
     exact: bool  # True: forest analysis (centre of mass); False: LP structure
     edge: float | None = None  # m: a contact polygon's edge distance (achieved: its margin)
+    rim: float = 0.0  # m: the contact's edge allowance (a cylinder's rim: stability_shapes)
 
     def text(self, ids: tuple[str, ...]) -> str:
         """The human sentence: how far inside or beyond the edge, against the margin (to
@@ -138,7 +139,8 @@ class Failure:
                  "carries," if self.carried else "")
         name = ids[self.part]
         if self.exact and self.edge is not None:  # a contact polygon (shapes)
-            return _shapes().forest_text(name, carry, on, self.achieved, self.edge, self.margin)
+            return _shapes().forest_text(name, carry, on, self.achieved, self.edge, self.margin,
+                                         self.rim)
         if self.exact:
             if self.achieved < -0.00005:
                 return (f"{name} topples off {on}: its centre of mass{carry} is "
@@ -244,12 +246,14 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
     if not len(has):
         return []
     k = edge[has]
+    rim = None
     if con.fp is None:
         dist = _edge_distance(con.rect[k], mx[has] / w[has], my[has] / w[has])
         euclid = None
     else:  # contact polygons (shapes): the same four shifts, edge distance from the polygon
         dist, euclid = _shapes().edge_distance(con, k, mx[has] / w[has], my[has] / w[has],
                                                 st.margin - TOL)  # inf: surely not bad
+        rim = _shapes().rim_of(con, con.upper[k], con.lower[k]) * U
     bad = np.nonzero(dist < st.margin - TOL)[0]
     out = []
     for t in bad.tolist():
@@ -257,7 +261,8 @@ def _forest(st: Structure, members: np.ndarray, active: np.ndarray) -> list[Fail
         lo_p = int(con.lower[k[t]])
         sup = (st.ids[lo_p],) if lo_p >= 0 else (f"the {con.surf[int(k[t])]}",)
         out.append(Failure(int(mem[li]), sup, int(cnt[li]) - 1, float(dist[t]), st.margin,
-                           True, None if euclid is None else float(euclid[t])))
+                           True, None if euclid is None else float(euclid[t]),
+                           0.0 if rim is None else float(rim[t])))
     return out
 
 

@@ -54,6 +54,16 @@ U = float(g.U)
 # polygons' (a bound in real arithmetic, less SLACK, far above float rounding: ~1e-10 U).
 SLACK = 1e-2  # U (0.5 um)
 SQRT2_UP = 1.4142136  # > sqrt(2): the largest |nx| + |ny| of a unit normal
+# A contact with a cylinder on either side (a can on the table, a box on a can, a can on a
+# box) carries forces only inside a cylinder's rim by RIM and inside a box's edges by
+# RIM_EDGE (issue 28): the rims as rounded. pybullet's are (its 1 mm collision margin
+# rounds a cylinder's rim and, in GJK, the other shape's edges; measured in ``cellspec
+# settle`` on a fixed support: a part whose centre is 1.5 mm inside a can's rim falls, 2.0
+# mm stands; a can 0.5-1.2 mm inside a box's edge falls, 1.0-1.5 mm stands: docs/shapes.md),
+# and so are real cans (a rolled rim). Box-on-box contacts are unchanged (pybullet's
+# box-box contacts are exact).
+RIM = 0.001 / U  # U (1 mm): a cylinder's own edge
+RIM_EDGE = 0.0005 / U  # U (0.5 mm): a box's edge against a cylinder
 
 
 SQUARE = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)  # CCW corners
@@ -281,18 +291,42 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
     got = con.verts.get(k)
     if got is not None:
         return got
-    import shapely
-
     fp = con.fp
     up, lo = int(con.upper[k]), int(con.lower[k])
-    gm = shapely.Polygon(fp.ring(up))
+    pair = np.array([up, lo])
+    rim = edge_allowance(con, pair, pair[::-1])
+    gm = _shrunk(fp.ring(up), float(rim[0]))
     if lo >= 0:
-        gm = gm.intersection(shapely.Polygon(fp.ring(lo)))
+        gm = gm.intersection(_shrunk(fp.ring(lo), float(rim[1])))
     xy = np.zeros((0, 2))
     if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
         xy = np.asarray(gm.exterior.coords)[:-1]
     con.verts[k] = xy
     return xy
+
+
+def _shrunk(ring: np.ndarray, by: float):  # noqa: ANN202 (a shapely Polygon)
+    """A convex ring (U) as a shapely polygon, every edge moved ``by`` (U) inwards."""
+    import shapely
+
+    gm = shapely.Polygon(ring)
+    return gm.buffer(-by, join_style="mitre") if by > 0 else gm
+
+
+def edge_allowance(con, parts: np.ndarray, other: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """Per contact, how far (U) inside the edges of ``parts``' footprint it carries, the
+    other side being ``other`` (-1: a surface, no edges): RIM on a cylinder, RIM_EDGE on a
+    box against a cylinder, else 0."""
+    cyl = con.fp.cyl
+    own = (parts >= 0) & cyl[np.maximum(parts, 0)]
+    opp = (other >= 0) & cyl[np.maximum(other, 0)]
+    return np.where(own, RIM, np.where(opp, RIM_EDGE, 0.0))
+
+
+def rim_of(con, up: np.ndarray, lo: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """Per contact (upper, lower parts): the largest allowance of its two sides (U), for
+    the inscribed-circle bounds."""
+    return np.maximum(edge_allowance(con, up, lo), edge_allowance(con, lo, up))
 
 
 def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -303,8 +337,9 @@ def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np
 def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: ANN001
                   at_least: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
-    shift by (+-t, +-t) stays in the polygon: the margin's test, < 0 beyond it; the signed
-    distance to the nearest edge line: the message's), both in m. Inside the polygon the
+    shift by (+-t, +-t) stays in the polygon with its edges moved in by their allowance
+    (:func:`edge_allowance`): the margin's test, < 0 beyond it; the signed distance to the
+    nearest edge line of the shapes themselves: the message's), both in m. Inside the polygon the
     distance is to its boundary; outside, how far beyond the most violated edge line of
     the two footprints (negative either way). Minima over the edges of both parts.
 
@@ -317,16 +352,18 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: 
     up, lo = con.upper[ks], con.lower[ks]
     todo = None
     if at_least is not None:
-        lb = np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+        lb = np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y)) - rim_of(con, up, lo)
         bound = np.where(lb >= 0, lb / SQRT2_UP, lb) - SLACK
         todo = np.nonzero(~(bound * U >= at_least))[0]
         up, lo, x, y = up[todo], lo[todo], x[todo], y[todo]
     tt, ee = np.full(len(up), np.inf), np.full(len(up), np.inf)
-    for parts in (up, lo):
+    for parts, other in ((up, lo), (lo, up)):
+        rim = edge_allowance(con, parts, other)
         for sel, nrm, off in con.fp.edges(parts):
             d = _depth(nrm, off, x[sel], y[sel])
             l1 = np.abs(nrm[..., 0]) + np.abs(nrm[..., 1])
-            tt[sel] = np.minimum(tt[sel], np.min(d / np.where(l1 > 0, l1, 1.0), axis=1))
+            tt[sel] = np.minimum(tt[sel], np.min((d - rim[sel, None])
+                                                 / np.where(l1 > 0, l1, 1.0), axis=1))
             ee[sel] = np.minimum(ee[sel], np.min(d, axis=1))
     if todo is None:
         return tt * U, ee * U
@@ -344,14 +381,15 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
     up, lo = con.upper[ks], con.lower[ks]
     # sure: the centre's depth bound less the rectangle's reach (|nx| hx + |ny| hy is at
     # most hypot(hx, hy)) is >= 0 on both parts' edges; the others are computed
-    sure = (np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y))
+    sure = (np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y)) - rim_of(con, up, lo)
             - np.hypot(hx, hy) - SLACK >= 0)
     todo = np.nonzero(~sure)[0]
     x, y, hx, hy = x[todo], y[todo], hx[todo], hy[todo]
     worst = np.full(len(todo), np.inf)
-    for parts in (up[todo], lo[todo]):
+    for parts, other in ((up[todo], lo[todo]), (lo[todo], up[todo])):
+        rim = edge_allowance(con, parts, other)
         for sel, nrm, off in con.fp.edges(parts):
-            d = _depth(nrm, off, x[sel], y[sel])
+            d = _depth(nrm, off, x[sel], y[sel]) - rim[sel, None]
             d = d - (np.abs(nrm[..., 0]) * hx[sel, None] + np.abs(nrm[..., 1]) * hy[sel, None])
             worst[sel] = np.minimum(worst[sel], np.min(d, axis=1))
     sure[todo] = worst >= 0
@@ -379,14 +417,20 @@ def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
 
 
 def forest_text(name: str, carry: str, on: str, shift: float, edge: float,
-                margin: float) -> str:
+                margin: float, rim: float = 0.0) -> str:
     """The forest's sentence on a contact polygon (to 0.1 mm, as for boxes): the edge
-    distance from the polygon, and the four shifts' reach when a slanted edge makes it
-    smaller."""
-    if shift < -0.00005:
+    distance from the polygon, the four shifts' reach when a slanted edge or a cylinder's
+    rim allowance (``rim``, m) makes it smaller."""
+    why = (f" (a contact with a cylinder carries {rim * 1000:.1f} mm inside its rim, "
+           f"{RIM_EDGE * U * 1000:.1f} mm inside a box's edge)" if rim > 0 else "")
+    if shift < -0.00005 and edge < -0.00005:
         return (f"{name} topples off {on}: its centre of mass{carry} is {-edge:.4f} m beyond "
                 "the edge")
+    if shift < -0.00005:
+        return (f"{name} topples off {on}: its centre of mass{carry} is {max(edge, 0):.4f} m "
+                f"inside the edge, {-shift:.4f} m beyond where it carries{why}")
     e, t = f"{max(edge, 0):.4f}", f"{max(shift, 0):.4f}"
-    slant = "" if e == t else f", which a shift of {t} m along x and y reaches (a slanted edge)"
+    kind = "a slanted edge" if not why else why.strip(" ()")
+    slant = "" if e == t else f", which a shift of {t} m along x and y reaches ({kind})"
     return (f"{name} stands with its centre of mass{carry} {e} m inside the edge of {on}{slant}; "
             f"the cell asks for {margin:.4f} m along x and y")

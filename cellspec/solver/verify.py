@@ -167,11 +167,14 @@ def disc_note(inst: Instance, rules: Iterable[Rule]) -> list[str]:
         return []
     if not any(ir.uses_relation(r.body, {"stable", "placed_stable"}) for r in rules):
         return []
-    from cellspec.solver.stability_shapes import DISC_SIDES
+    from cellspec.solver.stability_shapes import DISC_SIDES, RIM, RIM_EDGE
 
     b = inst.boxes[inst.cyl]
     r_max = float((b[:, 1] - b[:, 0]).max()) / 2 / g.U_PER_M  # metres
     loss = r_max * (1 - np.cos(np.pi / DISC_SIDES))
     return [f"stability: a cylinder's base carries forces on its inscribed {DISC_SIDES}-gon, "
             f"at most {loss * 1000:.2f} mm inside its rim (R {r_max:.3f} m): conservative, "
-            "it can only fail a structure that stands"]
+            "it can only fail a structure that stands",
+            f"stability: a contact with a cylinder carries only {RIM * float(g.U) * 1000:.1f} "
+            f"mm inside the cylinder's rim and {RIM_EDGE * float(g.U) * 1000:.1f} mm inside a "
+            "box's edge against it (rims taken as rounded, as pybullet's are: docs/shapes.md)"]

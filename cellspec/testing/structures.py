@@ -64,6 +64,10 @@ PART_TYPES: dict[str, tuple[float, float, float]] = {
     "plate": (0.20, 0.15, 0.02),
 }
 CAN = (0.025, 0.05)  # the shape families' cylinder: radius, height (m)
+# the cylinder-stack families' parts (cellspec.testing.cylinder_stacks; in the cell only
+# with ``shapes=True``): cylinders (radius, height) and a tall box, as in issue 28
+CANS: dict[str, tuple[float, float]] = {"can": CAN, "tallcan": (0.025, 0.08)}
+SHAPE_PART_TYPES: dict[str, tuple[float, float, float]] = {"post": (0.04, 0.04, 0.10)}
 CX, CY = 0.45, 0.275  # the structures' centre: the middle of the station's workspace
 STATION = Path(__file__).resolve().parents[2] / "rules" / "cells" / "dual_arm_station.cell"
 
@@ -97,9 +101,12 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
         raise RuntimeError(f"{station}: the cube part type line changed; update "
                            "cellspec/testing/structures.py")
     if shapes:
-        r, h = CAN
-        types.append(f"    part can cylinder radius {r:g} height {h:g} mass "
-                     f"{DENSITY * math.pi * r * r * h:.4f}")
+        for name, (r, h) in CANS.items():
+            types.append(f"    part {name} cylinder radius {r:g} height {h:g} mass "
+                         f"{DENSITY * math.pi * r * r * h:.4f}")
+        for name, s in SHAPE_PART_TYPES.items():
+            types.append(f"    part {name} size ({s[0]:.2f}, {s[1]:.2f}, {s[2]:.2f}) "
+                         f"mass {DENSITY * s[0] * s[1] * s[2]:.4f}")
     extra = "\n".join(types) + "\n"
     if margin is not None:
         extra += f"    stability margin {margin:g}\n"
@@ -130,7 +137,7 @@ class _Builder:
             yaw: float = 0.0) -> float:
         """Add a part whose bottom is at ``bottom`` (turned by ``yaw`` degrees); returns its
         top."""
-        h = CAN[1] if kind == "can" else PART_TYPES[kind][2]
+        h = CANS[kind][1] if kind in CANS else _box_size(kind)[2]
         part = {"id": pid, "type": kind, "gripper": "vacuum",
                 "pos": [round(x, 6), round(y, 6), round(bottom + h / 2, 6)]}
         if yaw:
@@ -140,7 +147,8 @@ class _Builder:
 
     def overlaps(self) -> bool:
         """Whether two parts' interiors intersect (the generator redraws then)."""
-        if any(p["type"] == "can" or p.get("yaw") for p in self.parts):
+        if any(p["type"] in CANS or p.get("yaw") or p["type"] in SHAPE_PART_TYPES
+               for p in self.parts):
             return _shape_overlaps(self.parts)
         boxes = []
         for p in self.parts:
@@ -159,6 +167,11 @@ class _Builder:
         ids = [p["id"] for p in self.parts]
         return layout_from_obj({"units": "m", "parts": self.parts,
                                 "order": list(order) if order is not None else ids}, path)
+
+
+def _box_size(kind: str) -> tuple[float, float, float]:
+    """A box type's size (m): the benchmark's types and the cylinder families' post."""
+    return PART_TYPES[kind] if kind in PART_TYPES else SHAPE_PART_TYPES[kind]
 
 
 def _u(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -328,11 +341,11 @@ def _shape_overlaps(parts: list[dict]) -> bool:
     geo, zs = [], []
     for p in parts:
         x, y, z = p["pos"]
-        if p["type"] == "can":
-            geo.append(shapely.Point(x, y).buffer(CAN[0], quad_segs=32))
-            h = CAN[1]
+        if p["type"] in CANS:
+            r, h = CANS[p["type"]]
+            geo.append(shapely.Point(x, y).buffer(r, quad_segs=32))
         else:
-            sx, sy, h = PART_TYPES[p["type"]]
+            sx, sy, h = _box_size(p["type"])
             t = math.radians(p.get("yaw", 0.0))
             c, s = math.cos(t), math.sin(t)
             geo.append(shapely.Polygon([(x + a * sx / 2 * c - b * sy / 2 * s,
@@ -421,8 +434,10 @@ FAMILIES: dict[str, Callable[[np.random.Generator], tuple[_Builder, list[str] | 
 def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[Structure]:
     """``n`` structures, round-robin over ``families`` (default all boxes: ``FAMILIES``;
     the shape families are named or passed as ``SHAPE_FAMILIES``), from ``seed``."""
+    from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES
+
     fams = list(families) if families else list(FAMILIES)
-    known = {**FAMILIES, **SHAPE_FAMILIES}
+    known = {**FAMILIES, **SHAPE_FAMILIES, **CYLINDER_FAMILIES}
     bad = [f for f in fams if f not in known]
     if bad:
         raise ValueError(f"unknown families {bad}; known: {', '.join(known)}")
