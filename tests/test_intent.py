@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO, STATION, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,6 @@ from cellspec.cli import main
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import layout_from_obj
 from cellspec.solver.intent import clauses, decide, evaluate, facts, reference
-
-from conftest import REPO, STATION, examples
 
 MIXED = REPO / "rules" / "cells" / "mixed_parts.cell"
 CASSETTE = Path(__file__).resolve().parent / "data" / "cassettes" / "tower3_real_model.jsonl"
