@@ -165,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", metavar="DIR", help="run against this checkout instead")
     ap.add_argument("-k", help="only commands containing this text")
+    ap.add_argument("--cases", default="commands.toml", help="the case file in bench/intent/ "
+                    "(commands_late.toml: the set written after the change)")
     ap.add_argument("-v", action="store_true", help="one line per command")
     a = ap.parse_args(argv)
-    cases = tomllib.loads((HERE / "intent/commands.toml").read_text())["case"]
+    cases = tomllib.loads((HERE / "intent" / a.cases).read_text())["case"]
     if a.k:
         cases = [c for c in cases if a.k in c["command"]]
     cwd = Path(a.before) if a.before else ROOT

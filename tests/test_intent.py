@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO, STATION, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,6 @@ from cellspec.cli import main
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import layout_from_obj
 from cellspec.solver.intent import clauses, decide, evaluate, facts, reference
-
-from conftest import REPO, STATION, examples
 
 MIXED = REPO / "rules" / "cells" / "mixed_parts.cell"
 CASSETTE = Path(__file__).resolve().parent / "data" / "cassettes" / "tower3_real_model.jsonl"
@@ -228,3 +227,25 @@ def test_two_towers_apart_in_a_corner_are_that_far_apart(capsys):
     xs = sorted({p["pos"][0] for p in out["layout"]["parts"]})
     assert len(xs) == 2 and xs[1] - xs[0] - 0.05 == pytest.approx(0.1)
     assert all(0.2 <= x - 0.025 and x + 0.025 <= 0.45 for x in xs)
+
+
+# --- the design language -----------------------------------------------------------------
+def test_near_part_and_apart_in_the_design_language(tmp_path):
+    from cellspec.core.errors import CellspecError
+    from cellspec.dsl.design import load_designs
+    from cellspec.dsl.formatter import format_source
+
+    text = ("design d {\n  tower(n=3, part=can)   near (0.4,0.2) [inside x [0.2, 0.45]]\n"
+            "  tower(n=2) at (0.6, 0.3)\n  apart 0.1\n}\n")
+    assert format_source(text) == (
+        "design d {\n    tower(n=3, part=can) near (0.4, 0.2) [inside x [0.2, 0.45]]\n"
+        "    tower(n=2) at (0.6, 0.3)\n    apart 0.1\n}\n")
+    f = tmp_path / "d.cell"
+    f.write_text(text)
+    (d,) = load_designs(f)
+    a, b = d.structures
+    assert a.params["type"] == "can" and a.soft and not b.soft
+    assert [c.kind for c in d.constraints] == ["apart"]
+    f.write_text("design d {\n  tower(n=2) [apart 0.1]\n}\n")
+    with pytest.raises(CellspecError, match=r"d.cell:2:15: .*apart is design-wide"):
+        load_designs(f)

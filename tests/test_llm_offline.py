@@ -72,8 +72,13 @@ CASES = [
      spec("tower(n=3)", "wall(width=2, height=2)")),
     # operator phrasing: verbs, size words without numbers (the kind's defaults), synonyms
     ("stack four cubes into a tower at x 0.45 y 0.25", spec("tower(n=4) at (0.45, 0.25)")),
-    ("make me a small wall", spec("wall()")),
-    ("a little staircase please", spec("staircase()")),
+    # a size word with no size is used visibly (issue 27: no word dropped silently)
+    ("make me a small wall",
+     spec("// assumed: 'small' gives no size: the sizes said (or the defaults) are used",
+          "wall()")),
+    ("a little staircase please",
+     spec("// assumed: 'little' gives no size: the sizes said (or the defaults) are used",
+          "staircase()")),
     ("stack some blocks into stairs", spec("staircase()")),
     ("build a closed pen 3 by 3 two cubes high", spec("enclosure(w=3, d=3, h=2)")),
     ("an enclosure 4 by 3 with walls 2 high", spec("enclosure(w=4, d=3, h=2)")),
@@ -159,7 +164,8 @@ def test_cannot_translate(cell, command, words):
 A = "// assumed: "
 DEFAULTS = [
     ("make a short tower, no higher than 2 cubes",
-     spec(A + "a tower with no count = the tallest tower under max height 0.1: 2 parts",
+     spec(A + "'short' gives no size: the sizes said (or the defaults) are used",
+          A + "a tower with no count = the tallest tower under max height 0.1: 2 parts",
           "tower(n=2)", "max height 0.1")),
     ("build something tall but not higher than 15 cm",
      spec(A + "'something tall' = the tallest tower under max height 0.15: 3 parts",

@@ -145,11 +145,17 @@ def max_height(spec: DesignSpec) -> float | None:
 
 
 def _simple(spec: DesignSpec) -> bool:
-    """Specs whose every constraint the loop can check on a proposal (count, max height);
-    others are built by the solver, which encodes them."""
-    ok = ("count", "max_height")
-    return all(c.kind in ok for c in spec.constraints) and all(
-        c.kind in ok for s in spec.structures for c in s.constraints)
+    """Specs whose every constraint the loop can check on a proposal (the intent clauses
+    decide count, max height, inside, symmetric, apart and keep-clear boxes; a cell
+    keep-out by name is the cell's rule); others (keep clear of a half-space) are built
+    by the solver, which encodes them."""
+    ok = ("count", "max_height", "inside", "symmetric", "apart")
+
+    def fine(c: Any) -> bool:
+        return c.kind in ok or (c.kind == "keep_clear" and (
+            c.zone_name is not None or getattr(c.zone, "kind", "") == "box"))
+    return all(fine(c) for c in spec.constraints) and all(
+        fine(c) for s in spec.structures for c in s.constraints)
 
 
 def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int,

@@ -40,6 +40,16 @@ KINDS: dict[str, dict[str, int | str | None]] = {
 WORD_PARAMS = {"along": ("x", "y"), "type": None}
 PARAM_ALIASES = {"part": "type"}  # `tower(n=3, part=can)` = `tower(n=3, type=can)`
 GOALS = ("height", "footprint")
+AT_TOL = Fraction(5, 1000)  # m: `at (x, y)` holds when the footprint centre is this close
+ANCHORS = {"at": "hard: the footprint centre within 5 mm of (x, y) on each axis",
+           "near": "soft: as near (x, y) as the rules allow; the output says what was chosen"}
+CONSTRAINTS = {"max height H": "every part's top at most H m above the table",
+               "count [==|<=|>=|<|>] N": "the number of parts",
+               "inside x [A, B] y [C, D] [z [E, F]]": "every part's box inside",
+               "symmetric [x|y]": "mirror symmetric about the structure's centre plane",
+               "keep clear of ZONE | box x [..] y [..] | : HALF-SPACE": "no part enters",
+               "apart D": "design-wide: consecutive structures' footprints D m apart (the "
+                          "clear gap, the larger of the x and y gaps, within 1 mm)"}
 MAX_PARAM = 1000
 MAX_PARTS = 5000
 
@@ -116,6 +126,18 @@ class DesignSpec(_Frozen):
     structures: tuple[StructureSpec, ...]
     constraints: tuple[Constraint, ...] = ()  # design-wide (count applies to the total)
     source: Source
+
+
+def language(part_types: Any = ()) -> dict[str, Any]:
+    """The design language as data, for prompts and JSON schemas (the model's spec is
+    parsed by this module like any other): kinds with their parameters and defaults, the
+    part types ``part=`` may name (the cell's), anchors and constraints."""
+    return {"kinds": {k: dict(v) for k, v in KINDS.items()},
+            "word_params": {"along": list(WORD_PARAMS["along"] or ()),
+                            "part": sorted(part_types)},
+            "param_aliases": dict(PARAM_ALIASES), "packing": ["region x [A, B] y [C, D]",
+                                                              "minimize height|footprint"],
+            "anchors": dict(ANCHORS), "constraints": dict(CONSTRAINTS)}
 
 
 def load_designs(path: str | os.PathLike[str]) -> tuple[DesignSpec, ...]:

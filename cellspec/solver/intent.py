@@ -30,6 +30,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.dsl.design import (
+    AT_TOL,
     ApartConstraint,
     BoxZone,
     CountConstraint,
@@ -44,7 +45,6 @@ from cellspec.layout import Layout
 from cellspec.solver.cpsat.shapes import shape
 
 Q = 100_000  # integer units per metre: 0.01 mm
-AT_TOL = Fraction(5, 1000)  # m: `at (x, y)` holds when the footprint centre is this close
 GAP_TOL = Fraction(1, 1000)  # m: `apart D` holds within this
 EXT_TOL = Fraction(1, 1000)  # m: a footprint's size matches its template within this
 TOUCH = Fraction(5, 10000)  # m: parts this close are one group

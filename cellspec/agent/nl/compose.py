@@ -51,7 +51,8 @@ class Cell:
         self.x0, self.x1 = float(ws.lo[0]), float(ws.hi[0])
         self.y0, self.y1 = float(ws.lo[1]), float(ws.hi[1])
         types = cell.part_types
-        self.types = {k: tuple(float(v) for v in t.size) for k, t in types.items()}
+        self.types: dict[str, tuple[float, float, float]] = {
+            k: (float(t.size[0]), float(t.size[1]), float(t.size[2])) for k, t in types.items()}
         self.default = "cube" if "cube" in types else next(iter(types))
         pt = types.get("cube") or next(iter(types.values()))
         self.sx, self.sy, self.sz = (float(v) for v in pt.size)

@@ -26,6 +26,7 @@ from cellspec.agent.base import TranslateError
 MAX_COMMAND = 2000  # characters: a command in words, not a document
 DEFINITE = ("the", "that", "this", "my", "those", "these")
 MODAL_NEXT = ("you", "i", "we", "u")  # "can you ...": "can" is the modal verb
+VAGUE_SIZE = ("small", "little", "short", "tiny")  # fillers shown as `// assumed:` lines
 MAX_PHRASE = 6  # words in the longest lexicon phrase
 PUNCT = set("()[]{},;:!?.=\"'`/\\&+*#~|<>^%$@")
 # section -> grammar terminal
@@ -34,7 +35,8 @@ CATS = {"kind": "KIND", "weak_kind": "WEAK", "unit": "UNIT", "dim": "DIM", "dim_
         "axis": "AXIS", "by": "BY", "to": "TO", "from": "FROM", "corner": "CORNER",
         "edge": "EDGE", "middle": "MIDDLE", "near": "NEAR", "along": "ALONG",
         "region": "REGION", "and": "AND", "rel": "REL", "sbs": "SBS", "apart": "APART",
-        "lunit": "LUNIT", "limit": "LIMIT", "objective": "OBJ", "side_words": "SIDE"}
+        "lunit": "LUNIT", "limit": "LIMIT", "objective": "OBJ", "side_words": "SIDE",
+        "somewhere": "SOMEWHERE"}
 
 
 @dataclass(frozen=True)
@@ -243,6 +245,9 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
                     hit = (n, Tok(cat, val, phrase, col, plural))
                 elif phrase in lx.fillers:
                     hit = (n, None)
+                    vague = f"'{phrase}' gives no size: the sizes said (or the defaults) are used"
+                    if phrase in VAGUE_SIZE and vague not in notes:
+                        notes.append(vague)  # used visibly, never silently dropped
                 if hit:
                     break
             if hit:
@@ -271,7 +276,7 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
 def _resolve(toks: list[Tok]) -> list[Tok]:
     """Context: ``block`` after a number before a structure/size word is a part word;
     ``x`` between two numbers is ``by``."""
-    out = list(toks)
+    out = _somewhere(list(toks))
     for k, t in enumerate(out):
         prev = out[k - 1] if k else None
         nxt = out[k + 1] if k + 1 < len(out) else None
@@ -290,6 +295,29 @@ def _resolve(toks: list[Tok]) -> list[Tok]:
     return [Tok("PART", t.value, t.text, t.col, t.plural)
             if t.cat == "UNIT" and (k == 0 or out[k - 1].cat != "NUM") else t
             for k, t in enumerate(out)]
+
+
+def _somewhere(toks: list[Tok]) -> list[Tok]:
+    """"somewhere left" (side words with no corner, edge or half after them): that half of
+    the workspace, a soft place (the spec says what was chosen); otherwise "somewhere"
+    adds nothing to the place words around it."""
+    out: list[Tok] = []
+    k = 0
+    while k < len(toks):
+        t = toks[k]
+        if t.cat != "SOMEWHERE":
+            out.append(t)
+            k += 1
+            continue
+        j = k + 1
+        while j < len(toks) and toks[j].cat == "SIDE":
+            j += 1
+        out += toks[k + 1:j]
+        if j > k + 1 and (j == len(toks) or toks[j].cat not in ("CORNER", "EDGE", "HALF",
+                                                                   "AREA")):
+            out.append(Tok("HALF", "half", t.text, t.col))
+        k = j
+    return out
 
 
 def understood(toks: list[Tok]) -> str:
