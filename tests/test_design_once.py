@@ -85,7 +85,7 @@ def test_a_reviewer_edit_is_checked_once_and_sequenced_once(cell, tmp_path, coun
             if x == "EDIT":
                 obj = json.loads(path.read_text())
                 for p in obj["parts"]:
-                    p["pos"][0] += 0.01
+                    p["pos"][0] += 0.004  # inside the 5 mm of `at` (issue 27)
                 path.write_text(json.dumps(obj))
                 return "\n"
             return x
@@ -99,7 +99,7 @@ def test_a_reviewer_edit_is_checked_once_and_sequenced_once(cell, tmp_path, coun
     # re-verification as the gate's check (PreExecute); the Design layout: nothing
     assert {k: counts[k] - before[k] for k in counts} == {
         "checks": 2, "sequencings": 1, "conversions": 1}
-    assert [p["pos"][0] for p in o.result.layout["parts"]] == pytest.approx([0.41] * 3)
+    assert [p["pos"][0] for p in o.result.layout["parts"]] == pytest.approx([0.404] * 3)
 
 
 def test_the_gate_uses_the_sequencers_verdict(cell, counts):

@@ -69,8 +69,9 @@ def test_every_design_output_reverifies_1000(command, faults, seed, t_max):
 def test_each_fault_is_caught(fault):
     r = run_design("build a 3-cube tower at x 0.4 y 0.2", CELL, FaultyAdapter([fault]), t_max=1)
     assert r.layout is not None
-    expect = {"none": "accepted", "overlap": "repaired", "floating": "repaired",
-              "out_of_workspace": "repaired"}.get(fault, "generated")
+    # overlap, out_of_workspace: the repaired layout passes the rules but no longer stands
+    # at (0.4, 0.2): it breaks intent and the solver builds from the spec (issue 27)
+    expect = {"none": "accepted", "floating": "repaired"}.get(fault, "generated")
     assert r.outcome == expect
     if expect == "generated":  # the unusable proposal is named
         assert r.reason

@@ -42,7 +42,8 @@ CASES = [
     ("pyramid with base 3 along y", spec("pyramid(base=3, along=y)")),
     ("a staircase of five steps", spec("staircase(steps=5)")),
     ("build a 3-step staircase in the corner",
-     spec("// assumed: 'the corner' = the front left corner", "staircase(steps=3) at (0.2, 0.05)")),
+     spec("// assumed: 'the corner' = the front left corner",
+          "staircase(steps=3) near (0.2, 0.05) [inside x [0.2, 0.45] y [0.05, 0.275]]")),
     ("a bridge with a span of two", spec("bridge(span=2)")),
     ("an arch with a span of 1", spec("arch(span=1)")),
     ("build a canopy", spec("canopy()")),
@@ -51,7 +52,8 @@ CASES = [
     ("pack 12 cubes in x 0.3 to 0.5 y 0.1 to 0.3",
      spec("packing(n=12, region x [0.3, 0.5] y [0.1, 0.3])")),
     ("pack six cubes", spec("packing(n=6, region x [0.2, 0.7] y [0.05, 0.5])")),
-    ("a tower in the back right corner", spec(SIDES, "tower() at (0.7, 0.5)")),
+    ("a tower in the back right corner", spec(SIDES, "tower() near (0.7, 0.5)"
+                                                     " [inside x [0.45, 0.7] y [0.275, 0.5]]")),
     ("build a tower no higher than 0.1 m",
      spec("// assumed: a tower with no count = the tallest tower under max height 0.1: 2 parts",
           "tower(n=2)", "max height 0.1")),
@@ -70,17 +72,27 @@ CASES = [
      spec("tower(n=3)", "wall(width=2, height=2)")),
     # operator phrasing: verbs, size words without numbers (the kind's defaults), synonyms
     ("stack four cubes into a tower at x 0.45 y 0.25", spec("tower(n=4) at (0.45, 0.25)")),
-    ("make me a small wall", spec("wall()")),
-    ("a little staircase please", spec("staircase()")),
+    # a size word with no size is used visibly (issue 27: no word dropped silently)
+    ("make me a small wall",
+     spec("// assumed: 'small' gives no size: the sizes said (or the defaults) are used",
+          "wall()")),
+    ("a little staircase please",
+     spec("// assumed: 'little' gives no size: the sizes said (or the defaults) are used",
+          "staircase()")),
     ("stack some blocks into stairs", spec("staircase()")),
     ("build a closed pen 3 by 3 two cubes high", spec("enclosure(w=3, d=3, h=2)")),
     ("an enclosure 4 by 3 with walls 2 high", spec("enclosure(w=4, d=3, h=2)")),
     # placement by named places of the workspace
-    ("build an arch somewhere in the middle", spec("arch() at (0.45, 0.275)")),
-    ("a tower in the centre of the table", spec("tower() at (0.45, 0.275)")),
-    ("put up a wall along the back edge", spec(SIDES, "wall(along=x) at (0.45, 0.5)")),
-    ("a wall along the left edge", spec(SIDES, "wall(along=y) at (0.2, 0.275)")),
-    ("a tower along the front edge", spec(SIDES, "tower() at (0.45, 0.05)")),
+    ("build an arch somewhere in the middle",
+     spec("arch() near (0.45, 0.275) [inside x [0.325, 0.575] y [0.1625, 0.3875]]")),
+    ("a tower in the centre of the table", spec("tower() near (0.45, 0.275)"
+                                                " [inside x [0.325, 0.575] y [0.1625, 0.3875]]")),
+    ("put up a wall along the back edge", spec(SIDES, "wall(along=x) near (0.45, 0.5)"
+                                                      " [inside x [0.2, 0.7] y [0.275, 0.5]]")),
+    ("a wall along the left edge", spec(SIDES, "wall(along=y) near (0.2, 0.275)"
+                                               " [inside x [0.2, 0.45] y [0.05, 0.5]]")),
+    ("a tower along the front edge", spec(SIDES, "tower() near (0.45, 0.05)"
+                                                 " [inside x [0.2, 0.7] y [0.05, 0.275]]")),
     # packing regions and layers
     ("put 15 cubes into the left half of the table",
      spec(SIDES, "packing(n=15, region x [0.2, 0.45] y [0.05, 0.5])")),
@@ -96,15 +108,16 @@ CASES = [
     ("a wall 6 long and 3 high", spec("wall(width=6, height=3)")),
     ("build a 5 by 4 platform", spec("block(w=5, d=4, h=1)")),
     ("a pyramid 3 wide", spec("pyramid(base=3)")),
-    ("a tower in the left half", spec(SIDES, "tower() at (0.325, 0.275)")),
+    ("a tower in the left half", spec(SIDES, "tower() near (0.325, 0.275)"
+                                             " [inside x [0.2, 0.45] y [0.05, 0.5]]")),
     ("Twenty-one cubes, packed anywhere", spec("packing(n=21, region x [0.2, 0.7] y [0.05, "
                                               "0.5])")),
     ("a dozen cubes in x 0.2 to 0.5 y 0.1 to 0.4",
      spec("packing(n=12, region x [0.2, 0.5] y [0.1, 0.4])")),
     ("two parallel walls 4 long, 0.1 m apart",
-     spec("wall(width=4) at (0.45, 0.35)", "wall(width=4) at (0.45, 0.2)")),
+     spec("wall(width=4) at (0.45, 0.35)", "wall(width=4) at (0.45, 0.2)", "apart 0.1")),
     ("a solid 2 by 3 by 2 in the corner near x 0.6 y 0.45",
-     spec("block(w=2, d=3, h=2) at (0.7, 0.5)")),
+     spec("block(w=2, d=3, h=2) near (0.7, 0.5) [inside x [0.45, 0.7] y [0.275, 0.5]]")),
     ("a table-top on four pillars two cubes tall", spec("canopy(height=2)")),
     ("a symmetric pyramid of 3 levels", spec("pyramid(base=3) [symmetric]")),
 ]
@@ -151,7 +164,8 @@ def test_cannot_translate(cell, command, words):
 A = "// assumed: "
 DEFAULTS = [
     ("make a short tower, no higher than 2 cubes",
-     spec(A + "a tower with no count = the tallest tower under max height 0.1: 2 parts",
+     spec(A + "'short' gives no size: the sizes said (or the defaults) are used",
+          A + "a tower with no count = the tallest tower under max height 0.1: 2 parts",
           "tower(n=2)", "max height 0.1")),
     ("build something tall but not higher than 15 cm",
      spec(A + "'something tall' = the tallest tower under max height 0.15: 3 parts",
@@ -223,7 +237,9 @@ def test_cli_design_json(tmp_path, capsys):
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert list(obj) == ["spec", "outcome", "reason", "layout", "plan", "calls", "seconds",
-                         "phases"]
+                         "intent", "intent_of", "phases"]
+    assert obj["intent_of"] == "layout" and all(c["holds"] for c in obj["intent"])
+    assert {c["kind"] for c in obj["intent"]} >= {"count", "levels", "at", "type"}
     assert [p["phase"] for p in obj["phases"]] == ["Plan", "Design", "Inspect", "PreExecute",
                                                    "Done"]
     assert obj["outcome"] == "generated" and obj["calls"] == 0

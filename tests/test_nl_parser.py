@@ -65,7 +65,8 @@ def test_a_few_is_a_visible_assumption(cell):
 def test_sides_are_printed_once_from_the_cell(cell):
     text = translate_offline("a tower near the back edge", cell)
     assert "// sides: front = low y (y 0.05), back = high y (y 0.5)" in text
-    assert "tower() at (0.45, 0.5)" in text
+    # a place word is soft (issue 27): `near`, kept inside the back half
+    assert "tower() near (0.45, 0.5) [inside x [0.2, 0.7] y [0.275, 0.5]]" in text
     assert set(lexicon().sides) == {"front", "back", "left", "right"}
 
 
@@ -146,5 +147,8 @@ def test_deterministic_and_fast(cell):
 
 def test_copies_of_a_placed_structure_sit_side_by_side(cell):
     text = translate_offline("two parallel walls 4 long, 0.1 m apart near the back edge", cell)
-    assert "wall(width=4, along=x) at (0.45, 0.425)" in text
-    assert "wall(width=4, along=x) at (0.45, 0.575)" in text
+    # before issue 27 the second wall was anchored at y 0.575, outside the workspace (y <=
+    # 0.5), and the solver moved it: now the pair is shifted inside the back half, 0.1 apart
+    assert "wall(width=4, along=x) near (0.45, 0.325) [inside x [0.2, 0.7] y [0.275, 0.5]]" in text
+    assert "wall(width=4, along=x) near (0.45, 0.475) [inside x [0.2, 0.7] y [0.275, 0.5]]" in text
+    assert "apart 0.1" in text

@@ -38,6 +38,7 @@ from cellspec.solver.cpsat.generate import GenerateResult, generate
 from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.sequence import plan
+from cellspec.solver.intent import evaluate, failing, why_not
 from cellspec.solver.result import Verdict
 from cellspec.solver.verify import check
 
@@ -74,6 +75,9 @@ class DesignResult:
     repairs: int = 0
     attempts: int = 0
     records: tuple[CallRecord, ...] = field(default_factory=tuple)
+    # the intent clauses decided on the final layout (or, refused, on the solver's build)
+    intent: tuple[dict[str, Any], ...] | None = None
+    intent_of: str | None = None  # "layout" | "solver build" | None
 
     @property
     def layout(self) -> dict[str, Any] | None:
@@ -93,7 +97,9 @@ class DesignResult:
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec, "outcome": self.outcome, "reason": self.reason,
                 "layout": self.layout, "plan": self.plan, "calls": self.calls,
-                "seconds": round(self.seconds, 4)}
+                "seconds": round(self.seconds, 4),
+                "intent": None if self.intent is None else list(self.intent),
+                "intent_of": self.intent_of}
 
 
 @dataclass(frozen=True)
@@ -139,16 +145,24 @@ def max_height(spec: DesignSpec) -> float | None:
 
 
 def _simple(spec: DesignSpec) -> bool:
-    """Specs whose every constraint the loop can check on a proposal (count, max height);
-    others are built by the solver, which encodes them."""
-    ok = ("count", "max_height")
-    return all(c.kind in ok for c in spec.constraints) and all(
-        c.kind in ok for s in spec.structures for c in s.constraints)
+    """Specs whose every constraint the loop can check on a proposal (the intent clauses
+    decide count, max height, inside, symmetric, apart and keep-clear boxes; a cell
+    keep-out by name is the cell's rule); others (keep clear of a half-space) are built
+    by the solver, which encodes them."""
+    ok = ("count", "max_height", "inside", "symmetric", "apart")
+
+    def fine(c: Any) -> bool:
+        return c.kind in ok or (c.kind == "keep_clear" and (
+            c.zone_name is not None or getattr(c.zone, "kind", "") == "box"))
+    return all(fine(c) for c in spec.constraints) and all(
+        fine(c) for s in spec.structures for c in s.constraints)
 
 
-def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int) -> list[Violation]:
+def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int,
+                intent: bool = True) -> list[Violation]:
     """What the clingo check does not see: the spec's part count, max height, part types
-    (no solver call; the loop, the orchestrator's Inspect and the gate apply it)."""
+    and (``intent``) every intent clause (:mod:`cellspec.solver.intent`, one clingo call);
+    the loop, the orchestrator's Inspect and the gate apply it."""
     out: list[Violation] = []
     n = len(layout)
     if n != want:
@@ -167,6 +181,9 @@ def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int) -> list[
             if top > h + 1e-9:
                 out.append(("spec_max_height", (pid,),
                             f"{pid} reaches {top:.4f} m, above max height {h:g}"))
+    if not out and intent:  # the intent rules (cellspec.solver.intent), clause by clause
+        out += [("intent", (), f"intent: {r.clause.text} ({r.clause.source}): {r.detail}")
+                for r in failing(evaluate(cell, layout, spec))]
     return out
 
 
@@ -180,11 +197,11 @@ def gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, time_limit: flo
     sequencer and its verification (an earlier gate, or the generator, which sequences and
     verifies its build with every rule of the cell plus the spec's keep-clear zones);
     then only the conformance is re-tested and nothing is solved again."""
-    bad = conformance(cell, layout, spec, want)
+    bad = conformance(cell, layout, spec, want, intent=False)
     if bad:
         return None, "safety gate: " + "; ".join(m for _, _, m in bad)
     if prior is not None and prior.verdict.verdict == Status.PASS:
-        return prior, None
+        return _intent_gate(cell, layout, spec, want, prior)
     p = plan(cell, layout, time_limit=time_limit)
     if p.status not in (Status.OPTIMAL, Status.FEASIBLE) or not p.steps:
         return None, f"safety gate: no assembly sequence: {p.reason}"
@@ -194,7 +211,16 @@ def gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, time_limit: flo
         detail = v.reason or "; ".join(f"{x.rule}({', '.join(x.parts)}): {x.message}"
                                        for x in v.violations[:5])
         return None, f"safety gate: the layout fails the check: {detail}"
-    return Gated(layout.with_order(p.order), p.steps, v), None
+    return _intent_gate(cell, layout, spec, want, Gated(layout.with_order(p.order), p.steps, v))
+
+
+def _intent_gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, gated: Gated
+                 ) -> tuple[Gated | None, str | None]:
+    """The last step of the gate, after the cell's rules: every intent clause holds."""
+    bad = conformance(cell, layout, spec, want)
+    if bad:
+        return None, "safety gate: " + "; ".join(m for _, _, m in bad)
+    return gated, None
 
 
 def reference_gated(ref: Reference) -> Gated | None:
@@ -290,7 +316,7 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
             feedback = Feedback(attempt, (("format", (), error_text(exc)),))
             note = f"the proposal is malformed: {error_text(exc)}"
             continue
-        bad = conformance(cell, lay, spec, want)
+        bad = conformance(cell, lay, spec, want, intent=False)  # intent: at the gate
         if bad:
             feedback = Feedback(attempt, tuple(bad))
             note = "; ".join(m for _, _, m in bad)
@@ -326,10 +352,31 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
         return done("rejected", f"no verified proposal within {t_max} attempts: {note}")
     if ref.layout is None:
         return done("rejected", f"cannot build: {ref.result.reason}")
+    broken = failing(evaluate(cell, ref.layout, spec, command))
+    if broken:  # the solver's nearest build is not what was asked: say so, in numbers
+        return done("rejected", why_not(cell, spec, broken, ref.result.structures))
     final, why = gate(cell, ref.layout, spec, want, time_limit, prior=reference_gated(ref))
     if final is None:
         return done("rejected", why)
+    if note and attempts:
+        note = f"built from the spec by the solver; the proposal was not used: {note}"
     return done("generated", note, final)
+
+
+def intent_report(cell: Any, spec: DesignSpec | None, final: Gated | None,
+                  command: str | None, time_limit: float
+                  ) -> tuple[tuple[dict[str, Any], ...] | None, str | None]:
+    """The intent clauses (JSON) decided on the final layout, or, with none, on the
+    solver's build of the spec (what it could build and which clause that breaks)."""
+    if spec is None:
+        return None, None
+    lay, of = (final.layout, "layout") if final is not None else (None, None)
+    if lay is None:
+        ref = reference(cell, spec, time_limit)  # cached: nothing is solved again
+        lay, of = ref.layout, "solver build"
+    if lay is None:
+        return None, None
+    return tuple(r.to_json() for r in evaluate(cell, lay, spec, command)), of
 
 
 def error_text(exc: CellspecError) -> str:

@@ -52,6 +52,7 @@ from cellspec.agent.loop import (
     conformance,
     error_text,
     gate,
+    intent_report,
     max_height,
     reference,
     run_design,
@@ -289,12 +290,20 @@ class Orchestrator:
                 phase = self._go(st, phase, "fail", st.reason, "Failed")
         d = st.design
         ok = phase == "Done" and st.final is not None
+        intent, intent_of = intent_report(self.cell, st.spec, st.final if ok else None,
+                                          command, self.time_limit)
+        if ok and intent is not None and not all(c["holds"] for c in intent):
+            # never reached while every path gates on conformance: a last guard, so no
+            # layout that breaks its spec is reported as success
+            ok = False
+            st.reason = "the final layout breaks the spec: " + "; ".join(
+                f"{c['clause']}: {c['detail']}" for c in intent if not c["holds"])
         res = DesignResult(
             st.spec_text, (st.outcome or "generated") if ok else "rejected",
             st.reason if ok else (st.reason or "failed"),
             st.final if ok else None, self.adapter.calls,
             time.perf_counter() - t0, d.repairs if d else 0, d.attempts if d else 0,
-            tuple(self.adapter.records))
+            tuple(self.adapter.records), intent, intent_of)
         st.trace.append(PhaseStep(phase, "ok" if ok else "fail", None if ok else res.reason,
                                   None))
         return OrchestratorResult(res, tuple(st.trace), st.execute)
@@ -345,13 +354,16 @@ class Orchestrator:
 
     def _check(self, st: _State, lay: Layout) -> tuple[Violation, ...]:
         """The spec's conformance and one clingo check of ``lay``."""
-        bad = conformance(self.cell, lay, st.spec, st.want)
+        bad = conformance(self.cell, lay, st.spec, st.want, intent=False)
         if any(r == "spec_type" for r, _, _ in bad):
             return tuple(bad)
         v = check(self.cell, lay, backend="clingo", timeout=self.time_limit)
         if v.verdict == Status.UNKNOWN:
             return (*bad, ("unknown", (), v.reason or "the check did not finish"))
-        return (*bad, *((x.rule, tuple(x.parts), x.message) for x in v.violations))
+        rules = tuple((x.rule, tuple(x.parts), x.message) for x in v.violations)
+        if not bad and not rules:  # the rules hold: now what was asked
+            bad = conformance(self.cell, lay, st.spec, st.want)
+        return (*bad, *rules)
 
     def _inspect(self, st: _State, command: str) -> str:
         assert st.candidate is not None
@@ -460,7 +472,8 @@ class Orchestrator:
                                        "<candidate>")
                 if not conformance(self.cell, cand, st.spec, st.want):
                     return name, cand, ()
-        if rules - {"spec_count", "spec_type", "format", "unknown", "sequence", "execute"}:
+        if rules - {"spec_count", "spec_type", "format", "unknown", "sequence", "execute",
+                    "intent"}:  # repair knows the cell's rules, not the spec's intent
             try:
                 rr = repair(self.cell, st.candidate, time_limit=self.time_limit)
             except CellspecError:

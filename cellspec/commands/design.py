@@ -30,8 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Translate COMMAND (e.g. \"build a 3-cube tower at x 0.4 y "
                        "0.2\") into a design spec, obtain a candidate layout (from the LLM or "
                        "built by the solver), verify, repair or re-prompt, and re-verify the "
-                       "result with clingo. Exit 0 a verified layout, 1 the command cannot be "
-                       "translated or built (the reason is printed), 2 bad input, usage or "
+                       "result with clingo and against every intent clause of the spec (what "
+                       "was asked: docs/design.md). Exit 0 a verified layout, 1 the command "
+                       "cannot be translated or built as asked (the reason is printed), 2 bad "
+                       "input, usage or "
                        "unknown (--time-limit or --max-memory hit).")
     add_shared(c, output=("OUT", "write the layout JSON here"), max_memory=True,
                time_limit=(None, "time limit of the whole verb in seconds (translation, "
@@ -259,6 +261,12 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
     say(f"outcome: {r.outcome} ({OUTCOMES[r.outcome]})")
     if r.reason:
         say(f"reason: {r.reason}")
+    if r.intent:
+        say(f"intent (what was asked, decided on the {r.intent_of}, clause by clause):")
+        for c in r.intent:
+            mark = "ok  " if c["holds"] else "FAIL"
+            soft = " (soft)" if c.get("soft") else ""
+            say(f"  {mark} {c['clause']}{soft}: {c['detail']}  [{c['source']}]")
     say("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
                                  for p in o.phases))
     if o.execute is not None:
@@ -273,7 +281,8 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
             p = pos[st["part"]]
             grip = st["gripper"] + (f" {st['axis']}" if st.get("axis") else "")
             say(f"{k:4d}  {st['part']}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
-        say(f"{len(pos)} parts, re-verified pass (clingo), {r.calls} LLM calls, "
+        held = f"every intent clause holds ({len(r.intent)}), " if r.intent else ""
+        say(f"{len(pos)} parts, re-verified pass (clingo), {held}{r.calls} LLM calls, "
             f"{r.seconds:.3f} s; layout "
             + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
     return "".join(x + "\n" for x in lines)

@@ -38,7 +38,18 @@ KINDS: dict[str, dict[str, int | str | None]] = {
     "packing": {"n": None},
 }
 WORD_PARAMS = {"along": ("x", "y"), "type": None}
+PARAM_ALIASES = {"part": "type"}  # `tower(n=3, part=can)` = `tower(n=3, type=can)`
 GOALS = ("height", "footprint")
+AT_TOL = Fraction(5, 1000)  # m: `at (x, y)` holds when the footprint centre is this close
+ANCHORS = {"at": "hard: the footprint centre within 5 mm of (x, y) on each axis",
+           "near": "soft: as near (x, y) as the rules allow; the output says what was chosen"}
+CONSTRAINTS = {"max height H": "every part's top at most H m above the table",
+               "count [==|<=|>=|<|>] N": "the number of parts",
+               "inside x [A, B] y [C, D] [z [E, F]]": "every part's box inside",
+               "symmetric [x|y]": "mirror symmetric about the structure's centre plane",
+               "keep clear of ZONE | box x [..] y [..] | : HALF-SPACE": "no part enters",
+               "apart D": "design-wide: consecutive structures' footprints D m apart (the "
+                          "clear gap, the larger of the x and y gaps, within 1 mm)"}
 MAX_PARAM = 1000
 MAX_PARTS = 5000
 
@@ -86,14 +97,24 @@ class KeepClearConstraint(_Frozen):
     source: Source
 
 
+class ApartConstraint(_Frozen):
+    """Consecutive structures of the design stand ``d`` apart: the clear gap between their
+    footprints (the larger of the x gap and the y gap), design-wide only."""
+
+    kind: Literal["apart"] = "apart"
+    d: Fraction
+    source: Source
+
+
 Constraint = (CountConstraint | MaxHeightConstraint | InsideConstraint | SymmetricConstraint
-              | KeepClearConstraint)
+              | KeepClearConstraint | ApartConstraint)
 
 
 class StructureSpec(_Frozen):
     kind: str
     params: dict[str, int | str]
     at: tuple[Fraction, Fraction] | None = None
+    soft: bool = False  # `near (x, y)`: the anchor is a wish, not a rule
     region: tuple[tuple[str, Fraction, Fraction], ...] = ()
     minimize: Literal["height", "footprint"] | None = None
     constraints: tuple[Constraint, ...] = ()
@@ -105,6 +126,18 @@ class DesignSpec(_Frozen):
     structures: tuple[StructureSpec, ...]
     constraints: tuple[Constraint, ...] = ()  # design-wide (count applies to the total)
     source: Source
+
+
+def language(part_types: Any = ()) -> dict[str, Any]:
+    """The design language as data, for prompts and JSON schemas (the model's spec is
+    parsed by this module like any other): kinds with their parameters and defaults, the
+    part types ``part=`` may name (the cell's), anchors and constraints."""
+    return {"kinds": {k: dict(v) for k, v in KINDS.items()},
+            "word_params": {"along": list(WORD_PARAMS["along"] or ()),
+                            "part": sorted(part_types)},
+            "param_aliases": dict(PARAM_ALIASES), "packing": ["region x [A, B] y [C, D]",
+                                                              "minimize height|footprint"],
+            "anchors": dict(ANCHORS), "constraints": dict(CONSTRAINTS)}
 
 
 def load_designs(path: str | os.PathLike[str]) -> tuple[DesignSpec, ...]:
@@ -236,7 +269,7 @@ class DesignBuilder:
                     continue
                 minimize = p.goal
                 continue
-            name = p.name
+            name = PARAM_ALIASES.get(p.name, p.name)
             if name not in allowed and name != "type":
                 extra = ["region", "minimize"] if kind == "packing" else []
                 self.err(p, f"unknown parameter '{name}' of {kind} (parameters: "
@@ -283,18 +316,22 @@ class DesignBuilder:
             self.err(item, "an enclosure needs w >= 3 and d >= 3 (a ring around an open "
                      "middle); for a solid one use block(w=..., d=..., h=...)")
         at = None
+        soft = getattr(item, "anchor", "at") == "near"
         if item.at is not None:
             at = (self.n(item.at.x), self.n(item.at.y))
             if kind == "packing":
                 self.err(item.at, "packing is placed by its region, not `at`")
         cons = []
         for c in item.constraints:
+            if type(c).__name__ == "ApartConstraint":
+                self.err(c, "apart is design-wide: write it on its own line of the design")
+                continue
             cc = self.constraint(c)
             if cc is not None:
                 cons.append(cc)
         if len(self.sink.items) > before:
             return None
-        return StructureSpec(kind=kind, params=params, at=at, region=region,
+        return StructureSpec(kind=kind, params=params, at=at, soft=soft, region=region,
                              minimize=minimize, constraints=tuple(cons), source=self.src(item))
 
     def constraint(self, c: Any) -> Constraint | None:
@@ -311,6 +348,12 @@ class DesignBuilder:
             return MaxHeightConstraint(h=h, source=s)
         if cls == "InsideConstraint":
             return InsideConstraint(ranges=self.ranges(c.ranges), source=s)
+        if cls == "ApartConstraint":
+            d = self.n(c.d)
+            if d < 0:
+                self.err(c, f"apart takes a gap of at least 0, not {c.d}")
+                return None
+            return ApartConstraint(d=d, source=s)
         if cls == "SymmetricConstraint":
             if c.axis == "z":
                 self.err(c, "symmetric takes x or y (a structure stands on the table)")

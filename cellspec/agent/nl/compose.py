@@ -51,6 +51,9 @@ class Cell:
         self.x0, self.x1 = float(ws.lo[0]), float(ws.hi[0])
         self.y0, self.y1 = float(ws.lo[1]), float(ws.hi[1])
         types = cell.part_types
+        self.types: dict[str, tuple[float, float, float]] = {
+            k: (float(t.size[0]), float(t.size[1]), float(t.size[2])) for k, t in types.items()}
+        self.default = "cube" if "cube" in types else next(iter(types))
         pt = types.get("cube") or next(iter(types.values()))
         self.sx, self.sy, self.sz = (float(v) for v in pt.size)
         z0 = float(cell.surfaces[0].z) if cell.surfaces else float(ws.lo[2])
@@ -58,6 +61,16 @@ class Cell:
         self.cx, self.cy = (self.x0 + self.x1) / 2, (self.y0 + self.y1) / 2
         self.capacity = int((self.x1 - self.x0) / self.sx + 1e-9) * \
             int((self.y1 - self.y0) / self.sy + 1e-9) * int(self.top / self.sz + 1e-9)
+
+    def part_type(self, noun: str, word: str) -> str:
+        """The cell's part type a part noun names: the type of that name, else (cube,
+        part, brick, block) the cell's default type; TranslateError when it has none."""
+        if noun in self.types:
+            return noun
+        if noun in ("cube", "part", "brick", "block"):
+            return self.default
+        raise TranslateError(f"cannot translate: '{word}': the cell has no part type "
+                             f"'{noun}' (part types: {', '.join(self.types)})")
 
     def side(self, s: str) -> tuple[str, float]:
         axis, end = lexicon().sides[s]
@@ -94,6 +107,9 @@ class Struct:
         self.tallest = False
         self.tallest_text = ""
         self.layers: float | None = None
+        self.soft = False  # the anchor is a place word (near, corner, edge, ...), not numbers
+        self.box: tuple[float, float, float, float] | None = None  # the place word's area
+        self.size: tuple[float, float, float] = (0.05, 0.05, 0.05)  # the part's, metres
 
     def footprint(self, unit: tuple[float, float]) -> tuple[float, float]:
         p, k = self.params, self.kind
@@ -144,20 +160,23 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
     structs: list[Struct] = []
     rels: list[str | None] = []
     gap = c.sx
+    apart: float | None = None
     for p in parsed.pair:
         if p.rule == "apart":
             v, u = p.nums()[0], p.first("LUNIT")
             gap = float(v) * {"m": 1.0, "cm": 0.01, "mm": 0.001}[u.value if u else "m"]
+            apart = gap
     for f in parsed.frames:
         group = [_structure(f, c, limit, notes, command) for _ in range(f.copies)]
         placed = group[0].at is not None and len(group) > 1
         if placed:  # copies of one placed structure: side by side, centred on the place
-            fx, fy = group[0].footprint((c.sx, c.sy))
+            fx, fy = group[0].footprint(group[0].size[:2])
             step = (0.0, fy + gap) if fx > fy else (fx + gap, 0.0)
             x, y = group[0].at
             for i, g in enumerate(group):
                 t = i - (len(group) - 1) / 2
                 g.at = (x + t * step[0], y + t * step[1])
+            _into(group, c)
         structs += group
         rels += ["done" if placed else "pair"] * (len(group) - 1) + [f.rel]
     rels = rels[:-1]
@@ -187,6 +206,8 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
         body.append("    " + _call(s, c))
     if limit is not None:
         body.append(f"    max height {fmt(limit)}")
+    if apart is not None and len(structs) > 1:
+        body.append(f"    apart {fmt(apart)}")
     return "design command {\n" + "\n".join(body) + "\n}\n"
 
 
@@ -195,7 +216,7 @@ def _limits(limits: list[Phrase], c: Cell) -> float | None:
     for p in limits:
         v = float(p.nums()[0])
         u = p.first("LUNIT")
-        if p.first("UNIT") or p.first("LEVEL"):
+        if p.first("UNIT") or p.first("LEVEL") or not u:  # "at most 3 high": 3 levels
             h = v * c.sz
         else:
             h = v * {"m": 1.0, "cm": 0.01, "mm": 0.001}[u.value if u else "m"]
@@ -229,8 +250,25 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
     if f.kind is None and f.weak == "packing" and f.weak_text in LIKE:
         notes.append(f"'{f.weak_text}' = the solver's choice: a packing on the workspace "
                      "floor")
+    if kind == "packing" and any(q.rule in ("at", "near") for q in ph) and counts \
+            and counts[0].nums() and counts[0].nums()[0] == 1:
+        kind = "tower"  # "a single can at x X y Y": one part, a tower of one
+        notes[:] = [n for n in notes if not n.startswith("parts with no structure named")]
     s = Struct(DESIGN_KIND.get(kind, kind))
     used: set[int] = set()
+    nouns = [(t.value, t.text) for q in ph for t in q.toks if t.cat in ("UNIT", "PART")]
+    types = {c.part_type(v, w) for v, w in nouns}
+    if len(types) > 1:
+        raise TranslateError(f"cannot translate: one {kind} of several part types ("
+                             f"{', '.join(sorted(types))}): structures of mixed parts are not "
+                             "supported yet; build one structure per part type")
+    ptype = types.pop() if types else c.default
+    s.size = c.types[ptype]
+    if ptype != c.default:
+        s.params["type"] = ptype
+    for k, q in enumerate(ph):
+        if q.rule == "part":
+            used.add(k)
 
     def take(rule: str, pred: Any = None) -> Phrase | None:
         for k, p in enumerate(ph):
@@ -342,7 +380,8 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
 def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
                notes: list[str]) -> None:
     for k, q in enumerate(ph):
-        if k in used or q.rule not in ("at", "corner", "middle", "edge", "half", "region"):
+        if k in used or q.rule not in ("at", "near", "corner", "middle", "edge", "half",
+                                       "region"):
             continue
         used.add(k)
         sides = {t.value for t in q.toks if t.cat == "SIDE"}
@@ -350,6 +389,8 @@ def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
         box = None
         if q.rule == "at":
             s.at = (n[0], n[1])
+        elif q.rule == "near":
+            s.at, s.soft = (n[0], n[1]), True
         elif q.rule == "region":
             box = (n[0], n[1], n[2], n[3])
             if box[0] >= box[1] or box[2] >= box[3]:
@@ -388,8 +429,10 @@ def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
         elif q.rule == "half":
             box = c.box_of(sides)
             s.at = ((box[0] + box[1]) / 2, (box[2] + box[3]) / 2)
+        if q.rule in ("corner", "middle", "edge", "half"):
+            s.soft, s.box = True, box  # a place word: a wish, kept inside its area
         if s.kind == "packing":
-            if q.rule == "at":
+            if q.rule in ("at", "near"):
                 raise TranslateError("cannot translate: a packing is placed by its region "
                                      "(say 'in x A to B y C to D' or 'in the left half')")
             s.at, s.region = None, box
@@ -431,7 +474,7 @@ def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
 def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]) -> Struct:
     p = {k: v for k, v in s.params.items() if v is not None}
     for k, v in list(p.items()):
-        if k != "along":
+        if k not in ("along", "type"):
             p[k] = _int(v, f"'{k}'" if kind != "packing" else "the number of parts")
     if kind == "box":
         if not all(k in p for k in ("w", "d", "h")):
@@ -457,10 +500,10 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
                              "cubes')")
     if s.kind == "tower" and "n" not in p and (limit is not None or s.tallest):
         lim = min(c.top, limit) if limit is not None else c.top
-        n = int(lim / c.sz + 1e-9)
+        n = int(lim / s.size[2] + 1e-9)
         if n < 1:
             raise TranslateError(f"cannot translate: no tower fits under {lim:g} m (one part "
-                                 f"is {c.sz:g} m high)")
+                                 f"is {s.size[2]:g} m high)")
         p["n"] = n
         why = f"max height {fmt(limit)}" if limit is not None and limit <= c.top \
             else "the workspace height"
@@ -472,9 +515,9 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
             limit = min(limit, float(cons.split()[-1])) if limit else float(cons.split()[-1])
     if limit is not None and s.kind != "packing":
         h = s.height()
-        if h * c.sz > limit + 1e-9:
+        if h * s.size[2] > limit + 1e-9:
             raise TranslateError(f"cannot translate: contradictory request: the {kind} is {h} "
-                                 f"part(s) high ({fmt(h * c.sz)} m), above the limit of "
+                                 f"part(s) high ({fmt(h * s.size[2])} m), above the limit of "
                                  f"{fmt(limit)} m")
     # taller than the workspace: the solver says so at Design ("cannot build")
     return s
@@ -491,7 +534,7 @@ def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
         if "packing" in (a.kind, b.kind):
             raise TranslateError("cannot translate: a packing is placed by its region, not "
                                  "beside another structure")
-        fa, fb = a.footprint((c.sx, c.sy)), b.footprint((c.sx, c.sy))
+        fa, fb = a.footprint(a.size[:2]), b.footprint(b.size[:2])
         if rel in (None, "pair", "next"):
             long_x = all(f[0] > f[1] for f in (fa, fb))
             rel = "back" if long_x else "right"
@@ -516,11 +559,35 @@ def _call(s: Struct, c: Cell) -> str:
                 f"y [{fmt(y0)}, {fmt(y1)}]"
                 + (f", minimize {s.minimize}" if s.minimize else "") + ")")
     else:
-        order = list(KINDS[s.kind])
+        order = [*KINDS[s.kind], "type"]
         items = sorted(s.params.items(), key=lambda kv: order.index(kv[0]))
-        call = f"{s.kind}(" + ", ".join(f"{k}={v}" for k, v in items) + ")"
+        call = f"{s.kind}(" + ", ".join(f"{'part' if k == 'type' else k}={v}"
+                                        for k, v in items) + ")"
+    if s.kind == "packing" and s.params.get("type"):
+        call = call[:-1] + f", part={s.params['type']})" if "part=" not in call else call
     if s.at is not None:
-        call += f" at ({fmt(s.at[0])}, {fmt(s.at[1])})"
+        call += f" {'near' if s.soft else 'at'} ({fmt(s.at[0])}, {fmt(s.at[1])})"
+    if s.box is not None and s.kind != "packing":
+        x0, x1, y0, y1 = s.box
+        s.cons.append(f"inside x [{fmt(x0)}, {fmt(x1)}] y [{fmt(y0)}, {fmt(y1)}]")
     if s.cons:
         call += " [" + ", ".join(s.cons) + "]"
     return call
+
+
+def _into(group: list[Struct], c: Cell) -> None:
+    """Shift a group of copies placed by a place word (corner, edge, half) so that their
+    footprints lie inside its area: the copies keep their spacing."""
+    g0 = group[0]
+    if not g0.soft or g0.box is None or any(g.at is None for g in group):
+        return
+    x0, x1, y0, y1 = g0.box
+    fx, fy = g0.footprint(g0.size[:2])
+    ats = [g.at for g in group if g.at is not None]
+    lo = (min(a[0] for a in ats) - fx / 2, min(a[1] for a in ats) - fy / 2)
+    hi = (max(a[0] for a in ats) + fx / 2, max(a[1] for a in ats) + fy / 2)
+    dx = max(0.0, x0 - lo[0]) - max(0.0, hi[0] - x1)
+    dy = max(0.0, y0 - lo[1]) - max(0.0, hi[1] - y1)
+    for g in group:
+        assert g.at is not None
+        g.at = (g.at[0] + dx, g.at[1] + dy)

@@ -25,6 +25,8 @@ from cellspec.agent.base import TranslateError
 
 MAX_COMMAND = 2000  # characters: a command in words, not a document
 DEFINITE = ("the", "that", "this", "my", "those", "these")
+MODAL_NEXT = ("you", "i", "we", "u")  # "can you ...": "can" is the modal verb
+VAGUE_SIZE = ("small", "little", "short", "tiny")  # fillers shown as `// assumed:` lines
 MAX_PHRASE = 6  # words in the longest lexicon phrase
 PUNCT = set("()[]{},;:!?.=\"'`/\\&+*#~|<>^%$@")
 # section -> grammar terminal
@@ -33,7 +35,8 @@ CATS = {"kind": "KIND", "weak_kind": "WEAK", "unit": "UNIT", "dim": "DIM", "dim_
         "axis": "AXIS", "by": "BY", "to": "TO", "from": "FROM", "corner": "CORNER",
         "edge": "EDGE", "middle": "MIDDLE", "near": "NEAR", "along": "ALONG",
         "region": "REGION", "and": "AND", "rel": "REL", "sbs": "SBS", "apart": "APART",
-        "lunit": "LUNIT", "limit": "LIMIT", "objective": "OBJ", "side_words": "SIDE"}
+        "lunit": "LUNIT", "limit": "LIMIT", "objective": "OBJ", "side_words": "SIDE",
+        "somewhere": "SOMEWHERE"}
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,10 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
             unknown.append((text, col))
             i += 1
             continue
+        if text == "can" and (i == 0 or (i + 1 < len(items)
+                                         and items[i + 1][1] in MODAL_NEXT)):
+            i += 1  # "can you build ...": the modal verb, not a can
+            continue
         hit = None
         for n in range(min(MAX_PHRASE, len(items) - i), 0, -1):
             ws = items[i:i + n]
@@ -238,6 +245,9 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
                     hit = (n, Tok(cat, val, phrase, col, plural))
                 elif phrase in lx.fillers:
                     hit = (n, None)
+                    vague = f"'{phrase}' gives no size: the sizes said (or the defaults) are used"
+                    if phrase in VAGUE_SIZE and vague not in notes:
+                        notes.append(vague)  # used visibly, never silently dropped
                 if hit:
                     break
             if hit:
@@ -266,23 +276,48 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
 def _resolve(toks: list[Tok]) -> list[Tok]:
     """Context: ``block`` after a number before a structure/size word is a part word;
     ``x`` between two numbers is ``by``."""
-    out = list(toks)
+    out = _somewhere(list(toks))
     for k, t in enumerate(out):
         prev = out[k - 1] if k else None
         nxt = out[k + 1] if k + 1 < len(out) else None
         if t.cat == "KIND" and t.text in ("block", "brick") and (
                 t.plural or (prev is not None and prev.cat == "NUM" and nxt is not None
                              and nxt.cat in ("KIND", "WEAK", "DIM", "LEVEL"))):
-            out[k] = Tok("UNIT", "cube", t.text, t.col, t.plural)
+            out[k] = Tok("UNIT", "block" if t.text == "block" else "cube", t.text, t.col,
+                         t.plural)
         if t.cat == "STEP" and (prev is None or prev.cat != "NUM"):
             out[k] = Tok("KIND", "staircase", t.text, t.col, t.plural)
         if t.cat == "AXIS" and t.text == "x" and prev is not None and nxt is not None \
                 and prev.cat == "NUM" and nxt.cat == "NUM":
             out[k] = Tok("BY", "by", t.text, t.col)
-    # a part word with no number before it ("some blocks", "a box of cubes") counts
-    # nothing: dropped
-    return [t for k, t in enumerate(out)
-            if not (t.cat == "UNIT" and (k == 0 or out[k - 1].cat != "NUM"))]
+    # a part word with no number before it ("a tower of cans", "a box of cubes") counts
+    # nothing: it names the part type (a PART phrase)
+    return [Tok("PART", t.value, t.text, t.col, t.plural)
+            if t.cat == "UNIT" and (k == 0 or out[k - 1].cat != "NUM") else t
+            for k, t in enumerate(out)]
+
+
+def _somewhere(toks: list[Tok]) -> list[Tok]:
+    """"somewhere left" (side words with no corner, edge or half after them): that half of
+    the workspace, a soft place (the spec says what was chosen); otherwise "somewhere"
+    adds nothing to the place words around it."""
+    out: list[Tok] = []
+    k = 0
+    while k < len(toks):
+        t = toks[k]
+        if t.cat != "SOMEWHERE":
+            out.append(t)
+            k += 1
+            continue
+        j = k + 1
+        while j < len(toks) and toks[j].cat == "SIDE":
+            j += 1
+        out += toks[k + 1:j]
+        if j > k + 1 and (j == len(toks) or toks[j].cat not in ("CORNER", "EDGE", "HALF",
+                                                                   "AREA")):
+            out.append(Tok("HALF", "half", t.text, t.col))
+        k = j
+    return out
 
 
 def understood(toks: list[Tok]) -> str:
