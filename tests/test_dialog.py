@@ -126,7 +126,6 @@ def test_openai_agents_through_the_real_client_then_replay(cell, checker, server
 
 
 def test_llm_failures_become_feedback_and_replans(cell, checker, server):
-    server.script.append((500, {"error": {"message": "boom"}}, 0))
     _say(server, "")  # an empty answer
     server.script.append((200, completion("no", refusal="I can't help"), 0))
     for _ in range(3):  # the re-plan: one call suffices (EXECUTE at once in a re-plan)
@@ -135,9 +134,20 @@ def test_llm_failures_become_feedback_and_replans(cell, checker, server):
     rec = run_episode(cell, ad, rounds=1, checker=checker)
     tries = rec["log"][0]["attempts"]
     errors = [c["error"] for c in tries[0]["calls"]]
-    assert errors == ["the LLM server answered HTTP 500", "the model returned an empty answer",
-                      "the model refused: I can't help"] + [None] * (len(errors) - 3)
+    assert errors == ["the model returned an empty answer",
+                      "the model refused: I can't help"] + [None] * (len(errors) - 2)
     assert rec["log"][0]["executed"]
+
+
+def test_a_server_error_ends_the_dialog_as_the_environment(cell, checker, server):
+    """Issue 31: an HTTP 500 is the server's failure (exit 2 at the CLI), not a turn
+    without a plan."""
+    from cellspec.agent.base import LLMUnavailable
+
+    server.script.append((500, {"error": {"message": "boom"}}, 0))
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", max_retries=0)
+    with pytest.raises(LLMUnavailable, match="HTTP 500: boom"):
+        run_episode(cell, ad, rounds=1, checker=checker)
 
 
 def test_budget_ends_the_episode(cell, checker, server):
@@ -179,16 +189,23 @@ def test_cli_offline_json_is_deterministic_and_faulty_replans(capsys, tmp_path):
 
 
 def test_timeouts_and_429_in_one_dialog(cell, checker, server):
-    server.script.append((200, completion(PLAN), 1.5))  # Alice: stalls past the timeout
-    server.script.append((429, {"error": {"message": "slow down"}}, 0))  # Bob: rate limit
-    server.script.append((200, completion(PLAN), 0))  # Chad: the plan
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=0.3,
-                      max_retries=0)
-    # RoCo's turn loop lets every robot of the cycle speak even past max_calls
+    """A 429 is retried within the call's time-out; a time-out ends the dialog (exit 2)."""
+    from cellspec.agent.base import LLMUnavailable
+
+    server.script.append((429, {"error": {"message": "slow down"}}, 0))  # Alice: rate limit
+    for _ in range(3):
+        server.script.append((200, completion(PLAN), 0))
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=5,
+                      max_retries=1)
     rec = run_episode(cell, ad, rounds=1, replans=1, max_calls=1, checker=checker)
     calls = rec["log"][0]["attempts"][0]["calls"]
-    assert [c["error"] for c in calls] == ["the LLM call timed out",
-                                           "the LLM server answered HTTP 429", None]
-    assert calls[0]["response"] == "[LLM error] the LLM call timed out"
+    assert [c["error"] for c in calls] == [None] * len(calls)
     assert rec["log"][0]["attempts"][0]["verdict"] == "pass" and rec["log"][0]["executed"]
+    server.script.append((200, completion(PLAN), 1.5))  # stalls past the time-out
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=0.3,
+                      max_retries=0)
+    t0 = time.perf_counter()
+    with pytest.raises(LLMUnavailable, match="timed out"):
+        run_episode(cell, ad, rounds=1, replans=1, max_calls=1, checker=checker)
+    assert time.perf_counter() - t0 < 1.4
     time.sleep(1.3)  # let the stalled answer finish before the server closes

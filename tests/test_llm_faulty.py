@@ -83,6 +83,7 @@ class _Scripted(ChatAdapter):
     def __init__(self, spec_text, answers):
         super().__init__("scripted")
         self.spec_text, self.answers = spec_text, list(answers)
+        self.propose_mode = "always"
 
     def translate(self, command, cell, feedback=None):
         return self.spec_text

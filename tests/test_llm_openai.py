@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 import cellspec
-from cellspec.agent.base import Budget, BudgetExceeded, TranslateError, parse_spec
+from cellspec.agent.base import (
+    Budget,
+    BudgetExceeded,
+    LLMUnavailable,
+    TranslateError,
+    parse_spec,
+)
 from cellspec.agent.loop import run_design
 from cellspec.agent.openai_adapter import (
     ChatAdapter,
@@ -27,6 +33,10 @@ from cellspec.core.errors import CellspecError
 ROOT = Path(__file__).resolve().parents[1]
 CELL = str(ROOT / "rules" / "cells" / "dual_arm_station.cell")
 TOWER = "design command {\n    tower(n=2) at (0.4, 0.2)\n}\n"
+LINE = "tower(n=2) at (0.4, 0.2)"  # TOWER as the grammar-constrained answer of a model
+ASK = "a tower of 2 cubes at x 0.4 y 0.2"  # a command whose words ground LINE
+DRAFT = {"structures": [{"kind": "tower", "n": 2, "x": 0.4, "y": 0.2}], "max_levels": None,
+         "max_height_m": None, "cannot": None}  # TOWER as a JSON-schema answer
 GOOD = {"parts": [{"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025]},
                   {"id": "b", "type": "cube", "pos": [0.4, 0.2, 0.075]}], "order": None}
 FLOAT = {"parts": [{"id": "a", "type": "cube", "pos": [0.4, 0.2, 0.025]},
@@ -82,6 +92,10 @@ class FakeServer:
     def ok(self, obj, **kw):
         self.script.append((200, completion(json.dumps(obj), **kw), 0))
 
+    def line(self, text=LINE, **kw):
+        """A translation answered in the design language (grammar mode)."""
+        self.script.append((200, completion(text, **kw), 0))
+
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -99,32 +113,57 @@ def cell():
     return cellspec.load_cell(CELL)
 
 
-def adapter(server, **kw):
+def adapter(server, propose="always", translate="model", **kw):
     kw.setdefault("max_retries", 0)
     kw.setdefault("timeout", 5.0)
-    return OpenAIAdapter("fake-model", base_url=server.url, api_key="dummy", **kw)
+    a = OpenAIAdapter("fake-model", base_url=server.url, api_key="dummy", **kw)
+    a.propose_mode, a.translate_mode = propose, translate
+    return a
+
+
+def test_request_body_grammar_for_a_local_server(server, cell):
+    """A loopback server is asked with a GBNF grammar of the design language built from
+    KINDS (no response_format), streamed; the answer is DSL text parsed by the parser."""
+    from cellspec.dsl.design import KINDS
+
+    server.line()
+    a = adapter(server, temperature=0.2, seed=7)
+    assert a.translate(ASK, cell) == TOWER
+    body = server.requests[0]
+    assert body["model"] == "fake-model" and body["temperature"] == 0.2 and body["seed"] == 7
+    assert "response_format" not in body and body["stream"] is True
+    assert all(f'k-{k} ::= "{k}("' in body["grammar"] for k in KINDS)
+    assert body["messages"][1]["content"] == ASK
+    assert a.structured_report()["translate_format"] == "grammar (GBNF)"
 
 
 def test_request_body_strict_schema(server, cell):
-    server.ok({"spec": TOWER, "cannot": None})
+    """The JSON-schema form (remote servers, or a local one without grammars): one anyOf
+    branch per kind of the language, kind and word parameters as enums, strict."""
+    from cellspec.dsl.design import KINDS
+
+    server.ok(DRAFT)
     a = adapter(server, temperature=0.2, seed=7)
-    assert a.translate("a 2-cube tower", cell) == TOWER
+    a.tformat = "json"
+    assert a.translate(ASK, cell) == TOWER.replace("tower(n=2)", "tower(n=2)")
     body = server.requests[0]
-    assert body["model"] == "fake-model" and body["temperature"] == 0.2 and body["seed"] == 7
     rf = body["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
     schema = rf["json_schema"]["schema"]
     assert schema["additionalProperties"] is False
-    assert schema["required"] == ["spec", "cannot"]
-    assert {"type": "null"} in schema["properties"]["spec"]["anyOf"]  # nullable, required
+    assert schema["required"] == ["structures", "max_levels", "max_height_m", "cannot"]
+    branches = schema["properties"]["structures"]["items"]["anyOf"]
+    assert [b["properties"]["kind"]["enum"] for b in branches] == [[k] for k in KINDS]
+    assert branches[1]["properties"]["along"]["enum"] == ["x", "y"]
+    assert {"type": "null"} in schema["properties"]["cannot"]["anyOf"]  # nullable, required
     assert a.records[0].prompt_tokens == 11 and a.records[0].ok
 
 
 def test_429_then_success_with_retries(server, cell):
     server.script.append((429, {"error": {"message": "slow down"}}, 0))
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     a = adapter(server, max_retries=2)
-    assert a.translate("a tower", cell) == TOWER
+    assert a.translate(ASK, cell) == TOWER
     assert len(server.requests) == 2 and a.calls == 1
 
 
@@ -136,7 +175,7 @@ def test_500_without_retries_is_an_error(server, cell):
 
 
 def test_stalled_response_times_out(server, cell):
-    server.script.append((200, completion(json.dumps({"spec": TOWER, "cannot": None})), 1.5))
+    server.script.append((200, completion(LINE), 1.5))
     t0 = time.perf_counter()
     with pytest.raises(CellspecError, match="timed out"):
         adapter(server, timeout=0.3).translate("sing", cell)
@@ -149,10 +188,9 @@ def test_cli_llm_time_out_is_exit_2(server, capsys):
     from cellspec.cli import main
 
     for _ in range(3):  # every structured-output mode the adapter tries stalls
-        server.script.append((200, completion(json.dumps({"spec": TOWER, "cannot": None})),
-                              1.5))
+        server.script.append((200, completion(LINE), 1.5))
     rc = main(["design", "a tower", "--cell", str(CELL), "--model", "fake-model", "--base-url",
-               server.url, "--timeout", "0.3", "--retries", "0"])
+               server.url, "--timeout", "0.3", "--retries", "0", "--translate", "model"])
     out, err = capsys.readouterr()
     assert rc == 2 and "timed out" in err and "cannot translate" not in out + err
 
@@ -173,71 +211,81 @@ def test_bad_answers_are_errors(server, cell, reply, match):
 
 def test_translate_refusal_and_cannot(server, cell):
     server.script.append((200, completion(None, refusal="no"), 0))
-    server.ok({"spec": None, "cannot": "not a structure"})
+    server.line("cannot: not a structure")
     a = adapter(server)
-    with pytest.raises(TranslateError, match="cannot translate: the model refused"):
+    with pytest.raises(TranslateError, match="cannot translate: the model's answer: the "
+                       "model refused"):
         a.translate("sing", cell)
-    with pytest.raises(TranslateError, match="not a structure"):
+    with pytest.raises(TranslateError, match="the model said: not a structure; the offline "
+                       "parser: cannot translate: did not understand 'sing'"):
         a.translate("sing", cell)
+    assert a.calls == 2  # a 'cannot' is not argued with: no repair round
 
 
 def test_budget(server, cell):
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     a = adapter(server, budget=Budget(max_calls=1))
-    a.translate("a tower", cell)
+    a.translate(ASK, cell)
     with pytest.raises(BudgetExceeded, match="budget exceeded"):
-        a.translate("a tower", cell)
+        a.translate(ASK, cell)
     a = adapter(server, budget=Budget(max_tokens=10))
-    server.ok({"spec": TOWER, "cannot": None})
-    a.translate("a tower", cell)
+    server.line()
+    a.translate(ASK, cell)
     with pytest.raises(BudgetExceeded, match="tokens"):
-        a.translate("a tower", cell)
+        a.translate(ASK, cell)
 
 
 def test_loop_accepts_repairs_reprompts(server, cell):
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.ok(GOOD)
-    r = run_design("a tower", cell, adapter(server))
+    r = run_design(ASK, cell, adapter(server))
     assert (r.outcome, r.calls) == ("accepted", 2)
     rec = r.record()
     assert [c.kind for c in rec.calls] == ["translate", "propose"] and rec.tokens == 36
     assert all(c.seconds > 0 for c in rec.calls) and rec.repairs == 0
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.ok(FLOAT)
-    r = run_design("a tower", cell, adapter(server))
+    r = run_design(ASK, cell, adapter(server))
     assert r.outcome == "repaired" and r.layout["parts"][1]["pos"][2] == pytest.approx(0.075)
     # wrong count: re-prompted with only the violated constraint, then accepted
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.ok({"parts": GOOD["parts"][:1], "order": None})
     server.ok(GOOD)
-    r = run_design("a tower", cell, adapter(server))
+    r = run_design(ASK, cell, adapter(server))
     assert (r.outcome, r.calls) == ("accepted", 3)
     fb = server.requests[-1]["messages"][-1]["content"]
     assert "spec_count" in fb and "needs 2 parts" in fb
     # budget runs out: the solver builds it, and says why
-    server.ok({"spec": TOWER, "cannot": None})
-    r = run_design("a tower", cell, adapter(server, budget=Budget(max_calls=1)))
+    server.line()
+    r = run_design(ASK, cell, adapter(server, budget=Budget(max_calls=1)))
     assert r.outcome == "generated" and "budget exceeded" in r.reason
+
+
+def replay(tape, model):
+    a = ReplayAdapter(tape, model)
+    a.propose_mode, a.translate_mode = "always", "model"
+    return a
 
 
 def test_record_then_replay_byte_identical(server, cell, tmp_path):
     tape = tmp_path / "tape.jsonl"
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.ok(FLOAT)
-    live = run_design("a tower", cell, adapter(server, record=tape))
+    live = run_design(ASK, cell, adapter(server, record=tape))
     lines = tape.read_text().splitlines()
     assert len(lines) == 2 and {"hash", "model", "messages", "response"} <= set(json.loads(
         lines[0]))
     n = len(server.requests)
-    rep = run_design("a tower", cell, ReplayAdapter(tape, "fake-model"))
+    rep = run_design(ASK, cell, replay(tape, "fake-model"))
     assert len(server.requests) == n  # no network
     a, b = live.to_json(), rep.to_json()
     a.pop("seconds")
     b.pop("seconds")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     # a request not on the tape is an error, never a network call
-    miss = run_design("another tower", cell, ReplayAdapter(tape, "other-model"))
-    assert miss.outcome == "rejected" and "no cassette entry" in miss.reason
+    with pytest.raises(LLMUnavailable, match="has no answer for this translate request") as e:
+        run_design(ASK, cell, replay(tape, "other-model"))
+    assert "no longer matches" in str(e.value) and "--record" in str(e.value)
     with pytest.raises(CellspecError, match="no such cassette"):
         ReplayAdapter(tmp_path / "none.jsonl")
 
@@ -248,9 +296,10 @@ def test_cli_openai_record_and_replay(server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     tape = tmp_path / "t.jsonl"
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.ok(GOOD)
-    args = ["design", "a tower", "--cell", CELL, "--model", "fake-model", "--format", "json"]
+    args = ["design", ASK, "--cell", CELL, "--model", "fake-model", "--format", "json",
+            "--translate", "model", "--propose", "always"]
     assert main([*args, "--base-url", server.url, "--record", str(tape), "--retries",
                  "0"]) == 0
     live = json.loads(capsys.readouterr().out)
@@ -262,23 +311,23 @@ def test_cli_openai_record_and_replay(server, tmp_path, monkeypatch, capsys):
     assert rep == live
     # the model cannot translate (nor can the offline parser): exit 1 with its reason
     args = ["design", "sing a song", "--cell", CELL, "--model", "fake-model", "--format",
-            "json"]
-    server.ok({"spec": None, "cannot": "a song is not a structure"})
+            "json", "--propose", "always"]
+    server.line("cannot: a song is not a structure")
     assert main([*args, "--base-url", server.url, "--retries", "0"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "rejected" and "a song is not a structure" in out["reason"]
-    # the model's spec does not parse: rejected, with the DSL's position
-    # (it is asked once more with the DSL's diagnostics)
-    bad = {"spec": "design d {\n    towr(n=2)\n}\n", "cannot": None}
-    server.ok(bad)
-    server.ok(bad)
+    # the model's spec does not parse (a server that ignored the grammar): one repair
+    # round with the parser's error, then the offline parser's refusal: exit 1, both said
+    args[1] = "a climbing tower of 2 cubes at x 0.4 y 0.2"  # 'climbing': offline refuses
+    server.line("towr(n=2)")
+    server.line("towr(n=2)")
     assert main([*args, "--base-url", server.url, "--retries", "0"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert "<spec>:2:5" in out["reason"] and "unknown structure 'towr'" in out["reason"]
+    assert "unknown structure 'towr'" in out["reason"] and "climbing" in out["reason"]
     assert out["calls"] == 2
     assert "towr" in server.requests[-1]["messages"][-1]["content"]
-    server.ok(bad)
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line("towr(n=2)")
+    server.line()
     server.ok(GOOD)
     assert main([*args, "--base-url", server.url, "--retries", "0"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -337,13 +386,13 @@ def test_llm_routing_through_the_real_client(server, cell):
     its answer is validated against the allowed transitions."""
     from cellspec.agent.orchestrator import run_orchestrated
 
-    tall = "design command {\n    tower(n=9) at (0.4, 0.2)\n}\n"
-    server.ok({"spec": tall, "cannot": None})
+    server.line("tower(n=9) at (0.4, 0.2)")
     for _ in range(3):
         server.ok(GOOD)  # 2 parts, not 9: spec_count every time
     server.ok({"next": "Failed", "why": "the tower cannot fit"})
     a = adapter(server)
-    o = run_orchestrated("a tower of nine cubes", cell, a, router=a.route)
+    o = run_orchestrated("a tower of nine cubes at x 0.4 y 0.2", cell, a,
+                         router=a.route)
     design = next(p for p in o.phases if p.phase == "Design")
     assert design.status == "fail" and design.next == "Failed" and design.routed_by == "llm"
     route_req = server.requests[-1]
@@ -355,13 +404,13 @@ def test_llm_routing_through_the_real_client(server, cell):
 def test_llm_routing_invalid_answer_falls_back(server, cell):
     from cellspec.agent.orchestrator import run_orchestrated
 
-    tall = "design command {\n    tower(n=9) at (0.4, 0.2)\n}\n"
-    server.ok({"spec": tall, "cannot": None})
+    server.line("tower(n=9) at (0.4, 0.2)")
     for _ in range(3):
         server.ok(GOOD)
     server.ok({"next": "Execute", "why": None})
     a = adapter(server)
-    o = run_orchestrated("a tower of nine cubes", cell, a, router=a.route)
+    o = run_orchestrated("a tower of nine cubes at x 0.4 y 0.2", cell, a,
+                         router=a.route)
     design = next(p for p in o.phases if p.phase == "Design")
     assert design.next == "Failed"
     assert design.routed_by.startswith("rule (llm choice 'Execute' is not allowed")
@@ -373,11 +422,11 @@ def test_cli_tools_record_and_replay(server, tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     tape = tmp_path / "t.jsonl"
-    server.ok({"spec": TOWER, "cannot": None})
+    server.line()
     server.script.append((200, tool_completion(("verify", json.dumps({"layout": GOOD}))), 0))
     server.ok(GOOD)
-    args = ["design", "a tower", "--cell", CELL, "--model", "fake-model", "--format", "json",
-            "--tools"]
+    args = ["design", ASK, "--cell", CELL, "--model", "fake-model", "--format", "json",
+            "--tools", "--translate", "model"]
     assert main([*args, "--base-url", server.url, "--record", str(tape), "--retries",
                  "0"]) == 0
     live = json.loads(capsys.readouterr().out)
@@ -399,6 +448,7 @@ class Scripted(ChatAdapter):
     def __init__(self, responses, **kw):
         super().__init__("scripted", **kw)
         self.responses = list(responses)
+        self.propose_mode = "always"
 
     def _complete(self, kind, messages, schema, tools=None):
         self.sent = messages

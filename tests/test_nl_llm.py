@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from test_llm_openai import GOOD, TOWER, FakeServer, completion
+from test_llm_openai import ASK, DRAFT, GOOD, TOWER, FakeServer, completion
 
 import cellspec
 from cellspec.agent.base import TranslateError
-from cellspec.agent.openai_adapter import OpenAIAdapter, translate_system
+from cellspec.agent.openai_adapter import OpenAIAdapter
+from cellspec.agent.spec_schema import dsl_grammar, dsl_prompt, translate_prompt
 from cellspec.agent.structured import json_text
 from cellspec.core.errors import CellspecError
 
@@ -40,28 +41,32 @@ def cell():
 
 
 def make(server, monkeypatch, **kw):
+    """The JSON-schema path (what a remote server gets; a local one gets the grammar)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     kw.setdefault("max_retries", 0)
-    return OpenAIAdapter("local-gguf", base_url=server.url, timeout=5.0, **kw)
+    a = OpenAIAdapter("local-gguf", base_url=server.url, timeout=5.0, **kw)
+    a.tformat, a.translate_mode, a.propose_mode = "json", "model", "always"
+    return a
 
 
 def test_llama_cpp_500_falls_back_to_json_object_and_is_remembered(server, cell,
                                                                     monkeypatch):
     server.script.append((500, LLAMA_CPP_500, 0))
-    server.ok({"spec": TOWER, "cannot": None})
-    server.ok({"spec": TOWER, "cannot": None})
+    server.ok(DRAFT)
+    server.ok(DRAFT)
     a = make(server, monkeypatch)  # no OPENAI_API_KEY: loopback needs none
-    assert a.translate("a 2-cube tower", cell) == TOWER
+    assert a.translate(ASK, cell) == TOWER
     assert [r["response_format"]["type"] for r in server.requests] == ["json_schema",
                                                                          "json_object"]
     sent = server.requests[1]["response_format"]
-    assert sent["schema"]["required"] == ["spec", "cannot"]  # llama.cpp's schema key
-    assert "JSON schema" in server.requests[1]["messages"][0]["content"]
+    assert sent["schema"]["required"][0] == "structures"  # llama.cpp's schema key
+    # the prompt describes the language already: the schema is not repeated in it
+    assert "JSON schema" not in server.requests[1]["messages"][0]["content"]
     assert a.mode == "json_object"
     assert a.mode_log == [{"mode": "json_schema", "status": 500,
                            "message": a.mode_log[0]["message"]}]
     assert "Input should be 'text' or 'json_object'" in a.mode_log[0]["message"]
-    a.translate("a 2-cube tower", cell)  # remembered: straight to json_object
+    a.translate(ASK, cell)  # remembered: straight to json_object
     assert server.requests[2]["response_format"]["type"] == "json_object"
     assert len(server.requests) == 3
 
@@ -71,10 +76,11 @@ def test_400_and_422_naming_response_format_reach_plain_text(server, cell, monke
                                            "supported", "param": "response_format"}}, 0))
     server.script.append((422, {"detail": [{"loc": ["body", "response_format"],
                                             "msg": "extra fields not permitted"}]}, 0))
-    fenced = "Here you go:\n```json\n" + json.dumps({"spec": TOWER, "cannot": None}) + "\n```"
+    fenced = "Here you go:\n```json\n" + json.dumps(DRAFT) + "\n```"
     server.script.append((200, completion(fenced), 0))
     a = make(server, monkeypatch)
-    assert a.translate("a 2-cube tower", cell) == TOWER
+    assert a.translate(ASK, cell) == TOWER
+    assert "JSON schema" in server.requests[2]["messages"][0]["content"]  # text: said
     assert "response_format" not in server.requests[2]
     assert a.mode == "text" and [m["status"] for m in a.mode_log] == [400, 422]
     assert a.structured_report()["structured_output"] == "text"
@@ -90,13 +96,17 @@ def test_a_500_that_does_not_name_response_format_is_an_error(server, cell, monk
 
 def test_invalid_model_output_falls_back_to_the_offline_parser(server, cell, monkeypatch):
     server.script.append((200, completion("I think a tower would be nice"), 0))
-    server.ok({"spec": "design d {\n    towr(n=2)\n}\n", "cannot": None})
+    bad = {**DRAFT, "structures": [{"kind": "enclosure", "w": 2, "d": 2, "h": 1, "x": None,
+                                    "y": None}]}
+    server.ok(bad)
+    server.ok(bad)
     a = make(server, monkeypatch)
     spec = a.translate("a row of six cubes", cell)
     assert "wall(width=6, height=1)" in spec
     assert a.fallbacks[0]["offline"] == "used" and "malformed JSON" in a.fallbacks[0]["why"]
-    spec = a.translate("a 5 by 4 platform", cell)
-    assert "block(w=5, d=4, h=1)" in spec and "does not parse" in a.fallbacks[1]["why"]
+    spec = a.translate("a 5 by 4 platform", cell)  # the model's answer is no enclosure
+    assert "block(w=5, d=4, h=1)" in spec and "names block" in a.fallbacks[1]["why"]
+    assert a.calls == 3  # one repair round for the second
 
 
 def test_api_key_only_for_remote_servers(monkeypatch):
@@ -107,11 +117,17 @@ def test_api_key_only_for_remote_servers(monkeypatch):
         OpenAIAdapter("m", base_url="https://api.example.com/v1")
 
 
-def test_prompt_carries_the_grammar_and_the_lexicon():
-    p = translate_system()
-    for word in ("tower(n)", "packing", "platform (platform, slab, plate, floor)",
-                 "front = low y", "max height", "next"):
-        assert word in p, word
+def test_prompts_carry_the_language_the_lexicon_and_the_cell(cell):
+    from cellspec.dsl.design import KINDS
+
+    for p in (translate_prompt(cell), dsl_prompt(cell)):
+        for word in ("tower(n: parts)", "packing(n: parts)", "wall = wall, fence",
+                     "row = wall with height 1", "workspace x [0.2, 0.7] y [0.05, 0.5]",
+                     "height up to 0.3 m", "cube (0.05 x 0.05 x 0.05 m)"):
+            assert word in p, word
+        assert all(f"{k}(" in p for k in KINDS)
+    g = dsl_grammar(cell)
+    assert g.count(" ::= ") == 8 + len(KINDS) and "part=" not in g  # one part type: none
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -129,11 +145,11 @@ def test_cli_reports_the_mode_in_json(server, monkeypatch, capsys):
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    server.script.append((500, LLAMA_CPP_500, 0))
-    server.ok({"spec": TOWER, "cannot": None})
+    server.script.append((500, LLAMA_CPP_500, 0))  # the propose call negotiates
     server.ok(GOOD)
-    assert main(["design", "a tower", "--cell", CELL, "--model", "local-gguf", "--base-url",
-                 server.url, "--retries", "0", "--format", "json"]) == 0
+    assert main(["design", ASK, "--cell", CELL, "--model", "local-gguf", "--base-url",
+                 server.url, "--retries", "0", "--format", "json", "--propose",
+                 "always"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "accepted"
     assert out["llm"]["structured_output"] == "json_object"

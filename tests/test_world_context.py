@@ -166,7 +166,7 @@ def test_action_errors_name_the_actions(tmp_path: Path) -> None:
 def test_design_prompt_holds_the_context_not_the_whole_graph(tmp_path: Path) -> None:
     pytest.importorskip("openai")
     from cellspec.agent.openai_adapter import OpenAIAdapter, parse_spec
-    from tests.test_llm_openai import GOOD, TOWER, FakeServer
+    from tests.test_llm_openai import ASK, GOOD, LINE, TOWER, FakeServer
 
     db = _world(tmp_path / "w.db")
     text, rec = wc.prompt_context(str(db))
@@ -174,12 +174,13 @@ def test_design_prompt_holds_the_context_not_the_whole_graph(tmp_path: Path) -> 
     cell = load_cell(STATION)
     server = FakeServer()
     try:
-        server.ok({"spec": TOWER, "cannot": None})
+        server.line(LINE)
         server.ok(GOOD)
         a = OpenAIAdapter("fake-model", base_url=server.url, api_key="dummy", max_retries=0,
                           timeout=5.0)
         a.world_context = text
-        assert a.translate("a 2-cube tower", cell) == TOWER
+        a.translate_mode, a.propose_mode = "model", "always"
+        assert a.translate(ASK, cell) == TOWER
         a.propose(parse_spec(TOWER), cell, None)
     finally:
         server.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.agent.base import BudgetExceeded
+from cellspec.agent.base import BudgetExceeded, LLMUnavailable
 from cellspec.agent.dialog_agents import AgentView, DialogAgents
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell
@@ -197,7 +197,7 @@ def _dialog_round(ad: DialogAgents, task: SortTask, state: SortState, mem: _Memo
             error = None
             try:
                 response = ad.respond(view)
-            except BudgetExceeded:
+            except (BudgetExceeded, LLMUnavailable):  # LLMUnavailable: the server (exit 2)
                 raise
             except CellspecError as exc:
                 error = "; ".join(d.message for d in exc.diagnostics)

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from cellspec.agent.base import Adapter, Budget
+from cellspec.agent.base import Adapter, Budget, LLMUnavailable
+from cellspec.agent.http_chat import HTTPStatus, message_of, post_chat
 from cellspec.agent.openai_adapter import (
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT,
@@ -42,7 +43,9 @@ from cellspec.agent.openai_adapter import (
     record_exchange,
     request_hash,
     server_url,
+    stale_cassette,
 )
+from cellspec.agent.structured import is_loopback
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
 from cellspec.core.limits import check_llm_limits, check_output
@@ -253,24 +256,28 @@ class OpenAIAgents(DialogAgents):
                  budget: Budget | None = None, record: str | os.PathLike[str] | None = None
                  ) -> None:
         super().__init__(budget)
-        OpenAI = require("openai", extra="llm").OpenAI  # the llm extra; says so when missing
+        require("openai", extra="llm")  # the llm extra; says so when missing
         check_llm_limits(timeout, max_retries, temperature)
         url = server_url(base_url)
         key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and is_loopback(url):
+            key = "not-needed"  # a local server (llama.cpp, Ollama, vLLM) checks no key
         if not key:
-            raise CellspecError("the openai adapter needs OPENAI_API_KEY (any value works for a "
-                                "local server) or use --adapter offline")
+            raise CellspecError("the openai adapter needs OPENAI_API_KEY for a remote server "
+                                "(none is needed for a --base-url on 127.0.0.1/localhost) "
+                                "or use --adapter offline")
         if record:
             check_output(str(Path(record)), "--record")
         self.model = model
-        self.client = OpenAI(api_key=key, base_url=url, timeout=timeout,
-                             max_retries=max_retries)
+        self.base_url, self.api_key = url, key
+        self.timeout, self.max_retries = timeout, max_retries
         self.temperature, self.seed = temperature, seed
         self.record_path = Path(record) if record else None
 
     def respond(self, view: AgentView) -> str:
-        openai = require("openai", extra="llm")
-
+        """One dialog turn (:func:`http_chat.post_chat`: the whole call bounded by the
+        timeout; a server error, time-out or a body that is not a chat completion is
+        LLMUnavailable: the environment, exit 2, never a turn without a plan)."""
         self.check_budget()
         t0 = time.perf_counter()
         messages = _messages(view)
@@ -279,23 +286,16 @@ class OpenAIAgents(DialogAgents):
             kw["seed"] = self.seed
         try:
             try:
-                r = self.client.chat.completions.create(
-                    model=self.model, messages=messages,  # type: ignore[arg-type]
-                    max_tokens=MAX_RESPONSE_TOKENS, **kw)
-            except openai.APITimeoutError:
-                raise CellspecError("the LLM call timed out") from None
-            except openai.APIStatusError as exc:
-                raise CellspecError(f"the LLM server answered HTTP {exc.status_code}") from None
-            except openai.APIConnectionError as exc:
-                raise CellspecError(f"cannot reach the LLM server: {exc}") from None
-            if not r.choices:
+                obj = post_chat(self.base_url, self.api_key,
+                                {"model": self.model, "messages": messages,
+                                 "max_tokens": MAX_RESPONSE_TOKENS, **kw},
+                                timeout=self.timeout, max_retries=self.max_retries)
+            except HTTPStatus as exc:
+                raise LLMUnavailable(f"the LLM server answered HTTP {exc.status}: "
+                                     f"{exc.message[:200]}") from None
+            resp = message_of(obj)
+            if resp.pop("no_choices", False):
                 raise ProposalError("the model returned no choices")
-            ch = r.choices[0]
-            resp = {"content": ch.message.content, "finish_reason": ch.finish_reason,
-                    "refusal": getattr(ch.message, "refusal", None),
-                    "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
-                              "completion_tokens": r.usage.completion_tokens if r.usage
-                              else 0}}
         except CellspecError as exc:
             self.record("dialog", t0, error=str(exc))
             raise
@@ -332,12 +332,12 @@ class ReplayAgents(DialogAgents):
         super().__init__(budget)
         self.model = model
         self.entries = ReplayAdapter(cassette, model).entries
+        self.path = str(cassette)
 
     def respond(self, view: AgentView) -> str:
         self.check_budget()
         t0 = time.perf_counter()
         h = request_hash(self.model, _messages(view), "dialog", None)
         if h not in self.entries:
-            raise CellspecError(f"replay: no cassette entry for this dialog turn (hash "
-                                f"{h[:12]}); record it with the openai adapter")
+            raise LLMUnavailable(stale_cassette(Path(self.path), "dialog", h))
         return _text(self, self.entries[h], t0)

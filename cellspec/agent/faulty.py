@@ -42,6 +42,7 @@ class FaultyAdapter(ChatAdapter):
         self.k = 0
         self._spec: DesignSpec | None = None
         self._cell: Any = None
+        self.propose_mode = "always"  # a stand-in proposer: its proposals are the point
 
     def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
         self.check_budget()

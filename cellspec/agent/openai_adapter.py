@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,29 @@ from cellspec.agent.base import (
     LayoutOut,
     LLMUnavailable,
     RouteOut,
-    SpecOut,
     TranslateError,
     parse_spec,
 )
-from cellspec.agent.nl.lexer import lexicon
+from cellspec.agent.http_chat import HTTPStatus, message_of, post_chat
 from cellspec.agent.offline import translate_offline
 from cellspec.agent.skills import SkillRegistry
+from cellspec.agent.spec_schema import (
+    DRAFT_NAME,
+    GRAMMAR_NAME,
+    DraftError,
+    draft_schema,
+    dsl_grammar,
+    dsl_prompt,
+    from_lines,
+    grounding,
+    looks_like_lines,
+    render,
+    same_spec,
+    translate_prompt,
+)
 from cellspec.agent.structured import (
     MODES,
+    DictSchema,
     is_loopback,
     json_text,
     names_response_format,
@@ -60,37 +75,10 @@ from cellspec.core.limits import (
     check_llm_limits,
     check_output,
 )
-from cellspec.dsl.design import KINDS, DesignSpec
+from cellspec.dsl.design import DesignSpec
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MODEL = "gpt-4o-mini"
-
-TRANSLATE_SYSTEM = (
-    "You translate a robot work-cell command into one cellspec design statement. Answer "
-    "with JSON {\"spec\": DSL text or null, \"cannot\": reason or null}. Grammar: "
-    "`design command {\\n    KIND(PARAM=VALUE, ...) [at (X, Y)] [[CONSTRAINT, ...]]\\n}`. "
-    "Kinds and parameters: " + "; ".join(f"{k}({', '.join(p)})" for k, p in KINDS.items())
-    + ". packing takes `region x [A, B] y [C, D]` and `minimize height|footprint`. "
-    "Constraints: `max height H`, `count N`, `inside x [A, B] y [C, D]`, `symmetric x|y`. "
-    "Lengths in metres; `at (X, Y)` is the centre of the structure's footprint. If the "
-    "command is not a structure you can express (no place, no count, a matter of taste), "
-    "set spec to null and say why in cannot.")
-
-
-def translate_system() -> str:
-    """The translate prompt: the design grammar plus the offline lexicon's canonical
-    vocabulary, so a model answers in the same words the offline parser knows."""
-    raw = lexicon().raw
-    kinds = "; ".join(f"{k} ({', '.join(v)})" for k, v in raw["kind"].items())
-    sides = ", ".join(f"{s} = {'low' if e == 'lo' else 'high'} {a}"
-                      for s, (a, e) in raw["sides"].items())
-    return (TRANSLATE_SYSTEM + " Vocabulary (canonical word, then synonyms): " + kinds
-            + ". row = wall(height=1); platform = block(h=1); ring = enclosure(h=1). "
-            "Sides of the workspace: " + sides + ". Relations: "
-            + ", ".join(sorted(raw["rel"])) + " (anchor the first structure beside the "
-            "second). Limits: " + ", ".join(raw["limit"]["max_height"][:4])
-            + " -> max height; objectives: " + ", ".join(sorted(raw["objective"])) + ".")
-
 
 PROPOSE_SYSTEM = (
     "You place cubes for a robot work cell. Answer with JSON {\"parts\": [{\"id\", \"type\", "
@@ -109,6 +97,19 @@ ROUTE_SYSTEM = (
 
 class ProposalError(CellspecError):
     """A model answer that cannot be used (malformed, refused, truncated)."""
+
+
+class GrammarRefused(CellspecError):
+    """The server refuses a request with a ``grammar`` field (then JSON schemas are used)."""
+
+
+class GrammarSchema(DictSchema):
+    """A translation constrained by a GBNF grammar (llama.cpp's ``grammar`` field): the
+    answer is text in the design language, not JSON."""
+
+    def __init__(self, name: str, schema: dict[str, Any], grammar: str) -> None:
+        super().__init__(name, schema)
+        self.grammar = grammar
 
 
 def request_hash(model: str, messages: list[dict[str, Any]], schema_name: str,
@@ -179,6 +180,10 @@ class ChatAdapter(Adapter):
         # the task-relevant subgraph of a world database (cellspec world context), put in
         # the translate and propose prompts when given (design --world DB)
         self.world_context: str | None = None
+        self.propose_mode = "auto"  # auto (only with tools) | always | never
+        self.translate_mode = "hybrid"  # hybrid: the offline parser first | model
+        self.progress: Callable[[str], None] | None = None
+        self.notes: list[str] = []  # what translate decided, for the report
 
     def _complete(self, kind: str, messages: list[dict[str, Any]],
                   schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
@@ -188,18 +193,32 @@ class ChatAdapter(Adapter):
         raise NotImplementedError
 
     def _ask(self, kind: str, messages: list[dict[str, Any]],
-             schema: type[BaseModel]) -> BaseModel:
+             schema: Any) -> Any:
+        """One model call answered with ``schema`` (a pydantic model: its validated
+        instance; a :class:`DictSchema`: the JSON object), recorded, with progress."""
         self.check_budget()
         t0 = time.perf_counter()
+        self._say(f"{kind}: asking {self.model} (call {self.calls + 1}, {self.tokens} "
+                  "tokens so far)")
         try:
             resp = self._complete(kind, messages, schema)
         except CellspecError as exc:
             self.record(kind, t0, error=str(exc))
             raise
-        return self._parse(kind, resp, schema, t0)
+        try:
+            return self._parse(kind, resp, schema, t0)
+        finally:
+            r = self.records[-1]
+            self._say(f"{kind}: {r.prompt_tokens} + {r.completion_tokens} tokens in "
+                      f"{r.seconds:.1f} s ({self.tokens} tokens so far)")
 
-    def _parse(self, kind: str, resp: dict[str, Any], schema: type[BaseModel],
-               t0: float) -> BaseModel:
+    def _say(self, line: str) -> None:
+        """Progress on a terminal (``progress``: a callable taking a line, or None)."""
+        if self.progress is not None:
+            self.progress(line)
+
+    def _parse(self, kind: str, resp: dict[str, Any], schema: Any,
+               t0: float) -> Any:
         """Validate one response against ``schema`` and record the call."""
         pt, ct = _tokens(resp)
         err = None
@@ -211,11 +230,17 @@ class ChatAdapter(Adapter):
             content = resp.get("content")
             if not isinstance(content, str):
                 raise ProposalError("the model returned no content")
+            if isinstance(schema, GrammarSchema):
+                return content
             try:
                 obj = json.loads(json_text(content))
             except (ValueError, RecursionError) as exc:
                 why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
                 raise ProposalError(f"the model returned malformed JSON: {why}") from None
+            if isinstance(schema, DictSchema):
+                if not isinstance(obj, dict):
+                    raise ProposalError("the model answer is not a JSON object")
+                return obj
             try:
                 return schema.model_validate(obj)
             except ValidationError as exc:
@@ -283,33 +308,118 @@ class ChatAdapter(Adapter):
         return out.next
 
     def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
-        user = f"cell: {cell_summary(cell)}\ncommand: {command}" + self._world()
-        if feedback:
-            user += f"\nyour last spec was rejected by the parser; fix it: {feedback}"
-        messages = [{"role": "system", "content": translate_system()},
-                    {"role": "user", "content": user}]
-        try:
-            out = self._ask("translate", messages, SpecOut)
-        except BudgetExceeded:
-            raise
-        except CellspecError as exc:  # server error or an answer that does not validate
-            return self._fallback(command, cell, exc.diagnostics[0].message)
-        assert isinstance(out, SpecOut)
-        if out.spec is None:
-            why = out.cannot or "the model gave no spec"
+        """DSL text of one design statement, parsed by the design parser before it is
+        returned. ``hybrid`` (the default): the offline parser's spec when it parses the
+        command (no model call: it uses every word or refuses); else the model, with its
+        answer constrained to the design language (:mod:`spec_schema`), rendered as DSL,
+        parsed and grounded in the command's words; one repair round with the parser's or
+        the grounding's complaint; then the offline parser's refusal. ``model``: the model
+        first, the offline parser only as the fall-back."""
+        offline: str | None = None
+        offline_why = ""
+        if self.offline_fallback:
             try:
-                return self._fallback(command, cell, f"the model said: {why}")
-            except TranslateError:
-                raise TranslateError(f"cannot translate: {why}") from None
+                offline = translate_offline(command, cell)
+            except TranslateError as exc:
+                offline_why = exc.diagnostics[0].message
+        if offline is not None and self.translate_mode == "hybrid":
+            self.notes.append("translated by the offline parser (every word used); the "
+                              "model was not asked")
+            return offline
+        why = ""
+        fmt = self.translate_format(command, cell)
+        messages = self._translate_messages(fmt, command, cell)
+        for round_ in range(2):
+            schema = self._translate_schema(fmt, cell)
+            try:
+                answer = self._ask("translate", messages, schema)
+            except (BudgetExceeded, LLMUnavailable):
+                raise
+            except GrammarRefused:
+                self.tformat = fmt = "json"  # the server has no grammar field: JSON schema
+                messages = self._translate_messages(fmt, command, cell)
+                answer = self._ask("translate", messages, self._translate_schema(fmt, cell))
+            except CellspecError as exc:  # an answer that is not a JSON object
+                why = exc.diagnostics[0].message
+                break
+            if fmt == "grammar":
+                if not looks_like_lines(answer):  # the server ignored the grammar
+                    self.tformat = "json"
+                text, complaints, said = self._check_lines(command, answer, cell)
+                shown = answer
+            else:
+                text, complaints = self._check_draft(command, answer, cell)
+                said = answer.get("cannot") if not answer.get("structures") else None
+                shown = json.dumps(answer)
+            if said is not None and offline is None:
+                why = f"the model said: {said}"
+                break
+            if not complaints and text is not None:
+                spec = parse_spec(text)
+                if offline is not None and not same_spec(spec, parse_spec(offline)):
+                    self.fallbacks.append({"kind": "translate", "why": "the model's spec "
+                                           "differs from the offline parser's", "model": text,
+                                           "offline": "used"})
+                    return offline
+                self.notes.append(f"translated by the model ({fmt})" + (
+                    " after one repair round" if round_ else ""))
+                return text
+            why = "; ".join(complaints)
+            if round_ == 0:
+                messages = [*messages, {"role": "assistant", "content": shown},
+                            {"role": "user", "content": "That answer was rejected: " + why
+                             + ". Answer again for the same command: " + command}]
+        return self._fallback(command, cell, f"the model's answer: {why}", offline,
+                              offline_why)
+
+    tformat: str | None = None  # the translation's answer format: grammar | json
+
+    def translate_format(self, command: str, cell: Any) -> str:
+        """``grammar`` (GBNF: llama.cpp servers) or ``json`` (the design language as a JSON
+        schema with enums), negotiated once per run."""
+        return self.tformat or "json"
+
+    def _translate_messages(self, fmt: str, command: str, cell: Any) -> list[dict[str, Any]]:
+        system = dsl_prompt(cell) if fmt == "grammar" else translate_prompt(cell)
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": command + self._world()}]
+
+    def _translate_schema(self, fmt: str, cell: Any) -> DictSchema:
+        if fmt == "grammar":
+            return GrammarSchema(GRAMMAR_NAME, {}, grammar=dsl_grammar(cell))
+        return DictSchema(DRAFT_NAME, draft_schema(cell))
+
+    def _check_lines(self, command: str, answer: Any, cell: Any
+                     ) -> tuple[str | None, list[str], str | None]:
+        """A grammar answer: (DSL text, complaints, the model's ``cannot`` reason)."""
+        if not isinstance(answer, str):
+            return None, ["the answer is not text"], None
         try:
-            parse_spec(out.spec)
+            text, said, obj = from_lines(answer, cell)
+        except (CellspecError, DraftError) as exc:
+            msg = exc.diagnostics[0].message if isinstance(exc, CellspecError) else str(exc)
+            return None, [f"the design parser: {msg}"], None
+        if obj is None:
+            return None, [f"the model said: {said}"], said
+        return text, grounding(command, obj, cell), None
+
+    def _check_draft(self, command: str, obj: dict[str, Any], cell: Any
+                     ) -> tuple[str | None, list[str]]:
+        """(the DSL text, []) for an answer that renders, parses and is grounded in the
+        command; (None or the text, the complaints) otherwise."""
+        try:
+            render(obj, cell)  # the schema's shape first: grounding reads the fields
+            complaints = grounding(command, obj, cell)
+            text = render(obj, cell)
+        except DraftError as exc:
+            return None, [str(exc)]
+        if complaints:
+            return text, complaints
+        try:
+            parse_spec(text)
         except CellspecError as exc:
-            try:
-                return self._fallback(command, cell, "the model's spec does not parse: "
-                                      + exc.diagnostics[0].message)
-            except TranslateError:
-                return out.spec  # the orchestrator re-asks the model with the diagnostics
-        return out.spec
+            return text, [f"the design parser: {exc.diagnostics[0].message}"]
+        return text, []
 
     def _world(self) -> str:
         """The world-model section of a user prompt ('' without a world database)."""
@@ -318,28 +428,44 @@ class ChatAdapter(Adapter):
         return ("\nworld model (task-relevant subgraph: entities, relations with confidence "
                 "and lifecycle):\n" + self.world_context.rstrip("\n"))
 
-    def _fallback(self, command: str, cell: Any, why: str) -> str:
-        """The offline parser's spec when the model's answer cannot be used (recorded)."""
+    def _fallback(self, command: str, cell: Any, why: str, offline: str | None = None,
+                  offline_why: str = "") -> str:
+        """The offline parser's spec when the model's answer cannot be used (recorded),
+        else TranslateError naming both reasons (an honest refusal)."""
         if not self.offline_fallback:
             raise TranslateError(f"cannot translate: {why}")
-        try:
-            spec = translate_offline(command, cell)
-        except TranslateError as exc:
-            self.fallbacks.append({"kind": "translate", "why": why, "offline": str(
-                exc.diagnostics[0].message)})
+        if offline is None and not offline_why:
+            try:
+                offline = translate_offline(command, cell)
+            except TranslateError as exc:
+                offline_why = exc.diagnostics[0].message
+        if offline is None:
+            self.fallbacks.append({"kind": "translate", "why": why, "offline": offline_why})
             raise TranslateError(f"cannot translate: {why}; the offline parser: "
-                                 f"{exc.diagnostics[0].message}") from None
+                                 f"{offline_why}")
         self.fallbacks.append({"kind": "translate", "why": why, "offline": "used"})
-        return spec
+        return offline
 
     def structured_report(self) -> dict[str, Any]:
         """The structured-output mode that worked this run, the refusals that led to it,
         and every fall back to the offline parser (the design JSON's ``llm`` field)."""
         return {"structured_output": self.mode, "refused_modes": list(self.mode_log),
-                "fallbacks": list(self.fallbacks)}
+                "fallbacks": list(self.fallbacks), "translate": self.translate_mode,
+                "translate_format": ("grammar (GBNF)" if self.tformat == "grammar"
+                                     else self.tformat),
+                "propose": self.propose_mode, "notes": list(self.notes)}
+
+    def proposes(self) -> bool:
+        """Whether the model proposes layouts (``auto``: only with the tool loop; else
+        the solver builds from the spec: measured, a small model's proposals never beat
+        it, docs/models.md)."""
+        return self.propose_mode == "always" or (self.propose_mode == "auto"
+                                                 and self.use_tools)
 
     def propose(self, spec: DesignSpec, cell: Any,
                 feedback: Feedback | None) -> dict[str, Any] | None:
+        if not self.proposes():
+            return None
         user = f"cell: {cell_summary(cell)}\nbuild: {spec_summary(spec)}" + self._world()
         if feedback is not None:
             user += ("\nyour last layout violated these constraints; fix only these: "
@@ -398,17 +524,25 @@ class OpenAIAdapter(ChatAdapter):
             raise CellspecError("the openai adapter needs OPENAI_API_KEY for a remote server "
                                 "(none is needed for a --base-url on 127.0.0.1/localhost) "
                                 "or use --adapter offline")
-        self.client = OpenAI(api_key=key, base_url=url, timeout=timeout,
-                             max_retries=max_retries)
+        del OpenAI  # the llm extra is checked; the transport is http_chat (bounded calls)
+        self.base_url, self.api_key = url, key
+        self.timeout, self.max_retries = timeout, max_retries
         self.temperature = temperature
         self.seed = seed
         self.record_path = Path(record) if record else None
 
-    def _complete(self, kind: str, messages: list[dict[str, Any]],
-                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
-                  ) -> dict[str, Any]:
-        openai = require("openai", extra="llm")
+    def translate_format(self, command: str, cell: Any) -> str:
+        """``grammar`` first for a loopback server (llama.cpp's ``grammar`` field; a refusal
+        or an answer that ignores it switches to ``json``), ``json`` for a remote one."""
+        if self.tformat is None:
+            self.tformat = "grammar" if is_loopback(self.base_url) else "json"
+        return self.tformat
 
+    def _complete(self, kind: str, messages: list[dict[str, Any]],
+                  schema: Any, tools: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+        """One chat call (:func:`http_chat.post_chat`: the whole call, retries included,
+        within ``timeout``), negotiating the structured-output mode with the server."""
         kw: dict[str, Any] = {}
         if tools:
             kw["tools"] = tools
@@ -416,9 +550,16 @@ class OpenAIAdapter(ChatAdapter):
             kw["temperature"] = self.temperature
         if self.seed is not None:
             kw["seed"] = self.seed
+        if kind == "translate":
+            kw["max_tokens"] = TRANSLATE_MAX_TOKENS
+        if not tools:
+            kw["stream"] = True  # a server stops generating when the call is abandoned
+            kw["stream_options"] = {"include_usage": True}
+        if isinstance(schema, GrammarSchema):
+            return self._complete_grammar(messages, schema, kw)
         start = MODES.index(self.mode) if self.mode else 0
         n_refused = len(self.mode_log)
-        r = None
+        obj = None
         for i in range(start, len(MODES)):
             mode = MODES[i]
             msgs, rf = with_mode(mode, messages, schema)
@@ -426,44 +567,72 @@ class OpenAIAdapter(ChatAdapter):
                 kw["response_format"] = rf
             else:
                 kw.pop("response_format", None)
+
+            def refusal(exc: HTTPStatus, i: int = i) -> bool:
+                return exc.status in (400, 422, 500) and names_response_format(exc) \
+                    and i + 1 < len(MODES)
             try:
-                r = self.client.chat.completions.create(
-                    model=self.model, messages=msgs, **kw)  # type: ignore[arg-type]
-            except openai.APITimeoutError:
-                raise LLMUnavailable("the LLM call timed out") from None
-            except openai.APIStatusError as exc:
-                if exc.status_code in (400, 422, 500) and names_response_format(exc) \
-                        and i + 1 < len(MODES):
-                    self.mode_log.append({"mode": mode, "status": exc.status_code,
-                                          "message": str(exc.message)[:300]})
+                obj = post_chat(self.base_url, self.api_key,
+                                {"model": self.model, "messages": msgs, **kw},
+                                timeout=self.timeout, max_retries=self.max_retries,
+                                no_retry=refusal, on_chunk=self._chunks)
+            except HTTPStatus as exc:
+                if refusal(exc):
+                    self.mode_log.append({"mode": mode, "status": exc.status,
+                                          "message": exc.message[:300]})
                     continue  # the server refuses this response_format: the next mode
-                raise LLMUnavailable(f"the LLM server answered HTTP {exc.status_code}"
-                                    f" ({mode} mode)") from None
-            except openai.APIConnectionError as exc:
-                raise LLMUnavailable(f"cannot reach the LLM server: {exc}") from None
+                raise LLMUnavailable(f"the LLM server answered HTTP {exc.status}"
+                                     f" ({mode} mode): {exc.message[:200]}") from None
             self.mode = mode
             break
-        assert r is not None
-        if not r.choices:
+        assert obj is not None
+        return self._finish(obj, messages, schema, tools, n_refused=n_refused)
+
+    def _chunks(self, n: int) -> None:
+        """Progress of a streamed answer: every 8 chunks (about a token each)."""
+        if n % 8 == 0:
+            self._say(f"  ... {n} tokens")
+
+    def _complete_grammar(self, messages: list[dict[str, Any]], schema: GrammarSchema,
+                          kw: dict[str, Any]) -> dict[str, Any]:
+        """A translation constrained by the GBNF grammar (no ``response_format``)."""
+        try:
+            obj = post_chat(self.base_url, self.api_key,
+                            {"model": self.model, "messages": messages,
+                             "grammar": schema.grammar, **kw},
+                            timeout=self.timeout, max_retries=self.max_retries,
+                            no_retry=lambda e: "grammar" in e.text, on_chunk=self._chunks)
+        except HTTPStatus as exc:
+            if exc.status in (400, 422, 500) and "grammar" in exc.text:
+                self.mode_log.append({"mode": "grammar", "status": exc.status,
+                                      "message": exc.message[:300]})
+                raise GrammarRefused("the server refuses the grammar field") from None
+            raise LLMUnavailable(f"the LLM server answered HTTP {exc.status} (grammar "
+                                 f"mode): {exc.message[:200]}") from None
+        self.grammar_used = True
+        return self._finish(obj, messages, schema, None, mode="grammar",
+                            n_refused=len(self.mode_log))
+
+    grammar_used = False
+
+    def _finish(self, obj: dict[str, Any], messages: list[dict[str, Any]], schema: Any,
+                tools: list[dict[str, Any]] | None, mode: str | None = None,
+                n_refused: int = 0) -> dict[str, Any]:
+        """The response record of a completion object (recorded to the cassette)."""
+        resp = message_of(obj)
+        if resp.pop("no_choices", False):
             raise ProposalError("the model returned no choices")
-        ch = r.choices[0]
-        resp = {"content": ch.message.content, "finish_reason": ch.finish_reason,
-                "refusal": getattr(ch.message, "refusal", None),
-                "usage": {"prompt_tokens": r.usage.prompt_tokens if r.usage else 0,
-                          "completion_tokens": r.usage.completion_tokens if r.usage else 0}}
-        resp["mode"] = self.mode  # kept in a cassette, so a replay reports the same
+        resp["mode"] = mode or self.mode  # kept in a cassette: a replay reports the same
         if len(self.mode_log) > n_refused:
             resp["refused"] = self.mode_log[n_refused:]
-        calls = getattr(ch.message, "tool_calls", None) or []
-        if calls:
-            resp["tool_calls"] = [{"id": c.id, "name": c.function.name,
-                                   "arguments": c.function.arguments} for c in calls
-                                  if getattr(c, "function", None) is not None]
         if self.record_path is not None:
             record_exchange(self.record_path, request_hash(self.model, messages,
                                                            schema.__name__, tools),
                             self.model, messages, resp)
         return resp
+
+
+TRANSLATE_MAX_TOKENS = 400  # a translation's answer (a few structures); more is a runaway
 
 
 def record_exchange(path: Path, key: str, model: str, messages: list, resp: dict) -> None:
@@ -478,6 +647,19 @@ def record_exchange(path: Path, key: str, model: str, messages: list, resp: dict
                             f"{exc.strerror or exc}") from None
 
 
+RERECORD = ("re-record it against a model server: cellspec design COMMAND --cell CELL "
+            "--adapter openai --base-url URL --model MODEL --record FILE (or "
+            "python tests/data/cassettes/record.py for the shipped ones; docs/models.md)")
+
+
+def stale_cassette(path: Path, kind: str, key: str) -> str:
+    """The message of a request a cassette has no answer for: the prompt (or the request)
+    changed since it was recorded, and how to re-record it."""
+    return (f"replay: {path} has no answer for this {kind} request (hash {key[:12]}): the "
+            "prompt or the request no longer matches what was recorded (the prompt, the "
+            "schema, the model name or the command changed); " + RERECORD)
+
+
 class ReplayAdapter(ChatAdapter):
     """Answers from a JSONL cassette; never uses the network."""
 
@@ -487,6 +669,7 @@ class ReplayAdapter(ChatAdapter):
                  budget: Budget | None = None, use_tools: bool = False) -> None:
         super().__init__(model, budget, use_tools)
         p = Path(cassette)
+        self.path = p
         if not p.exists():
             raise CellspecError(f"{p}: no such cassette")
 
@@ -510,13 +693,20 @@ class ReplayAdapter(ChatAdapter):
             except (ValueError, KeyError, TypeError, RecursionError):
                 raise CellspecError(f"{p}:{k}: not a cassette entry") from None
 
+    def translate_format(self, command: str, cell: Any) -> str:
+        """The format the cassette was recorded in: ``grammar`` when it answers the
+        grammar request of this command, else ``json``."""
+        msgs = self._translate_messages("grammar", command, cell)
+        h = request_hash(self.model, msgs, GRAMMAR_NAME, None)
+        self.tformat = "grammar" if h in self.entries else "json"
+        return self.tformat
+
     def _complete(self, kind: str, messages: list[dict[str, Any]],
-                  schema: type[BaseModel], tools: list[dict[str, Any]] | None = None
+                  schema: Any, tools: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
         h = request_hash(self.model, messages, schema.__name__, tools)
         if h not in self.entries:
-            raise CellspecError(f"replay: no cassette entry for this {kind} request "
-                                f"(hash {h[:12]}); record it with the openai adapter")
+            raise LLMUnavailable(stale_cassette(self.path, kind, h))
         resp = self.entries[h]
         if isinstance(resp.get("mode"), str) and resp["mode"] in MODES:
             self.mode = resp["mode"]

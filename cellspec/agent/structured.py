@@ -43,22 +43,42 @@ def is_loopback(url: str | None) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def with_mode(mode: str, messages: list[dict[str, Any]], schema: type[BaseModel]
+class DictSchema:
+    """A JSON schema built at run time (the design language's, :mod:`spec_schema`), used
+    where a pydantic model is elsewhere: ``__name__`` names it in the request and the
+    cassette key; ``prompted``: the schema is described in the prompt already, so
+    ``json_object`` mode (the server enforces it) does not append it."""
+
+    def __init__(self, name: str, schema: dict[str, Any], prompted: bool = True) -> None:
+        self.__name__ = name
+        self.schema = schema
+        self.prompted = prompted
+
+
+def schema_dict(schema: type[BaseModel] | DictSchema) -> dict[str, Any]:
+    """The strict JSON schema of a pydantic model or a :class:`DictSchema`."""
+    return schema.schema if isinstance(schema, DictSchema) else strict_schema(schema)
+
+
+def with_mode(mode: str, messages: list[dict[str, Any]],
+              schema: type[BaseModel] | DictSchema
               ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The messages and ``response_format`` of one structured-output mode: strict
-    ``json_schema``; ``json_object`` with the schema (llama.cpp's form) and the schema in
-    the prompt; plain text with the schema in the prompt (the answer is validated)."""
-    sch = strict_schema(schema)
+    ``json_schema``; ``json_object`` with the schema (llama.cpp's form, enforced by a
+    grammar there) and the schema in the prompt unless the prompt describes it already;
+    plain text with the schema in the prompt (the answer is validated)."""
+    sch = schema_dict(schema)
     if mode == "json_schema":
         return messages, {"type": "json_schema", "json_schema": {
             "name": schema.__name__, "strict": True, "schema": sch}}
-    hint = ("\nAnswer with ONE JSON object, no prose, matching this JSON schema: "
-            + json.dumps(sch, sort_keys=True))
     msgs = [dict(m) for m in messages]
-    if msgs and msgs[0].get("role") == "system":
-        msgs[0]["content"] = str(msgs[0]["content"]) + hint
-    else:
-        msgs.insert(0, {"role": "system", "content": hint.strip()})
+    if not (mode == "json_object" and isinstance(schema, DictSchema) and schema.prompted):
+        hint = ("\nAnswer with ONE JSON object, no prose, matching this JSON schema: "
+                + json.dumps(sch, sort_keys=True))
+        if msgs and msgs[0].get("role") == "system":
+            msgs[0]["content"] = str(msgs[0]["content"]) + hint
+        else:
+            msgs.insert(0, {"role": "system", "content": hint.strip()})
     if mode == "json_object":
         return msgs, {"type": "json_object", "schema": sch}
     return msgs, None

@@ -60,6 +60,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sampling temperature sent to the model, 0 to 2 (default 0)")
     c.add_argument("--seed", type=int, default=0,
                    help="seed sent to the model with each request (default 0)")
+    c.add_argument("--propose", choices=("auto", "always", "never"), default="auto",
+                   help="openai/replay: does the model propose layouts? auto (default): only "
+                   "with --tools; otherwise the model translates and the solver builds from "
+                   "the spec (measured: a small model's proposals never beat it, "
+                   "docs/models.md)")
+    c.add_argument("--translate", choices=("hybrid", "model"), default="hybrid",
+                   help="openai/replay: hybrid (default): the offline parser's spec when it "
+                   "understands every word, the model only for what it refuses; model: the "
+                   "model first (the offline parser is its fall-back)")
     c.add_argument("--t-max", type=int, default=3, metavar="N",
                    help="proposals before the solver generates (default 3)")
     c.add_argument("--tools", action="store_true",
@@ -107,6 +116,9 @@ def check_options(a: argparse.Namespace) -> None:
     if kind == "offline" and (a.tools or a.llm_routing):
         raise CellspecError("--tools and --llm-routing need a model (--adapter openai or "
                             "replay); the offline translator calls no tools")
+    if a.tools and a.propose == "never":
+        raise CellspecError("--tools lets the model propose (with the skills); it cannot go "
+                            "with --propose never")
     if kind == "replay" and not a.cassette:
         raise CellspecError("--adapter replay needs --cassette JSONL")
 
@@ -130,11 +142,22 @@ def make_adapter(a: argparse.Namespace) -> Adapter:
     kind = adapter_kind(a)
     if kind == "offline":
         return OfflineAdapter(budget)
+    ad: ReplayAdapter | OpenAIAdapter
     if kind == "replay":
-        return ReplayAdapter(a.cassette, a.model or DEFAULT_MODEL, budget, use_tools=a.tools)
-    return OpenAIAdapter(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
-                         max_retries=a.retries, temperature=a.temperature, seed=a.seed,
-                         budget=budget, record=a.record, use_tools=a.tools)
+        ad = ReplayAdapter(a.cassette, a.model or DEFAULT_MODEL, budget, use_tools=a.tools)
+    else:
+        ad = OpenAIAdapter(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
+                           max_retries=a.retries, temperature=a.temperature, seed=a.seed,
+                           budget=budget, record=a.record, use_tools=a.tools)
+    ad.propose_mode, ad.translate_mode = a.propose, a.translate
+    if sys.stderr.isatty():  # progress on a terminal: the phase, the tokens so far
+        ad.progress = _progress
+    return ad
+
+
+def _progress(line: str) -> None:
+    """One progress line on the terminal's stderr (the model's calls as they run)."""
+    print(f"design: {line}", file=sys.stderr, flush=True)
 
 
 def check_executable(cell: Any) -> None:

@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
+from cellspec.commands.bounded import LimitHit, print_unknown, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
-from cellspec.core.limits import check_output, check_seconds
+from cellspec.core.limits import check_output, check_seconds, parse_memory
 from cellspec.robots import quiet_pybullet
 
 
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "it is not, 2 bad input. The offline and faulty agents are built-in "
                        "planners, not models.")
     add_shared(c, cell="the .cell file (robots, reach boxes, panels, objects)",
-               output=("JSON", "also write the transcript here"))
+               output=("JSON", "also write the transcript here"), max_memory=True,
+               time_limit=(None, "time limit of the whole verb in seconds (the dialog's LLM "
+                           "calls, the checks, the twin; default none; unknown when hit)"))
     c.add_argument("--task", choices=("sort",), default="sort", help="RoCo's task (sort)")
     c.add_argument("--adapter", choices=("offline", "faulty", "openai", "replay"),
                    default="offline", help="who speaks for the robots (default offline)")
@@ -98,18 +101,37 @@ def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def run(a: argparse.Namespace) -> int:
-    """Run the verb; returns the exit code."""
+    """Run the verb; returns the exit code. The whole verb runs in a bounded worker
+    (:mod:`cellspec.commands.bounded`): ``--time-limit`` (none by default) and
+    ``--max-memory``, like the other verbs; the transcript is written here."""
     require_extra("twin", verb="dialog")
     if a.adapter == "openai":
         require_extra("llm", verb="dialog --adapter openai")
+    if a.time_limit is not None:
+        check_seconds(a.time_limit, "--time-limit", 3600.0)
+    check_output(a.output, "-o")
+    check_output(a.record, "--record")
+    a.max_memory = parse_memory(a.max_memory)
+    got = run_bounded(lambda: _compute(a), time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):
+        return print_unknown(got, a.format, {"log": [], "metrics": None}, key="outcome",
+                             handed="plan")
+    rec = got
+    text = json.dumps(rec, indent=2, sort_keys=True)
+    if a.output:
+        atomic_write(Path(a.output), text + "\n")
+    _print(a, rec, text)
+    return EXIT_OK if rec["outcome"] == "success" else EXIT_FAIL
+
+
+def _compute(a: argparse.Namespace) -> dict:  # type: ignore[type-arg]
+    """The verb's work (in the bounded worker): the episode record as plain data."""
     quiet_pybullet()
     # lazy: CLI start-up time (every verb loads for --help; loads the translators, textX, the twin)
     from cellspec.agent.dialog import run_episode
     from cellspec.dsl.parser import load_cell
     from cellspec.robots.models import check_models
 
-    check_output(a.output, "-o")
-    check_output(a.record, "--record")
     cell = load_cell(a.cell)
     src = cell.source
     if not cell.robots or not cell.twin.objects:
@@ -131,9 +153,11 @@ def run(a: argparse.Namespace) -> int:
                       world=world)
     if world_rec is not None:
         rec["world"] = world_rec
-    text = json.dumps(rec, indent=2, sort_keys=True)
-    if a.output:
-        atomic_write(Path(a.output), text + "\n")
+    return rec
+
+
+def _print(a: argparse.Namespace, rec: dict, text: str) -> None:  # type: ignore[type-arg]
+    """The transcript: JSON, or the pretty summary."""
     if a.format == "json":
         print(text)
     else:
@@ -151,4 +175,3 @@ def run(a: argparse.Namespace) -> int:
                 print(f"    execution failed: {r['execute_error']}")
         if rec["note"]:
             print(f"  note: {rec['note']}")
-    return EXIT_OK if rec["outcome"] == "success" else EXIT_FAIL
