@@ -265,3 +265,24 @@ def test_a_large_packing_is_decided_quickly(station):
     rs = evaluate(station, lay(*cubes), spec)
     assert time.perf_counter() - t0 < 20
     assert not next(r for r in rs if r.clause.kind == "levels").holds
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ("tower(n=3, part=can) at (0.4, 0.2)", "unknown part type 'can'"),
+    ("tower(n=3) at (0.4, 0.2)\n    tower(n=2) at (0.6, 0.3)\n    apart 0.05",
+     "cannot build as asked: tower 1 and tower 2 0.05 m apart"),
+    ("tower(n=3) at (0.4, 0.6)", "y 0.6 is outside the workspace y [0.05, 0.50]"),
+])
+def test_a_models_bad_spec_is_never_a_success(station, spec, why):
+    """A model's spec goes through the same parser and the same intent rules: one the cell
+    cannot hold, or one that contradicts itself, ends rejected with the reason."""
+    from cellspec.agent.offline import OfflineAdapter
+    from cellspec.agent.orchestrator import run_orchestrated
+
+    class Model(OfflineAdapter):
+        def translate(self, command, cell, feedback=None):
+            return "design command {\n    " + spec + "\n}\n"
+
+    o = run_orchestrated("anything", station, Model())
+    assert o.result.outcome == "rejected" and o.result.layout is None
+    assert why in o.result.reason
