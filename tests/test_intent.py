@@ -286,3 +286,9 @@ def test_a_models_bad_spec_is_never_a_success(station, spec, why):
     o = run_orchestrated("anything", station, Model())
     assert o.result.outcome == "rejected" and o.result.layout is None
     assert why in o.result.reason
+
+
+def test_a_tower_too_tall_for_the_cell_says_what_fits(capsys):
+    rc, out = design(capsys, "a tower of 7 cubes at x 0.4 y 0.2", "--cell", str(STATION))
+    assert rc == 1 and "over the workspace top (z 0.3 m); at most 6 cube level(s) fit" \
+        in out["reason"]
