@@ -94,3 +94,19 @@ def test_boundary_sweep_has_no_wrong_pass(tmp_path_factory, family, seed) -> Non
         v = _verdict(tmp_path_factory, case, backend)
         assert not (v == "pass" and case.exact == "fail"), (backend, case.label())
         assert _ok(case, v), (backend, case.label(), v)
+
+
+@pytest.mark.parametrize("um", [-10, 10, -30, 70])  # the last two: the cube on the grid
+def test_a_keepout_bound_off_the_grid_never_passes_an_intrusion(tmp_path_factory, um) -> None:
+    # the zone starts at 0.60003 (off the 0.05 mm grid): rounded outward, with a note, and
+    # decided exactly on the bound as written
+    zones = "    keepout post box x [0.60003, 0.70] y [0.40, 0.60] z [0, 0.30]\n"
+    x = round(0.60003 + rc.EPS + um * 1e-6 - 0.025, 9)
+    case = rc.Case("off-grid zone", rc.HEAD.format(zones=zones) + rc.KEEPOUT,
+                   {"parts": [{"id": "c", "type": "cube", "pos": [x, 0.5, 0.025]}]},
+                   um * 1e-6, "fail" if um > 0 else "pass")
+    for backend in BACKENDS:
+        cell = cellspec.load_cell(str(write_cell(tmp_path_factory, case.cell)))
+        v = cellspec.check(cell, layout_from_obj(case.layout), backend=backend)
+        assert v.verdict == case.exact, (backend, v.verdict, v.notes)
+        assert any("keep-out post has a bound off the 0.05 mm grid" in n for n in v.notes)

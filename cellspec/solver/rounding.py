@@ -75,8 +75,10 @@ def _decimals(x: np.ndarray) -> tuple[np.ndarray, int, bool]:
     return np.rint(flat * 10.0**k).astype(np.int64).reshape(np.shape(x)), k, approx
 
 
-def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray) -> Exact:
-    """The parts' corners as written, as exact integers in units U / scale."""
+def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray, extra_u: Iterable[Fraction] = ()
+                ) -> Exact:
+    """The parts' corners as written, as exact integers in units U / scale (a scale at
+    which the lengths ``extra_u``, in U, are whole numbers too)."""
     both = np.concatenate([np.asarray(pos_m, np.float64), np.asarray(size_m, np.float64)], 1)
     ints, k, approx = _decimals(both)
     k = max(k, 4)  # 1 U = 10^(k - 4) units of 10^-k / 2 m
@@ -84,10 +86,41 @@ def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray) -> Exact:
     boxes = np.empty((len(ints), 6), dtype=np.int64)
     boxes[:, 0::2] = 2 * npos - nsize
     boxes[:, 1::2] = 2 * npos + nsize
-    scale = 10 ** (k - 4)
+    base = 10 ** (k - 4)
+    scale = math.lcm(base, *(Fraction(v).denominator for v in extra_u))
     if scale > 10**6:  # corners * coefficients may pass int64: exact Python integers
         boxes = boxes.astype(object)
+    if scale != base:
+        boxes = boxes * (scale // base)
     return Exact(boxes, scale, approx)
+
+
+def needs_analysis(inst: Instance) -> bool:
+    """Whether the grid may decide differently from the layout and cell as written: a part
+    off the grid, a yaw (rounded to a rational rotation), a zone or surface off the grid."""
+    return (inst.off_grid or inst.shapes is not None
+            or any(v.denominator != 1 for v in cell_lengths(inst)))
+
+
+def cell_lengths(inst: Instance) -> list[Fraction]:
+    """The cell's lengths as written (U) that the exact grid must hold: zones, surfaces."""
+    out = [v for lo, hi in (inst.zones_u or {}).values() for v in (*lo, *hi)]
+    return out + list((inst.surfaces_u or {}).values())
+
+
+def exact_zone(inst: Instance, name: str, scale: int) -> BoxU | g.HalfSpaceU:
+    """Zone ``name`` as written on the exact grid (``scale`` times finer than U)."""
+    z = inst.zones[name]
+    if isinstance(z, BoxU):
+        lo, hi = (inst.zones_u or {}).get(name, (z.lo, z.hi))
+        a, b = [int(v * scale) for v in lo], [int(v * scale) for v in hi]
+        return BoxU((a[0], a[1], a[2]), (b[0], b[1], b[2]))
+    return replace(z, rhs=z.rhs * scale)
+
+
+def exact_surface(inst: Instance, name: str, scale: int) -> int:
+    """Surface ``name``'s height as written on the exact grid."""
+    return int((inst.surfaces_u or {}).get(name, inst.surfaces[name]) * scale)
 
 
 def _used(rules: Iterable[Rule]) -> tuple[set[str], list[ir.Cmp], set[int]]:
@@ -173,7 +206,8 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     flipped = [] if flipped is None else flipped
     involved = set() if involved is None else involved
     used, cmps, near = _used(rules or ())
-    if inst.shapes is not None and not inst.off_grid:  # on the grid: only the yaws round
+    on_grid = not inst.off_grid and all(v.denominator == 1 for v in cell_lengths(inst))
+    if inst.shapes is not None and on_grid:  # on the grid: only the yaws round
         out = _tie_notes(inst, inst.shapes, limit, changed)
         if out:
             involved.update(range(inst.n))
@@ -205,7 +239,7 @@ class _Analysis:
             self.scale, self.ex = 1, None
             self.what = "rounding to the 0.1 mm grid (and of the yaws to rational rotations)"
         else:
-            self.ex = exact_boxes(inst.pos_m, _kernel_size(inst))
+            self.ex = exact_boxes(inst.pos_m, _kernel_size(inst), cell_lengths(inst))
             self.exact, self.scale = self.ex.boxes, self.ex.scale
             self.what = "rounding to the 0.1 mm grid"
 
@@ -301,8 +335,8 @@ class _Analysis:
                     b = getattr(shapes, rel + kind)(self.fshapes, every, *args, e)
                 else:
                     a = getattr(g, rel + kind)(inst.boxes, *args, e)
-                    sargs = ((tuple(v * s for v in z.lo), tuple(v * s for v in z.hi))
-                             if isinstance(z, BoxU) else (replace(z, rhs=z.rhs * s),))
+                    ez = exact_zone(inst, zname, s)
+                    sargs = (ez.lo, ez.hi) if isinstance(ez, BoxU) else (ez,)
                     b = getattr(g, rel + kind)(self.exact, *sargs, e * s)
                 name = "workspace" if zname == "workspace" and rel == "inside" else rel
                 self.note(name, np.nonzero(np.asarray(a != b, dtype=bool))[0],
@@ -317,7 +351,7 @@ class _Analysis:
             if self.fshapes is not None:
                 b = g.on_surface(self.exact, z, e)
             else:
-                b = g.on_surface(self.exact, z * s, e * s)
+                b = g.on_surface(self.exact, exact_surface(inst, sname, s), e * s)
             self.note("on", np.nonzero(np.asarray(a != b, dtype=bool))[0],
                       lambda k, a=a, b=b, sn=sname:
                       f"on({inst.ids[k]}, {sn}): it is {bool(a[k])} on the grid, "

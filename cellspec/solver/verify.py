@@ -26,6 +26,7 @@ from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
 from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
     ROUNDING_RELATIONS,
+    needs_analysis,
     rounding_analysis,
     rounding_notes,
 )
@@ -86,7 +87,8 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     if res.status != "done":
         return unknown(res.reason or "solver limit", res.reason_code)
     violations = list(res.violations)
-    if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
+    rounded = needs_analysis(inst)  # off the grid, or a yaw rounded to a rational rotation
+    if rounded:
         ra = rounding_analysis(inst, rules)
         notes.extend(ra.notes)
         redo = [r for r in rules if r.name in ra.touched] if ra.decisive else []
@@ -100,7 +102,7 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
                          f"disagrees): {', '.join(exact)}; messages show grid values")
             ra = dataclasses.replace(ra, decisive=[])
     errors, warnings = _violations(inst, rules, violations, notes)
-    if inst.off_grid or inst.shapes is not None:
+    if rounded:
         # never `pass` where the exact answer may differ, nor `fail` on violations only
         # the rounding may have made (of a rule reading what the rounding decides, on a
         # part it decides it for)
