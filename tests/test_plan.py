@@ -194,7 +194,7 @@ def test_plan_of_a_layout_that_cannot_stand_exits_1(station, tmp_path, capsys):
     lay = {"parts": [{"id": "s1", "type": "cube", "pos": [0.5, 0.2, 0.025]},
                      {"id": "s2", "type": "cube", "pos": [0.535, 0.2, 0.075]}]}
     r = plan(station, layout_from_obj(lay))
-    assert r.status == "infeasible" and r.conflict == ("s2",) and not r.steps
+    assert r.status == "infeasible" and r.conflict == ("s2",) and not r.steps and r.unstable
     assert "stability(s2)" in r.reason and "no order stands" in r.reason
     f = tmp_path / "topple.json"
     f.write_text(json.dumps(lay))

@@ -58,6 +58,10 @@ class Instance:
     shapes: ShapesU | None = None  # the exact shapes when not plain
     ksize_m: np.ndarray | None = None  # (n, 3) the sizes the kernel sees (odd quarter turns
     # swap x and y); None: size_m
+    # the box zones' bounds and the surfaces' heights as written, in U (exact Fractions): the
+    # rounding analysis decides on them (``zones`` and ``surfaces`` are on the grid)
+    zones_u: dict[str, tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] | None = None
+    surfaces_u: dict[str, Fraction] | None = None
 
     @property
     def n(self) -> int:
@@ -113,8 +117,25 @@ def enclosing_boxes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> np.n
     return out
 
 
-def _box_u(lo, hi) -> BoxU:
-    return BoxU(tuple(g.to_u_int(v) for v in lo), tuple(g.to_u_int(v) for v in hi))
+def _box_u(lo, hi, grow: int = 0) -> BoxU:
+    """A box zone on the grid: bounds off it rounded outward (``grow`` 1: a keep-out), inward
+    (-1: the workspace), or to the nearest unit (0)."""
+    if grow == 0:
+        down = up = g.to_u_int
+    else:
+        f, c = (math.floor, math.ceil) if grow > 0 else (math.ceil, math.floor)
+
+        def down(v: Fraction) -> int:
+            return f(g.to_u(v))
+
+        def up(v: Fraction) -> int:
+            return c(g.to_u(v))
+    a, b = [down(v) for v in lo], [up(v) for v in hi]
+    return BoxU((a[0], a[1], a[2]), (b[0], b[1], b[2]))
+
+
+def _off_grid(*vals) -> bool:
+    return any(g.to_u(v).denominator != 1 for v in vals)
 
 
 @dataclass(frozen=True)
@@ -131,6 +152,8 @@ class CellU:
     notes: tuple[str, ...]
     robots: tuple[str, ...] = ()
     reach: dict[str, g.ReachU] | None = None
+    zones_u: dict[str, tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] | None = None
+    surfaces_u: dict[str, Fraction] | None = None
 
 
 def robots_u(cell: Cell) -> dict[str, g.ReachU]:
@@ -150,11 +173,17 @@ def cell_u(cell: Cell) -> CellU:
     if eps_u.denominator != 1:
         notes.append(f"contact tolerance {float(cell.epsilon)} m rounded down to "
                      f"{eps * float(g.U):.5f} m (the 0.05 mm grid)")
-    zones: dict[str, BoxU | g.HalfSpaceU] = {"workspace": _box_u(cell.workspace.lo,
-                                                                 cell.workspace.hi)}
+    ws = cell.workspace
+    zones: dict[str, BoxU | g.HalfSpaceU] = {"workspace": _box_u(ws.lo, ws.hi, -1)}
+    if _off_grid(*ws.lo, *ws.hi):
+        notes.append("the workspace has a bound off the 0.05 mm grid: it is rounded inward "
+                     "(the safe side)")
     for z in cell.keepouts:
         if isinstance(z, BoxZone):
-            zones[z.name] = _box_u(z.box.lo, z.box.hi)
+            zones[z.name] = _box_u(z.box.lo, z.box.hi, 1)
+            if _off_grid(*z.box.lo, *z.box.hi):
+                notes.append(f"keep-out {z.name} has a bound off the 0.05 mm grid: it is "
+                             "rounded outward (the safe side)")
         else:
             zones[z.name] = g.halfspace_u(z.coef, z.op, z.rhs)
     grip = cell.gripper_params("parallel")
@@ -168,6 +197,11 @@ def cell_u(cell: Cell) -> CellU:
         notes=tuple(notes),
         robots=tuple(r.name for r in cell.robots),
         reach=robots_u(cell),
+        zones_u={"workspace": (tuple(g.to_u(v) for v in ws.lo), tuple(g.to_u(v) for v in ws.hi)),
+                 **{z.name: (tuple(g.to_u(v) for v in z.box.lo),
+                             tuple(g.to_u(v) for v in z.box.hi))
+                    for z in cell.keepouts if isinstance(z, BoxZone)}},
+        surfaces_u={sf.name: g.to_u(sf.z) for sf in cell.surfaces},
     )
 
 
@@ -225,6 +259,8 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         plain=plain,
         shapes=shapes,
         ksize_m=ksize,
+        zones_u=cu.zones_u,
+        surfaces_u=cu.surfaces_u,
     )
 
 

@@ -12,7 +12,6 @@ decides on (their corners are irrational; ties within a millionth are logged by 
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -23,7 +22,8 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir, shapes
 from cellspec.dsl.model import Rule
-from cellspec.solver.instance import BoxU, Instance, lin_to_int
+from cellspec.solver.instance import BoxU, Instance
+from cellspec.solver.rounding_cmp import cmp_notes
 
 # which relations of the rules each check decides (a rule reading none of them cannot change
 # its verdict because of that check)
@@ -43,7 +43,6 @@ ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
     "comparison": frozenset({"<cmp>"}),  # an attribute comparison the rules read
 }
 PAIR_CHECKS = ("contact", "overlaps", "supports", "above", "near", "flanks")
-MAX_COMBOS = 1_000_000  # value classes of one comparison's variables: beyond, unanalysed
 DECIMALS = 12  # coordinates are read as decimals of at most this many digits (1e-12 m)
 
 
@@ -75,8 +74,10 @@ def _decimals(x: np.ndarray) -> tuple[np.ndarray, int, bool]:
     return np.rint(flat * 10.0**k).astype(np.int64).reshape(np.shape(x)), k, approx
 
 
-def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray) -> Exact:
-    """The parts' corners as written, as exact integers in units U / scale."""
+def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray, extra_u: Iterable[Fraction] = ()
+                ) -> Exact:
+    """The parts' corners as written, as exact integers in units U / scale (a scale at
+    which the lengths ``extra_u``, in U, are whole numbers too)."""
     both = np.concatenate([np.asarray(pos_m, np.float64), np.asarray(size_m, np.float64)], 1)
     ints, k, approx = _decimals(both)
     k = max(k, 4)  # 1 U = 10^(k - 4) units of 10^-k / 2 m
@@ -84,10 +85,41 @@ def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray) -> Exact:
     boxes = np.empty((len(ints), 6), dtype=np.int64)
     boxes[:, 0::2] = 2 * npos - nsize
     boxes[:, 1::2] = 2 * npos + nsize
-    scale = 10 ** (k - 4)
+    base = 10 ** (k - 4)
+    scale = math.lcm(base, *(Fraction(v).denominator for v in extra_u))
     if scale > 10**6:  # corners * coefficients may pass int64: exact Python integers
         boxes = boxes.astype(object)
+    if scale != base:
+        boxes = boxes * (scale // base)
     return Exact(boxes, scale, approx)
+
+
+def needs_analysis(inst: Instance) -> bool:
+    """Whether the grid may decide differently from the layout and cell as written: a part
+    off the grid, a yaw (rounded to a rational rotation), a zone or surface off the grid."""
+    return (inst.off_grid or inst.shapes is not None
+            or any(v.denominator != 1 for v in cell_lengths(inst)))
+
+
+def cell_lengths(inst: Instance) -> list[Fraction]:
+    """The cell's lengths as written (U) that the exact grid must hold: zones, surfaces."""
+    out = [v for lo, hi in (inst.zones_u or {}).values() for v in (*lo, *hi)]
+    return out + list((inst.surfaces_u or {}).values())
+
+
+def exact_zone(inst: Instance, name: str, scale: int) -> BoxU | g.HalfSpaceU:
+    """Zone ``name`` as written on the exact grid (``scale`` times finer than U)."""
+    z = inst.zones[name]
+    if isinstance(z, BoxU):
+        lo, hi = (inst.zones_u or {}).get(name, (z.lo, z.hi))
+        a, b = [int(v * scale) for v in lo], [int(v * scale) for v in hi]
+        return BoxU((a[0], a[1], a[2]), (b[0], b[1], b[2]))
+    return replace(z, rhs=z.rhs * scale)
+
+
+def exact_surface(inst: Instance, name: str, scale: int) -> int:
+    """Surface ``name``'s height as written on the exact grid."""
+    return int((inst.surfaces_u or {}).get(name, inst.surfaces[name]) * scale)
 
 
 def _used(rules: Iterable[Rule]) -> tuple[set[str], list[ir.Cmp], set[int]]:
@@ -173,14 +205,15 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     flipped = [] if flipped is None else flipped
     involved = set() if involved is None else involved
     used, cmps, near = _used(rules or ())
-    if inst.shapes is not None and not inst.off_grid:  # on the grid: only the yaws round
+    on_grid = not inst.off_grid and all(v.denominator == 1 for v in cell_lengths(inst))
+    if inst.shapes is not None and on_grid:  # on the grid: only the yaws round
         out = _tie_notes(inst, inst.shapes, limit, changed)
         if out:
             involved.update(range(inst.n))
         if cmps:  # a yawed part's enclosing box is rounded outward to whole U
             exact = np.empty_like(inst.boxes, dtype=np.float64)
             _float_shapes(inst, exact)
-            out += _cmp_notes(inst, cmps, exact, 1, limit, changed, flipped, "the rational "
+            out += cmp_notes(inst, cmps, exact, 1, limit, changed, flipped, "the rational "
                               "rotation of the yaws (docs/shapes.md)", involved)
         return out[: 3 * limit]
     an = _Analysis(inst, used, near, limit, changed)
@@ -205,7 +238,7 @@ class _Analysis:
             self.scale, self.ex = 1, None
             self.what = "rounding to the 0.1 mm grid (and of the yaws to rational rotations)"
         else:
-            self.ex = exact_boxes(inst.pos_m, _kernel_size(inst))
+            self.ex = exact_boxes(inst.pos_m, _kernel_size(inst), cell_lengths(inst))
             self.exact, self.scale = self.ex.boxes, self.ex.scale
             self.what = "rounding to the 0.1 mm grid"
 
@@ -242,7 +275,7 @@ class _Analysis:
                 b = g.reachable(self.exact, reach)
             self.note("reachable", np.nonzero(a != b)[0],
                       lambda k, r=robot: f"reachable({inst.ids[k]}, {r})")
-        self.out += _cmp_notes(inst, cmps, self.exact, self.scale, self.limit, self.changed,
+        self.out += cmp_notes(inst, cmps, self.exact, self.scale, self.limit, self.changed,
                                flipped, self.what, self.involved)
         return self.out[: 3 * self.limit]
 
@@ -301,8 +334,8 @@ class _Analysis:
                     b = getattr(shapes, rel + kind)(self.fshapes, every, *args, e)
                 else:
                     a = getattr(g, rel + kind)(inst.boxes, *args, e)
-                    sargs = ((tuple(v * s for v in z.lo), tuple(v * s for v in z.hi))
-                             if isinstance(z, BoxU) else (replace(z, rhs=z.rhs * s),))
+                    ez = exact_zone(inst, zname, s)
+                    sargs = (ez.lo, ez.hi) if isinstance(ez, BoxU) else (ez,)
                     b = getattr(g, rel + kind)(self.exact, *sargs, e * s)
                 name = "workspace" if zname == "workspace" and rel == "inside" else rel
                 self.note(name, np.nonzero(np.asarray(a != b, dtype=bool))[0],
@@ -317,7 +350,7 @@ class _Analysis:
             if self.fshapes is not None:
                 b = g.on_surface(self.exact, z, e)
             else:
-                b = g.on_surface(self.exact, z * s, e * s)
+                b = g.on_surface(self.exact, exact_surface(inst, sname, s), e * s)
             self.note("on", np.nonzero(np.asarray(a != b, dtype=bool))[0],
                       lambda k, a=a, b=b, sn=sname:
                       f"on({inst.ids[k]}, {sn}): it is {bool(a[k])} on the grid, "
@@ -332,111 +365,6 @@ def _scaled(args: tuple, s: int) -> tuple:
 def _kernel_size(inst: Instance) -> np.ndarray:
     """The sizes the kernel sees (x and y swapped for a box turned by an odd quarter turn)."""
     return inst.size_m if inst.ksize_m is None else inst.ksize_m
-
-
-def _cmp_notes(inst: Instance, cmps: list[ir.Cmp], exact: np.ndarray, scale: int, limit: int,
-               changed: list[str], flipped: list[ir.Cmp], what: str, involved: set[int]
-               ) -> list[str]:
-    """The attribute comparisons whose truth differs between the grid and ``exact`` (boxes
-    ``scale`` times finer than U) for some binding of distinct parts."""
-    out: list[str] = []
-    for node in cmps:
-        found = _cmp_flip(inst, node, exact, scale, involved)
-        if found is None:
-            continue
-        flipped.append(node)
-        if "comparison" not in changed:
-            changed.append("comparison")
-        if len(out) < limit:
-            if found == ():
-                out.append(f"rounding was not analysed for the comparison {_show(node)}: "
-                           "too many distinct values")
-            else:
-                names = ", ".join(f"{v}={inst.ids[p]}" for v, p in found)
-                out.append(f"{what} decides the comparison {_show(node)} for {names}")
-    return out
-
-
-def _cmp_flip(inst: Instance, node: ir.Cmp, exact: np.ndarray, scale: int, involved: set[int]
-              ) -> tuple[tuple[str, int], ...] | None:
-    """A binding (var, part) under which ``node`` is true on the grid and false exactly or
-    the reverse; ``()`` when there are too many value classes to look; None when none.
-    ``involved`` receives every part of every such binding."""
-    coefs, const = lin_to_int([(a.attr, c) for a, c in node.expr.terms], node.expr.const)
-    vars_ = list(dict.fromkeys(a.var for a, _ in node.expr.terms))
-    n = inst.n
-    classes = []  # per variable: (grid values, exact values, members) of its value classes
-    for v in vars_:
-        gv: np.ndarray = np.zeros(n, dtype=object)
-        ev: np.ndarray = np.zeros(n, dtype=object)
-        for (a, _), k in zip(node.expr.terms, coefs, strict=True):
-            if a.var == v:
-                gv = gv + k * g.attr_2u(inst.boxes, a.attr).astype(object)
-                ev = ev + k * _as_obj(g.attr_2u(exact, a.attr))
-        cls: dict[tuple, list[int]] = {}
-        for p, key in enumerate(zip(gv.tolist(), ev.tolist(), strict=True)):
-            cls.setdefault(key, []).append(p)
-        keys = list(cls)
-        classes.append((_obj([k[0] for k in keys]), _obj([k[1] for k in keys]),
-                        list(cls.values())))
-    if math.prod(len(c[2]) for c in classes) > MAX_COMBOS:
-        involved.update(range(n))
-        return ()
-    gt: np.ndarray = np.full((1,) * len(classes), const, dtype=object)
-    et: np.ndarray = np.full((1,) * len(classes), const * scale, dtype=object)
-    for d, (gv, ev, _) in enumerate(classes):
-        shape = [1] * len(classes)
-        shape[d] = len(gv)
-        gt = gt + gv.reshape(shape)
-        et = et + ev.reshape(shape)
-    flips = np.argwhere(_compare(gt, node.op) != _compare(et, node.op))
-    found = None
-    for idx in flips.tolist():
-        parts = _distinct([classes[d][2][c] for d, c in enumerate(idx)])
-        if parts is not None:
-            for d, c in enumerate(idx):
-                involved.update(classes[d][2][c])
-            found = found or tuple(zip(vars_, parts, strict=True))
-    return found
-
-
-def _obj(values: list) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
-def _show(node: ir.Cmp) -> str:
-    """``node`` as the rules wrote it, near enough: ``p.top - 0.1 <= 0``."""
-    terms = " + ".join(f"{'' if c == 1 else f'{float(c):g} * '}{a.var}.{a.attr}"
-                       for a, c in node.expr.terms)
-    const = float(node.expr.const)
-    tail = f" + {const:g}" if const > 0 else f" - {-const:g}" if const < 0 else ""
-    return f"{terms}{tail} {node.op} 0"
-
-
-def _as_obj(a: np.ndarray) -> np.ndarray:
-    """Exact values as Python numbers (floats become Fractions: no rounding in the sums)."""
-    if a.dtype.kind == "f":
-        out = np.empty(len(a), dtype=object)
-        out[:] = [Fraction(x) for x in a.tolist()]
-        return out
-    return a.astype(object)
-
-
-def _distinct(pools: list[list[int]]) -> tuple[int, ...] | None:
-    """One part from each pool, all different (the variables bind distinct parts)."""
-    short = [p[: len(pools)] for p in pools]
-    for pick in itertools.product(*short):
-        if len(set(pick)) == len(pick):
-            return pick
-    return None
-
-
-def _compare(v: np.ndarray, op: str) -> np.ndarray:
-    """``v op 0`` elementwise, as booleans."""
-    out = {"<": v < 0, "<=": v <= 0, ">": v > 0, ">=": v >= 0, "==": v == 0, "!=": v != 0}[op]
-    return np.asarray(out, dtype=bool)
 
 
 def _tie_notes(inst: Instance, sh: shapes.ShapesU, limit: int, changed: list[str]

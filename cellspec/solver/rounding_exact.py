@@ -22,9 +22,9 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.dsl.model import Rule
-from cellspec.solver.instance import BoxU, Instance, lin_to_int
+from cellspec.solver.instance import Instance, lin_to_int
 from cellspec.solver.reference import Reference, _compare
-from cellspec.solver.rounding import exact_boxes
+from cellspec.solver.rounding import cell_lengths, exact_boxes, exact_surface, exact_zone
 
 MAX_EXACT_PARTS = 200  # the reference evaluator is brute force
 NOT_EXACT = frozenset({"stable", "placed_stable"})
@@ -57,7 +57,8 @@ class _Scaled(Reference):
 def exact_instance(inst: Instance) -> tuple[Instance, int] | None:
     """The instance with the parts as written on the finer grid, and its scale; None when
     a coordinate has more decimals than the analysis reads."""
-    ex = exact_boxes(inst.pos_m, inst.size_m if inst.ksize_m is None else inst.ksize_m)
+    ex = exact_boxes(inst.pos_m, inst.size_m if inst.ksize_m is None else inst.ksize_m,
+                     cell_lengths(inst))
     if ex.approx:
         return None
     s = ex.scale
@@ -65,17 +66,14 @@ def exact_instance(inst: Instance) -> tuple[Instance, int] | None:
     def sc(t: Any) -> Any:
         return None if t is None else tuple(v * s for v in t)
 
-    zones: dict[str, BoxU | g.HalfSpaceU] = {}
-    for name, z in inst.zones.items():
-        zones[name] = (BoxU(sc(z.lo), sc(z.hi)) if isinstance(z, BoxU)
-                       else dataclasses.replace(z, rhs=z.rhs * s))
+    zones = {name: exact_zone(inst, name, s) for name in inst.zones}
     reach = {r: g.ReachU(sc(v.base), None if v.reach2 is None else v.reach2 * s * s,
                          sc(v.lo), sc(v.hi))
              for r, v in (inst.reach or {}).items()}
     boxes = ex.boxes.astype(object) if reach else ex.boxes  # squares of long integers
     return dataclasses.replace(
         inst, boxes=boxes, eps=inst.eps * s, zones=zones,
-        surfaces={k: v * s for k, v in inst.surfaces.items()},
+        surfaces={k: exact_surface(inst, k, s) for k in inst.surfaces},
         opening=None if inst.opening is None else inst.opening * s,
         depth=None if inst.depth is None else inst.depth * s, reach=reach, shapes=None,
         off_grid=False), s

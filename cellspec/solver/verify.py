@@ -26,6 +26,7 @@ from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
 from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
     ROUNDING_RELATIONS,
+    needs_analysis,
     rounding_analysis,
     rounding_notes,
 )
@@ -82,7 +83,8 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
     if res.status != "done":
         return unknown(res.reason or "solver limit", res.reason_code)
     violations = list(res.violations)
-    if inst.off_grid or inst.shapes is not None:  # a yaw is rounded to a rational rotation
+    rounded = needs_analysis(inst)  # off the grid, or a yaw rounded to a rational rotation
+    if rounded:
         ra = rounding_analysis(inst, rules)
         notes.extend(ra.notes)
         redo = [r for r in rules if r.name in ra.touched] if ra.decisive else []
@@ -101,7 +103,7 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
         if not errors:
             return unknown(undecided.reason(open_, inst.ids), open_[0].code,
                            warnings=tuple(warnings))
-    if inst.off_grid or inst.shapes is not None:
+    if rounded:
         # never `pass` where the exact answer may differ, nor `fail` on violations only
         # the rounding may have made (of a rule reading what the rounding decides, on a
         # part it decides it for)

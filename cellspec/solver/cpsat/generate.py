@@ -200,6 +200,9 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
     if len(layout) == 0:
         return done(status=Status.INFEASIBLE, reason="the design has no parts")
     pr = plan(cell2, layout, time_limit=left())
+    if pr.unstable:  # this placement does not stand: no proof about the design
+        return done(status=Status.UNKNOWN, reason="the generated layout does not stand: "
+                    f"{pr.reason}")
     if pr.status == Status.INFEASIBLE:
         return done(status=Status.INFEASIBLE, conflict=pr.conflict,
                     reason=f"the shapes admit no assembly order in this cell: {pr.reason}")

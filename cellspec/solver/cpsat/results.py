@@ -39,6 +39,7 @@ class PlanResult(BaseModel):
     conflict: tuple[str, ...] = ()  # parts of an infeasible core
     verdict: Verdict | None = None
     order_rules: tuple[str, ...] = ("support_order", "grip_access")
+    unstable: bool = False  # infeasible because the finished layout itself cannot stand
     seconds: float = 0.0
 
     @model_validator(mode="after")

@@ -345,12 +345,12 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
     if fallen:  # the last stage of every order is the whole layout: no order stands
         shown = ", ".join(f"{x.rule}({', '.join(x.parts)})" for x in fallen[:8])
         more = f" and {len(fallen) - 8} more" if len(fallen) > 8 else ""
-        return PlanResult(status=Status.INFEASIBLE, method=method, order_rules=orules,
-                          reason=f"the finished layout cannot stand ({shown}{more}): the last "
-                          "stage of every order is the whole layout, so no order stands; "
-                          "see `cellspec repair`",
+        why = (f"the finished layout cannot stand ({shown}{more}): the last stage of every "
+               "order is the whole layout, so no order stands; see `cellspec repair`")
+        return PlanResult(status=Status.INFEASIBLE, method=method,  # type: ignore[arg-type]
+                          order_rules=orules, reason=why,
                           conflict=tuple(dict.fromkeys(p for x in fallen for p in x.parts)),
-                          seconds=time.perf_counter() - t0)
+                          unstable=True, seconds=time.perf_counter() - t0)
     bad = sorted({x.rule for x in v.violations if x.rule in orules})
     if bad:
         return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
