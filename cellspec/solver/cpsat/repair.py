@@ -80,10 +80,12 @@ def repair(cell: Cell, layout: Layout, *,
     r: RepairResult | None = None
     lns = (first.layout is not None and not keep_shape and not allow_rotate
            and len(layout) <= LNS_PARTS)
-    if time_limit - spent > reserve + 0.05:
-        share = PIPELINE_SHARE if lns else 1.0
-        r = pipeline(cell, layout, time_limit=max(0.1, share * (time_limit - spent)),
-                     checked=before, start_hint=hint, **kw)  # type: ignore[arg-type]
+    budget = (PIPELINE_SHARE if lns else 1.0) * (time_limit - spent)
+    # building the pipeline's models is not bounded by its limit: with less time left than
+    # the constructive repair took (a loaded machine, a large layout) it would overrun
+    if budget > reserve + 0.05 and (first.layout is None or budget >= max(0.3, t_first)):
+        r = pipeline(cell, layout, time_limit=budget, checked=before, start_hint=hint,
+                     **kw)  # type: ignore[arg-type]
     res = _better(first, r, before, t_first, time.perf_counter() - t0, keep_shape)
     if not lns or res.status != Status.FEASIBLE or res.layout is None or left() < 0.3:
         return res
