@@ -149,6 +149,11 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
     def done(**kw: Any) -> GenerateResult:
         return GenerateResult(design=design.name, seconds=time.perf_counter() - t0, **kw)
 
+    from cellspec.solver.cpsat.generate_scale import scale_packing  # issue 29.4
+
+    big = scale_packing(cell, design, time_limit)
+    if big is not None:
+        return big  # type: ignore[return-value]
     try:
         return _generate(cell, design, left, workers, done, time_limit)
     except Infeasible as exc:

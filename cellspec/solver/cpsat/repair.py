@@ -31,6 +31,8 @@ from cellspec.solver.result import Verdict
 
 ROOM_RULES = ("workspace", "no_overlap", "gravity")
 PIPELINE_SHARE = 0.6  # of the time after the constructive repair; the rest: neighbourhoods
+PIPELINE_MIN_S = 1.0  # the least budget the pipeline runs with, once a repair is in hand
+LNS_MIN_S = 0.5  # the least time left for neighbourhood search
 LNS_PARTS = 300  # larger layouts: the pipeline alone improves (a verification costs ~1 s)
 
 
@@ -80,12 +82,16 @@ def repair(cell: Cell, layout: Layout, *,
     r: RepairResult | None = None
     lns = (first.layout is not None and not keep_shape and not allow_rotate
            and len(layout) <= LNS_PARTS)
-    if time_limit - spent > reserve + 0.05:
-        share = PIPELINE_SHARE if lns else 1.0
-        r = pipeline(cell, layout, time_limit=max(0.1, share * (time_limit - spent)),
-                     checked=before, start_hint=hint, **kw)  # type: ignore[arg-type]
+    budget = (PIPELINE_SHARE if lns else 1.0) * (time_limit - spent)
+    # building the pipeline's models is not bounded by its limit (a 4-part cluster took
+    # 0.4 s past a 0.3 s budget on the loaded machine): with a constructive repair in hand,
+    # it runs only when it has a second and twice what the constructive repair took
+    if budget > reserve + 0.05 and (first.layout is None
+                                    or budget >= max(PIPELINE_MIN_S, 2 * t_first)):
+        r = pipeline(cell, layout, time_limit=budget, checked=before, start_hint=hint,
+                     **kw)  # type: ignore[arg-type]
     res = _better(first, r, before, t_first, time.perf_counter() - t0, keep_shape)
-    if not lns or res.status != Status.FEASIBLE or res.layout is None or left() < 0.3:
+    if not lns or res.status != Status.FEASIBLE or res.layout is None or left() < LNS_MIN_S:
         return res
     cur = first if res.moves == first.moves else First(
         layout=layout_from_obj(res.layout), moves=res.moves, reordered=res.reordered,
