@@ -89,7 +89,7 @@ def preexec_die_with_parent() -> None:
 
 
 
-def _vm_size() -> int:
+def vm_size() -> int:
     """This process's address-space size in bytes (Linux /proc; 0 elsewhere)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
@@ -102,22 +102,25 @@ def _vm_size() -> int:
 
 
 def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
-                 extra_memory: int | None) -> tuple[str, Any]:
+                 extra_memory: int | None, group: bool = False) -> tuple[str, Any]:
     """``fn()`` in a forked child (lean: a few milliseconds, no multiprocessing) that dies
     with this process, is killed after ``seconds`` and may grow its address space by
     ``extra_memory`` bytes beyond what it inherits. Returns ``("ok", value)``, ``("time",
     None)``, ``("memory", None)`` (a MemoryError, or a crash under the cap) or ``("crash",
-    exit status)``. ``fn`` must catch its own errors; its value must pickle."""
+    exit status)``. ``fn`` must catch its own errors; its value must pickle. ``group``: the
+    child leads a process group, killed whole when it ends (``fn`` starts processes)."""
     r, w = os.pipe()
     life_r, life_w = os.pipe()
     parent = os.getpid()
-    base = _vm_size()
+    base = vm_size()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
             os.close(r)
             os.close(life_w)
+            if group:
+                os.setpgid(0, 0)
             die_with_parent(parent, life_r)
             if extra_memory is not None and base:
                 cap = base + extra_memory
@@ -142,6 +145,9 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
         data, status, timed_out = _collect(pid, r, seconds)
     finally:
         os.close(life_w)
+        if group:  # whatever the child started goes with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
     if timed_out:
         return ("time", None)
     if data is not None:
