@@ -132,6 +132,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.batch.inputs import iter_items
     from cellspec.batch.work import (
         CellPlugin,
+        close_sandboxes,
         error_record,
         install_cell,
         layout_bound,
@@ -183,6 +184,8 @@ def run(a: argparse.Namespace) -> int:
     except BaseException:
         writer.abort()
         raise
+    finally:
+        close_sandboxes()  # --serial: the sandbox child of this process's layouts
     wall = time.perf_counter() - t0
     writer.finish(wall)
     if a.stats:
