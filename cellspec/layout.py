@@ -311,9 +311,11 @@ def layout_from_obj(obj: Any, path: str = "<layout>",
 
 
 def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES,
-                part_types: Collection[str] | None = None) -> Layout:
+                part_types: Collection[str] | None = None, flag: str | None = None) -> Layout:
     """Read and validate a layout JSON file (``-``: standard input); raise CellspecError
-    (exit 2) naming every problem (with ``part_types``, the cell's: unknown types too)."""
+    (exit 2) naming every problem (with ``part_types``, the cell's: unknown types too).
+    ``flag``: the caller's option that raises ``max_bytes`` (named in the message about a
+    file that is too large; only verbs that have one)."""
     if is_stdin(path):
         return layout_from_text(read_stdin_text(max_bytes, "the layout"), STDIN_NAME,
                                 part_types)
@@ -323,7 +325,8 @@ def load_layout(path: str | os.PathLike[str], max_bytes: int = MAX_LAYOUT_BYTES,
     except IsADirectoryError:
         raise _fail(shown, "is a directory, expected a layout .json file") from None
     except TooLarge as exc:
-        raise _fail(shown, f"layout file is {exc} (raise it with --max-bytes)") from None
+        hint = f"raise it with {flag}" if flag else "the limit of a layout file"
+        raise _fail(shown, f"layout file is {exc} ({hint})") from None
     except OSError as exc:
         raise _fail(shown, f"cannot read layout: {exc.strerror}") from None
     try:

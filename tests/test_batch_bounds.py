@@ -166,3 +166,15 @@ def test_stdin_dev_zero_in_process(capsys, monkeypatch):
     (rec,) = _records(capsys.readouterr().out)
     assert rc == 2 and "no end within its first" in rec["errors"][0]
     assert time.monotonic() - t0 < 20
+
+
+def test_a_stopped_layout_does_not_stop_the_next(capsys, pile: Path, tmp_path: Path):
+    """The warm sandbox child that runs the layouts is replaced after a deadline: the
+    layouts after a stopped one run as they would alone."""
+    src = tmp_path / "mixed.jsonl"
+    src.write_text(_one_part("before") + "\n" + pile.read_text() + _one_part("after") + "\n")
+    rc = main(["batch", str(STATION), str(src), "--verb", "plan", "--time-limit", "0.5",
+               "--serial", "--no-timings"])
+    recs = _records(capsys.readouterr().out)
+    assert rc == 2 and [r["verdict"] for r in recs] == ["pass", "unknown", "pass"]
+    assert recs[0] == {**recs[2], "id": "before"}

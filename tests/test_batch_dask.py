@@ -253,3 +253,37 @@ def _all() -> set[int]:
             except OSError:
                 pass
     return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_batch_leaves_no_local_cluster_process(tmp_path):
+    """The embedded LocalCluster's worker processes end with `cellspec batch` (Dask's
+    nanny pipe; a guard, issue 31)."""
+    src = _layouts(tmp_path, 3000)
+    p = subprocess.Popen([sys.executable, "-m", "cellspec", "batch", str(STATION), str(src),
+                          "--workers", "2"], cwd=REPO, env=_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(seen) < 2:
+            seen |= _descendants(p.pid)
+            time.sleep(0.5)
+        assert len(seen) >= 2, seen
+        time.sleep(2)
+        seen |= _descendants(p.pid)
+        p.kill()
+        p.wait(30)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and seen & _all():
+            time.sleep(0.2)
+        assert not seen & _all(), f"left running after kill -9: {sorted(seen & _all())}"
+    finally:
+        p.kill()
+        p.wait(30)
+        for q in seen & _all():
+            try:
+                os.kill(q, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

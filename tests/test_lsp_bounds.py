@@ -182,3 +182,22 @@ def test_import_dev_zero_in_a_buffer(lsp: Raw, tmp_path: Path):
                                                 "position": {"line": 1, "character": 10}})
     lsp.response(11, timeout=20)
     assert _symbols(lsp, 12, uri)["result"][0]["name"] == "z"
+
+
+def test_framer_resynchronises_on_the_next_header():
+    import io
+
+    from cellspec.lsp.framing import MAX_HEADER_LINE, Framer
+
+    def frame(body: bytes) -> bytes:
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    good = b'{"jsonrpc": "2.0", "method": "x"}'
+    long_junk = b"x" * (3 * MAX_HEADER_LINE - 5)  # in pieces; the next header split in two
+    stream = io.BytesIO(
+        b"Content-Length: -5\r\n\r\n" + b'{"a": 1}' + frame(good)  # glued to the next
+        + b"Content-Length: abc\r\n\r\n{\n  \"pretty\": 1\n}\n" + frame(b"[1]")
+        + b"Content-Length: 99999999999\r\n\r\n" + long_junk + frame(b"[2]")
+        + b"Content-Type: x\r\n" + frame(b"[3]"))
+    f = Framer(stream)
+    assert [f.next_body() for _ in range(5)] == [good, b"[1]", b"[2]", b"[3]", None]

@@ -153,3 +153,33 @@ def test_set_pdeathsig_is_armed_on_linux() -> None:
                        env=_env(), capture_output=True, text=True, timeout=60, check=True)
     assert r.stdout.strip() == "True"
     assert callable(set_pdeathsig)
+
+
+def _handler(req):  # noqa: ANN001 - a sandbox handler: sleep, allocate, die or echo
+    kind, arg = req
+    if kind == "sleep":
+        time.sleep(arg)
+    elif kind == "alloc":
+        return len(bytearray(arg))
+    elif kind == "die":
+        os._exit(arg)
+    return (os.getpid(), arg)
+
+
+def test_sandbox_reuses_one_child_and_replaces_it_after_a_limit() -> None:
+    from cellspec.core.proc import Sandbox
+
+    sb = Sandbox(_handler, extra_memory=256 << 20)
+    try:
+        (k1, (p1, _)), (k2, (p2, _)) = sb.call(("echo", 1), 10), sb.call(("echo", 2), 10)
+        assert k1 == k2 == "ok" and p1 == p2 != os.getpid()  # one warm child
+        t0 = time.monotonic()
+        assert sb.call(("sleep", 30), 0.5) == ("time", None)
+        assert time.monotonic() - t0 < 3 and not alive(p1)
+        assert sb.call(("alloc", 1 << 30), 10) == ("memory", None)
+        assert sb.call(("die", 3), 10) == ("crash", 3)
+        kind, (p3, arg) = sb.call(("echo", 3), 10)
+        assert kind == "ok" and arg == 3 and p3 != p1
+    finally:
+        sb.close()
+    assert not alive(p3)

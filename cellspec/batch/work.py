@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import signal
+import threading
 import time
 from collections import OrderedDict
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
-from cellspec.core.proc import call_in_fork
+from cellspec.core.proc import Sandbox, call_in_fork
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as _s
@@ -105,7 +106,7 @@ def run_chunk(key: str, verb: str, options: dict[str, Any], version: str | None,
     crash = os.environ.get(CRASH_ENV)
     if crash is not None and not _in_dask_worker():
         crash = None
-    return [run_one(cell, verb, options, it, crash) for it in items]
+    return [run_one(cell, verb, options, it, crash, key) for it in items]
 
 
 def _in_dask_worker() -> bool:
@@ -120,9 +121,10 @@ def _in_dask_worker() -> bool:
 
 
 def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
-            crash: str | None = None) -> dict[str, Any]:
+            crash: str | None = None, key: str | None = None) -> dict[str, Any]:
     """Parse one layout and run the verb on it: its output record (``seconds`` last).
-    ``crash``: the test hook's layout id (this process kills itself on it)."""
+    ``crash``: the test hook's layout id (this process kills itself on it); ``key``: the
+    cell's cache key (a bounded layout then runs in this thread's warm sandbox)."""
     t0 = time.perf_counter()
     ident = it.id
     try:
@@ -133,7 +135,7 @@ def run_one(cell: Cell, verb: str, options: dict[str, Any], it: Item,
             os.kill(os.getpid(), signal.SIGKILL)
         bound = options.get("bound")
         rec = {"id": ident, **(_VERB_FUNCS[verb](cell, layout, options) if not bound else
-                               _bounded(verb, cell, layout, options, bound))}
+                               _bounded(verb, cell, layout, options, bound, key))}
     except CellspecError as exc:
         rec = {"id": ident, "verdict": "bad input", "violations": [],
                "errors": [str(d) for d in exc.diagnostics]}
@@ -157,29 +159,74 @@ def layout_bound(verb: str, time_limit: float, timeout: float | None,
     return {"seconds": seconds, "memory": max_memory or default_memory}
 
 
-def _bounded(verb: str, cell: Cell, layout: Layout, options: dict[str, Any],
-             bound: dict[str, Any]) -> dict[str, Any]:
-    """The verb on one layout in a forked child stopped at ``bound``: its record, or an
-    ``unknown`` naming the limit hit."""
-    def work() -> tuple[str, Any]:
-        try:
-            return ("ok", _VERB_FUNCS[verb](cell, layout, options))
-        except CellspecError as exc:
-            return ("input", [str(d) for d in exc.diagnostics])
-        except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
-            if "alloc" in str(exc).lower():
-                raise MemoryError from None
-            return ("internal", f"{type(exc).__name__}: {exc}")
-        except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
-            if _unmappable(exc):
-                raise MemoryError from None
-            return ("internal", f"{type(exc).__name__}: {exc}")
-        except (MemoryError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug for this layout: its record
-            return ("internal", f"{type(exc).__name__}: {exc}")
+_SANDBOXES = threading.local()  # per thread: the sandbox child that runs its layouts
 
-    kind, value = call_in_fork(work, seconds=bound["seconds"], extra_memory=bound["memory"])
+
+def _sandbox(key: str, memory: int | None) -> Sandbox:
+    """This thread's sandbox for the cell ``key`` (a fresh one for another cell, budget or
+    process)."""
+    sb = getattr(_SANDBOXES, "sb", None)
+    want = (key, memory, os.getpid())
+    if sb is None or sb.tag != want:
+        if sb is not None and sb.tag[2] == os.getpid():
+            sb.close()
+        sb = Sandbox(_serve_layout, memory)
+        sb.tag = want  # type: ignore[attr-defined]
+        _SANDBOXES.sb = sb
+    return sb
+
+
+def close_sandboxes() -> None:
+    """Stop this thread's sandbox child (the end of an in-process batch)."""
+    sb = getattr(_SANDBOXES, "sb", None)
+    if sb is not None and sb.tag[2] == os.getpid():
+        sb.close()
+    _SANDBOXES.sb = None
+
+
+def _serve_layout(req: tuple[str, str, dict[str, Any], Layout]) -> tuple[str, Any]:
+    """In the sandbox child: one layout's verb (the cell from this process's cache)."""
+    key, verb, options, layout = req
+    return _work(verb, _CELLS[key], layout, options)
+
+
+def _bounded(verb: str, cell: Cell, layout: Layout, options: dict[str, Any],
+             bound: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """The verb on one layout in a sandbox child (forked once, warm; see core/proc.py)
+    stopped at ``bound``: its record, or an ``unknown`` naming the limit hit."""
+    if key is not None and _CELLS.get(key) is cell:
+        kind, value = _sandbox(key, bound["memory"]).call((key, verb, options, layout),
+                                                          bound["seconds"])
+    else:
+        kind, value = call_in_fork(lambda: _work(verb, cell, layout, options),
+                                   seconds=bound["seconds"], extra_memory=bound["memory"])
+    return _record(verb, bound, kind, value)
+
+
+def _work(verb: str, cell: Cell, layout: Layout, options: dict[str, Any]) -> tuple[str, Any]:
+    """The verb on one layout, its errors as values (in the child)."""
+    try:
+        return ("ok", _VERB_FUNCS[verb](cell, layout, options))
+    except CellspecError as exc:
+        return ("input", [str(d) for d in exc.diagnostics])
+    except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
+        if "alloc" in str(exc).lower():
+            raise MemoryError from None
+        return ("internal", f"{type(exc).__name__}: {exc}")
+    except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
+        if _unmappable(exc):
+            raise MemoryError from None
+        return ("internal", f"{type(exc).__name__}: {exc}")
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug for this layout: its record
+        return ("internal", f"{type(exc).__name__}: {exc}")
+
+
+
+
+def _record(verb: str, bound: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
+    """The record of a bounded layout from its child's outcome."""
     if kind == "ok":
         what, got = value
         if what == "ok":

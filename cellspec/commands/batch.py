@@ -49,7 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                fmt_help="json (default): one JSON object per line; pretty: one line per layout",
                time_limit=(10.0, "--verb repair/plan/settle: time limit per layout (default "
                            "10): the solver's limit; the layout is stopped (unknown) at "
-                           "the limit plus a grace of at most 1 s"))
+                           "the limit plus a grace of at most 1 s"), max_memory=True)
+    for act in c._actions:  # the shared option, with what it means here
+        if act.dest == "max_memory":
+            act.help = ("memory each layout may use beyond its worker's own, e.g. 512M or "
+                        "4G (default 2G; unknown when a layout would exceed it). --verb "
+                        "check runs layouts in the worker itself unless --timeout or "
+                        "--max-memory is given")
     c.add_argument("layouts", nargs="+", metavar="LAYOUTS",
                    help="layout .json files, directories, .jsonl files, or - (stdin)")
     c.add_argument("--verb", choices=("check", "repair", "plan", "settle"), default="check",
@@ -70,11 +76,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "one after S seconds (default 5)")
     c.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="--verb check: time limit per layout (verdict unknown when hit)")
-    c.add_argument("--max-memory", default=None, metavar="SIZE",
-                   help="memory each layout may use beyond its worker's own, e.g. 512M or "
-                   "4G (default 2G; unknown when a layout would exceed it). --verb check "
-                   "runs layouts in the worker itself unless --timeout or --max-memory is "
-                   "given")
     c.add_argument("--no-timings", action="store_true",
                    help="leave out seconds, so equal inputs give byte-identical output")
     c.add_argument("--stats", action="store_true",
@@ -131,6 +132,7 @@ def run(a: argparse.Namespace) -> int:
     from cellspec.batch.inputs import iter_items
     from cellspec.batch.work import (
         CellPlugin,
+        close_sandboxes,
         error_record,
         install_cell,
         layout_bound,
@@ -182,6 +184,8 @@ def run(a: argparse.Namespace) -> int:
     except BaseException:
         writer.abort()
         raise
+    finally:
+        close_sandboxes()  # --serial: the sandbox child of this process's layouts
     wall = time.perf_counter() - t0
     writer.finish(wall)
     if a.stats:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.core.proc import die_with_parent
+from cellspec.core.proc import die_with_parent, vm_size
 
 
 def _process_age() -> float:
@@ -55,6 +55,7 @@ def start_clock(from_process_start: bool) -> None:
     STARTED = time.monotonic() - _process_age() if from_process_start else time.monotonic()
 GRACE_S = 0.05  # the parent's margin to receive a result that arrives at the deadline
 MEMORY_EXIT = 86  # the worker's exit code when it ran out of memory before it could report
+START_RESERVE = 64 * 1024**2  # address space a worker needs beyond what it inherits to start
 
 
 class WorkerError(RuntimeError):
@@ -92,6 +93,13 @@ def print_unknown(hit: LimitHit, fmt: str, fields: dict[str, Any], *, key: str =
     return print_stopped(hit, fmt, {key: "unknown", **fields, "reason": why,
                                     "reason_code": hit.kind, "seconds": round(hit.seconds, 4)},
                          f"unknown: {why} ({hit.seconds:.3f} s)")
+
+
+def in_all(seconds: float) -> str:
+    """A verb's time for its pretty summary line: the whole verb's so far (from the process
+    start: loading, the work, what was printed before this line), never less than the
+    solver's ``seconds`` (the JSON keeps the solver's own, as ``seconds``)."""
+    return f"{max(seconds, time.monotonic() - STARTED):.3f} s"
 
 
 def anytime_grace(time_limit: float | None) -> float:
@@ -143,6 +151,11 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
     elif stdin_fd is not None:  # multiprocessing closed stdin: `-` inputs read the saved copy
         sys.stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8")
     if max_memory is not None:
+        # OpenBLAS reserves a buffer per thread when numpy loads (hundreds of MiB of
+        # address space on a many-core machine) and exits the process when it cannot:
+        # one thread is enough for the worker's small matrices (issue 31)
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
         try:
             resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
         except (ValueError, OSError):
@@ -156,8 +169,15 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
         out = ("memory", None) if _unmappable(exc) else \
             ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-    except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
-        out = ("memory", None) if "alloc" in str(exc).lower() else \
+    except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way; a
+        # thread whose stack the cap refuses: "can't start new thread" / EAGAIN
+        text = str(exc).lower()
+        out = ("memory", None) if max_memory is not None and any(
+            w in text for w in ("alloc", "can't start new thread",
+                                "resource temporarily unavailable")) else \
+            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    except SystemError as exc:  # a C extension whose allocation failed without saying so
+        out = ("memory", None) if max_memory is not None else \
             ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except BaseException as exc:  # a bug: the parent says so (exit 3)
         out = ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
@@ -197,6 +217,14 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
     ``meanwhile`` runs in the parent while the worker works (e.g. importing what printing
     the result needs, so nothing slow is left after the deadline)."""
     started = STARTED if started is None else started
+    if max_memory is not None:
+        base = vm_size()
+        if max_memory < base + START_RESERVE:  # the worker could not even start in it
+            return LimitHit("memory limit", f"memory limit: the run needed more than "
+                            f"{_mib(max_memory)} (--max-memory): this process alone maps "
+                            f"{_mib(base)} of address space before the work starts; give "
+                            "a larger budget (loading the solvers takes a few hundred MiB)",
+                            time.monotonic() - started)
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     try:
@@ -249,10 +277,14 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
         if exit_before is not None and exit_before != -signal.SIGKILL:
             # the worker died without a result: an allocation the budget refused (C++
             # libraries abort on std::bad_alloc) or a crash; under a budget, say memory
-            if max_memory is not None and exit_before in (MEMORY_EXIT, -signal.SIGABRT,
+            # exit code 1 without a result: a native library called exit(1) (OpenBLAS
+            # does when it cannot reserve its buffers; Python code cannot get here)
+            if max_memory is not None and exit_before in (MEMORY_EXIT, 1, -signal.SIGABRT,
                                                            -signal.SIGSEGV, -signal.SIGBUS):
                 how = "" if exit_before == MEMORY_EXIT else \
-                    f"; the solver stopped with {signal.Signals(-exit_before).name}"
+                    ("; a native library (OpenBLAS) could not reserve its memory: give a "
+                     "larger budget" if exit_before == 1 else
+                     f"; the solver stopped with {signal.Signals(-exit_before).name}")
                 return LimitHit("memory limit", f"memory limit: the run needed more than "
                                 f"{_mib(max_memory)} (--max-memory){how}", took)
             raise WorkerError(f"the worker process died (exit code {exit_before})")

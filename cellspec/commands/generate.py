@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
+from cellspec.commands.bounded import (
+    LimitHit,
+    anytime_grace,
+    in_all,
+    print_unknown,
+    remaining,
+    run_bounded,
+)
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
 
@@ -85,11 +92,11 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
         proof = "placement optimal" if r.status == "optimal" else \
             "placement not proved optimal within the search budget"
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
-            f"{proof} ({r.seconds:.3f} s)" + (f"; written to {a.output}" if a.output else ""))
+            f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
     elif r.status == "infeasible":
-        say(f"infeasible: {r.reason} ({r.seconds:.3f} s)")
+        say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:
-        say(f"unknown: {r.reason} ({r.seconds:.3f} s)")
+        say(f"unknown: {r.reason} ({in_all(r.seconds)})")
     return "".join(x + "\n" for x in lines)
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
+from cellspec.commands.bounded import LimitHit, in_all, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 
@@ -82,11 +82,11 @@ def run(a: argparse.Namespace) -> int:
             print(f"{k:4d}  {s.part}  {grip}")
         if r.status == "optimal":
             print(f"plan: {len(r.steps)} parts ordered ({r.method}), re-verified: no order "
-                  f"rule violated ({r.seconds:.3f} s)")
+                  f"rule violated ({in_all(r.seconds)})")
         elif r.status == "infeasible":
-            print(f"infeasible: {r.reason} ({r.method}, {r.seconds:.3f} s)")
+            print(f"infeasible: {r.reason} ({r.method}, {in_all(r.seconds)})")
         else:
-            print(f"unknown: {r.reason} ({r.seconds:.3f} s)")
+            print(f"unknown: {r.reason} ({in_all(r.seconds)})")
         if paper is not None:
             print("paper's Algorithm 4 (greedy sink nodes): "
                   + ("found an order" if paper["found"] else "stuck, no order"))

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from cellspec.commands import common
-from cellspec.commands.bounded import LimitHit, anytime_grace, print_unknown, remaining, run_bounded
+from cellspec.commands.bounded import (
+    LimitHit,
+    anytime_grace,
+    in_all,
+    print_unknown,
+    remaining,
+    run_bounded,
+)
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
@@ -119,7 +126,7 @@ def run(a: argparse.Namespace) -> int:
     else:
         bad = r.before.violations if r.before is not None else ()
         if r.already_valid:
-            print(f"already valid: nothing to repair ({r.seconds:.3f} s)")
+            print(f"already valid: nothing to repair ({in_all(r.seconds)})")
         else:
             print(f"before: {len(bad)} violation(s): "
                   + ", ".join(f"{v.rule}({', '.join(v.parts)})" for v in bad[:12])
@@ -140,12 +147,12 @@ def run(a: argparse.Namespace) -> int:
                 proof += (f"; {sum(c.proved for c in r.clusters)}/{len(r.clusters)} "
                           "cluster(s) proved")
             print(f"repaired: {r.parts_moved} part(s) moved, L1 {r.displacement:.4f} m, "
-                  f"re-verified pass, {proof} ({r.seconds:.3f} s)"
+                  f"re-verified pass, {proof} ({in_all(r.seconds)})"
                   + (f"; written to {a.output}" if a.output else ""))
         elif r.status == "infeasible":
-            print(f"impossible: {r.reason} ({r.seconds:.3f} s)")
+            print(f"impossible: {r.reason} ({in_all(r.seconds)})")
         elif r.status == "unknown":
-            print(f"unknown: {r.reason} ({r.seconds:.3f} s)")
+            print(f"unknown: {r.reason} ({in_all(r.seconds)})")
     if r.status in ("optimal", "feasible"):
         return EXIT_OK
     return EXIT_FAIL if r.status == "infeasible" else EXIT_INPUT

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+from cellspec.commands import bounded
+from cellspec.commands.bounded import remaining
 from cellspec.commands.common import (
     EXIT_FAIL,
     EXIT_INPUT,
@@ -17,6 +21,7 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds
+from cellspec.core.proc import call_in_fork
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,9 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run every `test` block in every .cell file under the given "
                        "paths, with no network and no model. Exit 0 all passed, 1 any failed, "
                        "2 bad input.")
-    add_shared(t, alias=True, quiet=QUIET_HELP + " and no PASS lines",
-               time_limit=(None, "solver time limit per test in seconds (--timeout is an "
-                           "alias)"))
+    add_shared(t, quiet=QUIET_HELP + " and no PASS lines",
+               time_limit=(None, "time limit of the whole run in seconds (loading every "
+                           "file and its imports, every test; default none): the run is "
+                           "stopped when it is hit, exit 2"))
+    t.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="solver time limit per test in seconds (a test that hits it fails "
+                   "as unknown; loading the files is not counted: --time-limit bounds that)")
     t.add_argument("paths", nargs="+", help=".cell files or directories")
     t.add_argument("--junit-xml", metavar="PATH", help="also write JUnit XML here")
     t.add_argument("-k", dest="pattern", metavar="PATTERN",
@@ -53,12 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
-    # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
-    from cellspec.testing.runner import junit_xml, pretty, run_tests
-
     check_count(a.workers, "--workers", 1, 1024)
     if a.time_limit is not None:
-        check_seconds(a.time_limit, "--time-limit/--timeout")
+        check_seconds(a.time_limit, "--time-limit")
+    if a.timeout is not None:
+        check_seconds(a.timeout, "--timeout")
     if a.fail_under is not None and not (0 <= a.fail_under <= 100):
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
@@ -73,8 +81,45 @@ def run(a: argparse.Namespace) -> int:
                                 "cluster's workers run the tests")
         scheduler = scheduler_address(a.scheduler)
 
+    if a.time_limit is None:
+        report, cov = _compute(a, scheduler)
+    else:  # the whole run in a child stopped at the deadline (with what it started)
+        kind, value = call_in_fork(lambda: _guarded(a, scheduler),
+                                   seconds=remaining(a.time_limit), extra_memory=None,
+                                   group=True)
+        took = time.monotonic() - bounded.STARTED
+        if kind == "time":
+            print(f"unknown: time limit: the test run was not finished within "
+                  f"{a.time_limit:g} s and was stopped (--time-limit bounds the whole run: "
+                  f"loading, every test) ({took:.3f} s)")
+            return EXIT_INPUT
+        if kind != "ok":
+            raise RuntimeError(f"the test run's process died ({kind}, {value})")
+        what, got = value
+        if what == "input":
+            raise CellspecError(got)
+        if what == "internal":
+            raise RuntimeError(got)
+        report, cov = got
+    return _print(a, report, cov)
+
+
+def _guarded(a: argparse.Namespace, scheduler: str | None) -> tuple[str, Any]:
+    """:func:`_compute` in the bounded child: its result, or the error to re-raise."""
+    try:
+        return ("ok", _compute(a, scheduler))
+    except CellspecError as exc:
+        return ("input", exc.diagnostics)
+    except Exception as exc:  # noqa: BLE001 - a bug: the parent says so (exit 3)
+        return ("internal", f"{type(exc).__name__}: {exc}")
+
+
+def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any]:
+    """Run the tests (and the coverage with --coverage): (report, coverage or None)."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
     # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
+    from cellspec.testing.runner import run_tests
 
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
         counts = {"passed": 0, "failed": 0}
@@ -87,7 +132,7 @@ def run(a: argparse.Namespace) -> int:
                      f"{counts['passed']} passed, {counts['failed']} failed")
 
         report = run_tests(a.paths, pattern=a.pattern, workers=a.workers,
-                           timeout=a.time_limit, on_result=stream, scheduler=scheduler,
+                           timeout=a.timeout, on_result=stream, scheduler=scheduler,
                            connect_timeout=a.connect_timeout)
     if not report.results and not report.errors:  # a mistyped -k in CI must not be green
         where = " ".join(a.paths)
@@ -99,7 +144,15 @@ def run(a: argparse.Namespace) -> int:
         from cellspec.testing.coverage import run_coverage
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
-                              timeout=a.time_limit)  # its input errors are the run's, above
+                              timeout=a.timeout)  # its input errors are the run's, above
+    return report, cov
+
+
+def _print(a: argparse.Namespace, report: Any, cov: Any) -> int:
+    """Print the report (and write the JUnit XML); the exit code."""
+    # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
+    from cellspec.testing.runner import junit_xml, pretty
+
     if a.junit_xml:
         atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
     if a.format == "json":

@@ -89,7 +89,7 @@ def preexec_die_with_parent() -> None:
 
 
 
-def _vm_size() -> int:
+def vm_size() -> int:
     """This process's address-space size in bytes (Linux /proc; 0 elsewhere)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
@@ -102,22 +102,25 @@ def _vm_size() -> int:
 
 
 def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
-                 extra_memory: int | None) -> tuple[str, Any]:
+                 extra_memory: int | None, group: bool = False) -> tuple[str, Any]:
     """``fn()`` in a forked child (lean: a few milliseconds, no multiprocessing) that dies
     with this process, is killed after ``seconds`` and may grow its address space by
     ``extra_memory`` bytes beyond what it inherits. Returns ``("ok", value)``, ``("time",
     None)``, ``("memory", None)`` (a MemoryError, or a crash under the cap) or ``("crash",
-    exit status)``. ``fn`` must catch its own errors; its value must pickle."""
+    exit status)``. ``fn`` must catch its own errors; its value must pickle. ``group``: the
+    child leads a process group, killed whole when it ends (``fn`` starts processes)."""
     r, w = os.pipe()
     life_r, life_w = os.pipe()
     parent = os.getpid()
-    base = _vm_size()
+    base = vm_size()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
             os.close(r)
             os.close(life_w)
+            if group:
+                os.setpgid(0, 0)
             die_with_parent(parent, life_r)
             if extra_memory is not None and base:
                 cap = base + extra_memory
@@ -142,6 +145,9 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
         data, status, timed_out = _collect(pid, r, seconds)
     finally:
         os.close(life_w)
+        if group:  # whatever the child started goes with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
     if timed_out:
         return ("time", None)
     if data is not None:
@@ -198,3 +204,136 @@ def _collect(pid: int, r: int, seconds: float | None) -> tuple[bytes | None, int
     want = 8 + int.from_bytes(buf[:8], "little") if len(buf) >= 8 else None
     data = bytes(buf[8:want]) if want is not None and len(buf) >= want else None
     return data, status, timed_out and data is None
+
+
+def _send_msg(fd: int, obj: Any) -> None:
+    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(len(blob).to_bytes(8, "little") + blob)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _recv_exactly(fd: int, n: int, end: float | None) -> bytes | None:
+    """``n`` bytes from ``fd`` by the deadline ``end`` (None: no deadline); None at end of
+    file; raises TimeoutError when the deadline passes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        if end is not None:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        b = os.read(fd, min(n - len(buf), 1 << 20))
+        if not b:
+            return None
+        buf += b
+    return bytes(buf)
+
+
+def _recv_msg(fd: int, end: float | None = None) -> tuple[bool, Any]:
+    """(True, the object) or (False, None) at end of file; TimeoutError past ``end``."""
+    head = _recv_exactly(fd, 8, end)
+    if head is None:
+        return False, None
+    blob = _recv_exactly(fd, int.from_bytes(head, "little"), end)
+    return (False, None) if blob is None else (True, pickle.loads(blob))
+
+
+_HELD: set[int] = set()  # this process's ends of its sandboxes' pipes (a new child closes them)
+
+
+class Sandbox:
+    """A forked child that runs ``handler(request)`` for one request after another, each
+    stopped at its own deadline: the child keeps what it inherited warm (imports, caches),
+    so a request costs a pipe round trip, not a fork. A request that overruns its deadline
+    or exhausts the child's memory (``extra_memory`` bytes beyond what it inherited) ends
+    the child; the next request forks a fresh one. The child dies with its parent."""
+
+    def __init__(self, handler: Callable[[Any], Any], extra_memory: int | None) -> None:
+        self.handler, self.extra_memory = handler, extra_memory
+        self.pid: int | None = None
+        self.req_w = self.res_r = self.life_w = -1
+
+    def _start(self) -> None:
+        req_r, req_w = os.pipe()
+        res_r, res_w = os.pipe()
+        life_r, life_w = os.pipe()
+        parent = os.getpid()
+        base = vm_size()
+        pid = os.fork()
+        if pid == 0:  # the child: serve until the request pipe closes; never returns
+            code = 0
+            try:
+                for fd in (req_w, res_r, life_w, *_HELD):  # other sandboxes' too
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                die_with_parent(parent, life_r)
+                if self.extra_memory is not None and base:
+                    cap = base + self.extra_memory
+                    with contextlib.suppress(ValueError, OSError):
+                        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+                while True:
+                    ok, req = _recv_msg(req_r)
+                    if not ok:
+                        break
+                    try:
+                        out: tuple[str, Any] = ("ok", self.handler(req))
+                    except MemoryError:
+                        out = ("memory", None)
+                    _send_msg(res_w, out)
+                    if out[0] == "memory":
+                        break  # a fresh child for the next request
+            except MemoryError:
+                code = 86
+            except BaseException:  # noqa: BLE001 - the parent reports a crash
+                code = 70
+            os._exit(code)
+        for fd in (req_r, res_w, life_r):
+            os.close(fd)
+        self.pid, self.req_w, self.res_r, self.life_w = pid, req_w, res_r, life_w
+        _HELD.update((req_w, res_r, life_w))
+
+    def _drop_fds(self) -> None:
+        for fd in (self.req_w, self.res_r, self.life_w):
+            _HELD.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close(self) -> None:
+        """Stop the child (if any)."""
+        if self.pid is None:
+            return
+        self._drop_fds()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.pid = None
+
+    def call(self, request: Any, seconds: float | None) -> tuple[str, Any]:
+        """``handler(request)`` in the child: ``("ok", value)``, ``("time", None)``,
+        ``("memory", None)`` or ``("crash", exit status)``, as :func:`call_in_fork`."""
+        if self.pid is None:
+            self._start()
+        end = None if seconds is None else time.monotonic() + seconds
+        try:
+            _send_msg(self.req_w, request)
+            ok, out = _recv_msg(self.res_r, end)
+        except TimeoutError:
+            self.close()
+            return ("time", None)
+        except (BrokenPipeError, pickle.UnpicklingError, EOFError):
+            ok, out = False, None
+        if ok and isinstance(out, tuple) and len(out) == 2:
+            if out[0] == "memory":
+                self.close()
+            return out
+        pid = self.pid
+        assert pid is not None
+        self._drop_fds()
+        _, status = os.waitpid(pid, 0)
+        self.pid = None
+        code = os.waitstatus_to_exitcode(status)
+        if self.extra_memory is not None and code in (86, -signal.SIGABRT,
+                                                      -signal.SIGSEGV, -signal.SIGBUS):
+            return ("memory", None)
+        return ("crash", code)

@@ -54,7 +54,7 @@ class Framer:
             piece = self._line()
             if not piece:
                 return None
-            line = tail + piece
+            line, continued = tail + piece, bool(tail)
             tail = b"" if piece.endswith(b"\n") else line[-64:]
             m = _LENGTH.search(line)
             if m is not None:
@@ -70,7 +70,7 @@ class Framer:
                     log.error("cellspec lsp: skipped a message: %s", why)
                     length = None
                 continue
-            if piece in (b"\r\n", b"\n") and not tail and length is not None:
+            if piece in (b"\r\n", b"\n") and not continued and length is not None:
                 return self._read(length)
             # another header (Content-Type), or the remains of a skipped body: read on
 
