@@ -1,10 +1,13 @@
 """Every unknown name in a rule file says what was probably meant ("did you mean", rapidfuzz)
-and lists what is known; an error in a test's `order` is reported at that line."""
+and lists what is known; an error in a test's `order` is reported at that line; `lint` on a
+plain cell does not report the standard library's own rules unless asked."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import STATION, run_cellspec, write_cell
+from conftest import REPO, STATION, run_cellspec, write_cell
 
 import cellspec
 from cellspec.core.errors import CellspecError
@@ -117,3 +120,22 @@ def test_unknown_structure_in_a_design_spec(tmp_path):
     r = run_cellspec("generate", STATION, spec)
     assert r.returncode == 2
     assert "unknown structure 'towr'; did you mean 'tower'?" in r.stderr, r.stderr
+
+
+def test_lint_of_a_plain_cell_is_quiet_about_the_standard_library():
+    r = run_cellspec("lint", STATION)
+    assert r.returncode == 0, r.stdout
+    assert "0 finding(s)" in r.stdout and "warning" not in r.stdout
+    assert "3 finding(s) about the standard library's own rules not shown" in r.stderr
+    j = json.loads(run_cellspec("lint", STATION, "--format", "json").stdout)
+    assert j["reports"][0]["findings"] == [] and j["reports"][0]["stdlib_findings_hidden"] == 3
+    full = run_cellspec("lint", STATION, "--include-stdlib")
+    assert full.returncode == 1
+    assert "rule keepout can never fire" in full.stdout
+    assert "3 finding(s)" in full.stdout and "not shown" not in full.stderr
+
+
+def test_lint_keeps_findings_about_the_files_own_rules():
+    r = run_cellspec("lint", REPO / "rules" / "examples" / "inconsistent.cell")
+    assert r.returncode == 1
+    assert "rules/examples/inconsistent.cell:21:1: rule max_height" in r.stdout
