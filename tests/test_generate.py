@@ -197,9 +197,10 @@ def test_bad_specs_name_file_line_col(tmp_path):
     res = run_cellspec("generate", STATION, f)
     assert res.returncode == 2
     err = res.stderr
-    assert "bad.cell:2:5: error: unknown structure 'towr' (known: tower, wall" in err
-    assert "bad.cell:3:19: error: unknown parameter 'heigth' of wall (parameters: width, " \
-        "height, along, type)" in err
+    assert ("bad.cell:2:5: error: unknown structure 'towr'; did you mean 'tower'? (known: "
+            "tower, wall") in err
+    assert "bad.cell:3:19: error: unknown parameter 'heigth' of wall; did you mean 'height'? " \
+        "(parameters: width, height, along, type)" in err
     assert "bad.cell:3:29: error: along must be x or y" in err
     assert "bad.cell:4:13: error: n must be a whole number" in err
     assert "packing needs a region" in err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
+from pathlib import Path
 
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import (
@@ -36,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "inline test layout of the file)")
     c.add_argument("--no-redundancy", action="store_true",
                    help="skip the (slower) check for rules implied by the others")
+    c.add_argument("--include-stdlib", action="store_true",
+                   help="also report rules of the standard library (import physical) that can "
+                   "never fire or are implied, when no rule of the file is involved (by "
+                   "default only the file's own rules are reported; conflicts always are)")
     c.set_defaults(func=run)
 
 
@@ -52,6 +58,21 @@ def _parse_parts(items: list[str] | None) -> dict[str, int] | None:
     return out
 
 
+def _own(cell, report, include_stdlib: bool, f: str):
+    """(file, report, hidden): the report without the findings that concern only rules of
+    the standard library (a rule that can never fire or is implied there is the library's
+    business, not the file's), unless ``include_stdlib``; conflicts are always kept."""
+    # lazy: the parser (in the worker)
+    from cellspec.dsl.parser import STDLIB, stdlib_path
+
+    lib = {stdlib_path(n).resolve() for n in STDLIB}
+    ours = {r.name for r in cell.rules if Path(r.source.file).resolve() not in lib}
+    keep = [x for x in report.findings if include_stdlib or x.kind in ("inconsistent", "unknown")
+            or any(rr.rule in ours for rr in x.rules)]
+    hidden = len(report.findings) - len(keep)
+    return f, (report.model_copy(update={"findings": tuple(keep)}) if hidden else report), hidden
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     check_seconds(a.time_limit, "--time-limit/--timeout")
@@ -64,8 +85,9 @@ def run(a: argparse.Namespace) -> int:
         from cellspec.solver.formal.lint import lint
 
         cells = [(f, load_cell(f)) for f in a.files]  # all inputs valid before any output
-        return [(f, lint(c, parts, timeout=remaining(a.time_limit),
-                         redundancy=not a.no_redundancy)) for f, c in cells]
+        return [_own(c, lint(c, parts, timeout=remaining(a.time_limit),
+                             redundancy=not a.no_redundancy), a.include_stdlib, f)
+                for f, c in cells]
 
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
@@ -74,10 +96,13 @@ def run(a: argparse.Namespace) -> int:
              "findings": [], "reason": got.reason, "seconds": round(got.seconds, 4)}
             for f in a.files]}),
             "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
-    reports = got
+    reports = [(f, r) for f, r, _ in got]
+    hidden = {f: n for f, _, n in got}
     if a.format == "json":
-        print(json.dumps(tagged("lint", {"reports": [{"file": f, **r.to_json()}
-                                                     for f, r in reports]}), indent=2))
+        print(json.dumps(tagged("lint", {"reports": [
+            {"file": f, **r.to_json(), **({"stdlib_findings_hidden": hidden[f]}
+                                          if hidden[f] else {})}
+            for f, r in reports]}), indent=2))
     else:
         for f, r in reports:
             what = ", ".join(f"{t}={n}" for t, n in sorted(r.part_set.items()))
@@ -89,6 +114,9 @@ def run(a: argparse.Namespace) -> int:
                     print(f"    {rr.source}: rule {rr.rule}")
             print(f"{f}: {r.status} ({what}, {len(r.findings)} finding(s), {r.seconds:.2f} s)"
                   + (f": {r.reason}" if r.reason else ""))
+            if hidden[f]:
+                print(f"note: {f}: {hidden[f]} finding(s) about the standard library's own "
+                      "rules not shown (--include-stdlib shows them)", file=sys.stderr)
     if any(r.status == Status.UNKNOWN for _, r in reports):
         return EXIT_INPUT
     return EXIT_OK if all(r.clean for _, r in reports) else EXIT_FAIL

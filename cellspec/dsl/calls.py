@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cellspec.core import ir
+from cellspec.core.names import did_you_mean
 
 if TYPE_CHECKING:  # the lowering context owns these; the mixin only reads them
     from cellspec.dsl.build import CellBuilder
@@ -48,7 +49,8 @@ class CallLowering:
             return None  # a recursive predicate: reported at its definition
         if name not in ir.RELATIONS:
             known = ", ".join(sorted(ir.RELATIONS))
-            self.err(node, f"unknown relation '{name}' (built-in relations: {known})")
+            hint = did_you_mean(name, [*sorted(ir.RELATIONS), *sorted(self.predicates)])
+            self.err(node, f"unknown relation '{name}'{hint} (built-in relations: {known})")
             return None
         sig = ir.RELATIONS[name]
         if len(node.args) != len(sig):

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from cellspec.core import ir
+from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.load import display_path
 from cellspec.dsl.model import Expectation, InlinePart, Rule, TestCase
 from cellspec.dsl.twin import PLAN_CHECKS
@@ -47,6 +48,7 @@ class _TestItems:
         self.parts: list[InlinePart] | None = None
         self.layout_path: str | None = None
         self.order: tuple[str, ...] | None = None
+        self.order_node: Any = None  # the order item (where its errors are reported)
         self.expect: str | None = None
         self.expected: list[Expectation] = []
         self.only = False
@@ -97,8 +99,7 @@ class _TestItems:
                 b.err(ip, f"duplicate part id '{ip.id}'")
             ids.add(ip.id)
             if ip.type not in self.cell["part_types"]:
-                known = ", ".join(sorted(self.cell["part_types"])) or "none"
-                b.err(ip, f"unknown part type '{ip.type}' (known: {known})")
+                b.err(ip, unknown("part type", ip.type, sorted(self.cell["part_types"])))
                 continue
             size = b.vec(ip.size) if ip.size else None
             if size is not None and any(s <= 0 for s in size):
@@ -114,6 +115,7 @@ class _TestItems:
         if self.order is not None:
             self.b.err(item, "order is given twice")
         self.order = tuple(item.ids)
+        self.order_node = item  # errors about the order are reported at its line
 
     def expect_item(self, item: Any) -> None:
         """``expect pass`` or ``expect fail RULE(parts) ...``."""
@@ -124,14 +126,14 @@ class _TestItems:
         for e in item.items:
             if self.is_plan:  # a plan test names the first failed check (RoCo's order)
                 if e.rule not in PLAN_CHECKS:
-                    b.err(e, f"unknown plan check '{e.rule}' (checks: "
-                          f"{', '.join(PLAN_CHECKS)})")
+                    b.err(e, unknown("plan check", e.rule, PLAN_CHECKS, "checks"))
                 self.expected.append(Expectation(rule=e.rule, parts=tuple(e.parts),
                                                  source=b.src(e)))
                 continue
             rule = self.rules.get(e.rule)
             if rule is None:
-                b.err(e, f"expected violation of unknown rule '{e.rule}'")
+                b.err(e, "expected violation of "
+                      + unknown("rule", e.rule, sorted(self.rules), "rules"))
                 continue
             nparts = len([v for v, d in ir.top_domains(rule.body).items() if d == "part"])
             if len(e.parts) != nparts:
@@ -174,4 +176,5 @@ class _TestItems:
         if self.order is not None:
             for pid in self.order:
                 if pid not in ids:
-                    b.err(st, f"order names part '{pid}', which is not in the layout")
+                    b.err(self.order_node, f"order names part '{pid}', which is not in the "
+                          f"layout{did_you_mean(pid, sorted(ids))}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from textx import get_location
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
+from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.build import halfspace_zone
 from cellspec.dsl.defs import NUMBER
 from cellspec.dsl.load import display_path, parse_text, path_key, read_rule_file
@@ -244,7 +245,7 @@ class DesignBuilder:
         before = len(self.sink.items)
         kind = item.kind
         if kind not in KINDS:
-            self.err(item, f"unknown structure '{kind}' (known: {', '.join(KINDS)})")
+            self.err(item, unknown("structure", kind, KINDS))
             return None
         allowed = KINDS[kind]
         params: dict[str, int | str] = {}
@@ -265,14 +266,16 @@ class DesignBuilder:
                 continue
             if cls == "MinimizeParam":
                 if p.goal not in GOALS:
-                    self.err(p, f"unknown goal '{p.goal}' (minimize {' or '.join(GOALS)})")
+                    self.err(p, f"unknown goal '{p.goal}'{did_you_mean(p.goal, GOALS)} "
+                             f"(minimize {' or '.join(GOALS)})")
                     continue
                 minimize = p.goal
                 continue
             name = PARAM_ALIASES.get(p.name, p.name)
             if name not in allowed and name != "type":
                 extra = ["region", "minimize"] if kind == "packing" else []
-                self.err(p, f"unknown parameter '{name}' of {kind} (parameters: "
+                self.err(p, f"unknown parameter '{name}' of {kind}"
+                         f"{did_you_mean(name, [*allowed, *extra, 'type'])} (parameters: "
                          f"{', '.join([*allowed, *extra, 'type'])})")
                 continue
             if name in params:

@@ -21,6 +21,7 @@ from textx.exceptions import TextXError, TextXSyntaxError
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink, line_col
 from cellspec.core.io import TooLarge, read_text_bounded
+from cellspec.core.names import unknown
 from cellspec.dsl.language import get_metamodel
 
 # textX parses a few hundred to 1 000 one-line rules a second (linear, but ~3 000 Python
@@ -226,8 +227,8 @@ def load_files(path: Path, files: dict[Path, SourceFile], order: list[Path],
         if st.name:
             if st.name not in STDLIB:
                 sink.add(shown, loc["line"], loc["col"],
-                         f"unknown standard library '{st.name}' (known: {', '.join(STDLIB)}); "
-                         "import a file with a quoted path")
+                         unknown("standard library", st.name, STDLIB)
+                         + "; import a file with a quoted path")
                 continue
             target = stdlib_path(st.name)
         else:

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cellspec.core import ir
+from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.calls import CallLowering
 from cellspec.dsl.model import Rule
 
@@ -56,8 +57,7 @@ def _check_message(b: CellBuilder, st: Any, top: tuple[str, ...], body: ir.Node)
         if fm:
             fname, args = fm.group(1), [a.strip() for a in fm.group(2).split(",") if a.strip()]
             if fname not in MESSAGE_FUNCS:
-                b.err(st, f"message uses unknown function '{fname}' (known: "
-                      f"{', '.join(sorted(MESSAGE_FUNCS))})")
+                b.err(st, "message uses " + unknown("function", fname, sorted(MESSAGE_FUNCS)))
             elif len(args) != MESSAGE_FUNCS[fname]:
                 b.err(st, f"message function '{fname}' takes {MESSAGE_FUNCS[fname]} "
                       "argument(s)")
@@ -69,10 +69,11 @@ def _check_message(b: CellBuilder, st: Any, top: tuple[str, ...], body: ir.Node)
         var, _, attr = inner.partition(".")
         if var not in top:
             b.err(st, f"message placeholder '{{{inner}}}' names no variable of the rule's "
-                  f"outer forall ({', '.join(top) or 'none'})")
+                  f"outer forall{did_you_mean(var, top)} ({', '.join(top) or 'none'})")
         elif attr and (top_domains.get(var) != "part" or
                        (attr not in ir.NUMERIC_ATTRS and attr not in ir.SYMBOL_ATTRS)):
-            b.err(st, f"message placeholder '{{{inner}}}': unknown attribute '{attr}'")
+            b.err(st, f"message placeholder '{{{inner}}}': " + unknown(
+                "attribute", attr, [*ir.NUMERIC_ATTRS, *ir.SYMBOL_ATTRS]))
 
 
 @dataclass(frozen=True)
@@ -229,8 +230,8 @@ class _ExprCtx(CallLowering):
             elif qv.domain in self.cell["part_types"]:
                 tfilter = qv.domain
             else:
-                known = ", ".join(["keepout", "robot", *sorted(self.cell["part_types"])])
-                self.err(qv, f"unknown domain '{qv.domain}' (known: {known})")
+                self.err(qv, unknown("domain", qv.domain,
+                                     ["keepout", "robot", *sorted(self.cell["part_types"])]))
                 ok = False
         return (names, domain, bool(qv.unordered), tfilter) if ok else None
 
@@ -260,10 +261,11 @@ class _ExprCtx(CallLowering):
                          f"{'cube' if left.attr == 'type' else 'parallel'}")
                 return None
             if left.attr == "type" and right.name not in self.cell["part_types"]:
-                self.err(node, f"unknown part type '{right.name}'")
+                self.err(node, unknown("part type", right.name,
+                                       sorted(self.cell["part_types"])))
                 return None
             if left.attr == "gripper" and right.name not in ("vacuum", "parallel"):
-                self.err(node, f"unknown gripper '{right.name}' (vacuum or parallel)")
+                self.err(node, unknown("gripper", right.name, ["vacuum", "parallel"]))
                 return None
             return ir.SymEq(left.var, left.attr, right.name, op == "==")
         flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -360,7 +362,7 @@ class _ExprCtx(CallLowering):
 
     def _attr(self, node: Any, scope: dict[str, str]):
         if node.var not in scope:
-            self.err(node, f"unknown variable '{node.var}'")
+            self.err(node, unknown("variable", node.var, sorted(scope), label="in scope"))
             return None
         if scope[node.var] != "part":
             what = "a robot" if scope[node.var] == "robot" else "a keep-out zone"
@@ -371,8 +373,7 @@ class _ExprCtx(CallLowering):
             return ir.Lin.of(ir.Attr(node.var, attr))
         if attr in ir.SYMBOL_ATTRS:
             return _AttrSymT(node.var, attr)
-        known = ", ".join(list(ir.NUMERIC_ATTRS) + list(ir.SYMBOL_ATTRS))
-        self.err(node, f"unknown attribute '{attr}' (known: {known})")
+        self.err(node, unknown("attribute", attr, [*ir.NUMERIC_ATTRS, *ir.SYMBOL_ATTRS]))
         return None
 
     def _ref(self, node: Any, scope: dict[str, str]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from cellspec.core.names import unknown
 from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec
 
 if TYPE_CHECKING:  # the builder calls build_twin: a run-time import would be a cycle
@@ -73,8 +74,7 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
                 b.err(item, "trajectory epsilon must be positive and at most 1 (radians)")
         elif kind == "Home":
             if item.robot not in robots:
-                b.err(item, f"home of unknown robot '{item.robot}' (robots: "
-                      f"{', '.join(robots) or 'none'})")
+                b.err(item, "home of " + unknown("robot", item.robot, robots, "robots"))
             elif item.robot in homes:
                 b.err(item, f"home of robot '{item.robot}' is given twice")
             else:
@@ -86,8 +86,7 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
             shared = _box(b, item, "shared zone", need="xy")
         elif kind == "Reachable":
             if item.robot not in robots:
-                b.err(item, f"reach box of unknown robot '{item.robot}' (robots: "
-                      f"{', '.join(robots) or 'none'})")
+                b.err(item, "reach box of " + unknown("robot", item.robot, robots, "robots"))
             elif item.robot in reach:
                 b.err(item, f"reach box of robot '{item.robot}' is given twice")
             else:
@@ -106,13 +105,12 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
             pending_objects.append(item)
     for item in pending_objects:
         if item.type not in part_types:
-            b.err(item, f"object '{item.name}': unknown part type '{item.type}' (known: "
-                  f"{', '.join(sorted(part_types)) or 'none'})")
+            b.err(item, f"object '{item.name}': "
+                  + unknown("part type", item.type, sorted(part_types)))
             continue
         bad = [p for p in (item.panel, item.goal) if p not in panels]
         if bad:
-            b.err(item, f"object '{item.name}': unknown panel '{bad[0]}' (panels: "
-                  f"{', '.join(panels) or 'none'})")
+            b.err(item, f"object '{item.name}': " + unknown("panel", bad[0], panels, "panels"))
             continue
         if claim(item, item.name, "object"):
             objects.append(TwinObject(name=item.name, type=item.type, panel=item.panel,

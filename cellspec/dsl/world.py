@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from textx import get_location
 
+from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.model import ForceThreshold, WorldRule, WorldSpec
 
 if TYPE_CHECKING:  # the builder calls build_world: a run-time import would be a cycle
@@ -152,7 +153,7 @@ def _check_commit(b: CellBuilder, t: Any, forces: set[str], top: bool = True) ->
     if k == "ref":
         m = MEASURES.get(t[1])
         if m is None:
-            _at(b, t[2], f"unknown measure '{t[1]}' (measures: {', '.join(MEASURES)})")
+            _at(b, t[2], unknown("measure", t[1], MEASURES, "measures"))
             return False
         if m[0] != "flag":
             _at(b, t[2], f"'{t[1]}' is a number: compare it, e.g. `{t[1]} <= 0.005`")
@@ -168,15 +169,14 @@ def _check_commit(b: CellBuilder, t: Any, forces: set[str], top: bool = True) ->
         if lhs is None or rhs is None:
             return False
         if lhs[0] == "ref" and lhs[1] not in MEASURES:
-            _at(b, lhs[2], f"unknown measure '{lhs[1]}' (measures: {', '.join(MEASURES)})")
+            _at(b, lhs[2], unknown("measure", lhs[1], MEASURES, "measures"))
             return False
         if lhs[0] != "ref" or MEASURES[lhs[1]][0] == "flag":
             _at(b, t[4], "a comparison needs a numeric measure on the left "
                 f"({', '.join(m for m, v in MEASURES.items() if v[0] != 'flag')})")
             return False
         if rhs[0] == "ref" and rhs[1] not in forces:
-            _at(b, rhs[2], f"unknown threshold '{rhs[1]}' (the force thresholds: "
-                f"{', '.join(FORCES)})")
+            _at(b, rhs[2], unknown("threshold", rhs[1], FORCES, "the force thresholds"))
             return False
         if rhs[0] == "ref" and MEASURES[lhs[1]][0] != "force":
             _at(b, rhs[2], f"'{lhs[1]}' is not a force: compare it with a number")
@@ -220,8 +220,9 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
                 name, args, loc = lit[1], lit[2], lit[3]
                 sig = DIAG_PREDS.get(name)
                 if sig is None or name == "drift":
-                    _at(b, loc, f"unknown pattern '{name}' (patterns: "
-                        f"{', '.join(p for p in DIAG_PREDS if p != 'drift')}, drift(x) > D)")
+                    pats = [p for p in DIAG_PREDS if p != "drift"]
+                    _at(b, loc, f"unknown pattern '{name}'{did_you_mean(name, pats)} "
+                        f"(patterns: {', '.join(pats)}, drift(x) > D)")
                     ok = False
                     continue
                 if len(args) != len(sig):
@@ -230,13 +231,13 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
                     continue
                 for a, kind in zip(args, sig, strict=True):
                     if kind == "rel" and a not in RELATIONS + ("_",):
-                        _at(b, loc, f"unknown relation '{a}' (relations: {', '.join(RELATIONS)})")
+                        _at(b, loc, unknown("relation", a, RELATIONS, "relations"))
                         ok = False
                     elif kind == "phase" and a not in PHASES + ("_",):
-                        _at(b, loc, f"unknown phase '{a}' (phases: {', '.join(PHASES)})")
+                        _at(b, loc, unknown("phase", a, PHASES, "phases"))
                         ok = False
                     elif kind == "event" and a not in EVENTS + ("_",):
-                        _at(b, loc, f"unknown event '{a}' (events: {', '.join(EVENTS)})")
+                        _at(b, loc, unknown("event", a, EVENTS, "events"))
                         ok = False
                     elif kind == "obj" and is_var(a, surfaces):
                         if neg:
@@ -328,8 +329,7 @@ def _forces(b: CellBuilder, items: Iterable[Any]) -> dict[str, ForceThreshold]:
         if type(item).__name__ != "Force":
             continue
         if item.name not in FORCES:
-            b.err(item, f"unknown force threshold '{item.name}' (thresholds: "
-                  f"{', '.join(FORCES)})")
+            b.err(item, unknown("force threshold", item.name, FORCES, "thresholds"))
             continue
         if item.name in forces:
             b.err(item, f"force {item.name} is given twice")
@@ -365,8 +365,7 @@ def _file_rules(b: CellBuilder, f: SourceFile, surfaces: set[str],
         local.add((cls, name))
         if cls == "Commit":
             if st.action not in ACTIONS:
-                b.err(st, f"unknown action kind '{st.action}' (actions: "
-                      f"{', '.join(ACTIONS)})")
+                b.err(st, unknown("action kind", st.action, ACTIONS, "actions"))
                 continue
             if not tb.ok or not _check_commit(b, body, set(FORCES)):
                 continue
@@ -379,8 +378,7 @@ def _file_rules(b: CellBuilder, f: SourceFile, surfaces: set[str],
                 b.err(st, f"diagnose {name}: a parameter is named twice")
                 continue
             if st.recovery not in RECOVERIES:
-                b.err(st, f"unknown recovery '{st.recovery}' (recoveries: "
-                      f"{', '.join(RECOVERIES)})")
+                b.err(st, unknown("recovery", st.recovery, RECOVERIES, "recoveries"))
                 continue
             pr = Fraction(st.priority) if st.priority is not None else Fraction(0)
             if pr.denominator != 1:

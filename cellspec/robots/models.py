@@ -65,6 +65,7 @@ import numpy as np
 import pybullet_data
 
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.names import did_you_mean
 from cellspec.dsl.model import ROBOT_MODELS, Cell
 from cellspec.robots.spec import TOOL_LINK, AbbKinematics, DHKinematics, RobotSpec
 
@@ -192,7 +193,8 @@ def _cached(model: str) -> RobotSpec:
 def robot_spec(model: str) -> RobotSpec:
     """The spec of a known model; CellspecError naming the known models otherwise."""
     if model not in MODELS:
-        raise CellspecError(f"unknown robot model {model!r}; known models: {', '.join(MODELS)}")
+        raise CellspecError(f"unknown robot model {model!r}; known models: "
+                            f"{', '.join(MODELS)}{did_you_mean(model, MODELS)}")
     return _cached(model)
 
 
@@ -204,4 +206,5 @@ def check_models(cell: Cell) -> None:
             s = r.source
             raise CellspecError(Diagnostic(s.file, s.line, s.col, f"robot {r.name}: unknown "
                                            f"robot model {r.model!r}; known models: "
-                                           f"{', '.join(MODELS)}"))
+                                           f"{', '.join(MODELS)}"
+                                           f"{did_you_mean(r.model, MODELS)}"))
