@@ -491,7 +491,7 @@ def looks_like_lines(text: str) -> bool:
     field answers in free text: then the JSON schema modes are used instead)."""
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
     return bool(lines) and (lines[0].startswith("cannot:") or all(
-        x.startswith(("max height ", "max levels ")) or x.split("(", 1)[0] in KINDS
+        x.startswith(("max height ", "max levels ", "apart ")) or x.split("(", 1)[0] in KINDS
         for x in lines))
 
 
