@@ -353,8 +353,35 @@ def main() -> int:
     ap.add_argument("--peer", metavar="DIR", help="also run the offline row on the cellspec "
                     "checkout DIR (e.g. the code before the redesign) and show it beside")
 
+    ap.add_argument("--adapter", choices=("offline", "openai"), default="offline",
+                    help="openai: the real-model benchmark (bench/design_model.py) against "
+                    "--base-url, offline / hybrid / model translators in the same run")
+    ap.add_argument("--base-url", help="with --adapter openai: the model server")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="with --adapter openai")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per model call (s)")
+    ap.add_argument("--sets", default="own,heldout,intent",
+                    help="with --adapter openai: own, heldout, intent (comma-separated)")
+    ap.add_argument("--translators", default="offline,hybrid,model",
+                    help="with --adapter openai: offline, hybrid, model (comma-separated)")
+    ap.add_argument("--sample", type=int, metavar="N",
+                    help="with --adapter openai: a seeded sample of N commands per set")
+    ap.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    ap.add_argument("--out", metavar="JSON", help="with --adapter openai: write the whole "
+                    "result (every command) here")
+
     benchplot.add_plot_option(ap)
     a = ap.parse_args()
+    if a.adapter == "openai":
+        if not a.base_url:
+            ap.error("--adapter openai needs --base-url")
+        import design_model
+
+        res = design_model.run(a)
+        if a.out:
+            Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in res.items() if k != "records"}))
+        print(design_model.table(res), file=sys.stderr)
+        return 0
 
     cell = cellspec.load_cell(str(CELL))
     cmds = [json.loads(x) for x in Path(a.commands).read_text().splitlines() if x.strip()]

@@ -8,13 +8,14 @@ dialog). Metrics as RoCo reports them: success rate, environment steps and re-pl
 (means over the successful episodes, and over all), plus LLM calls.
 
 Adapters measured: ``offline`` (the built-in per-robot planner) next to ``faulty`` (the same
-planner making RoCo's typical mistakes in a round's first plan, rate 0.5). NO REAL MODEL IS
-MEASURED: no model endpoint is reachable from this machine, and no cassette of a real
-model's dialog exists to replay; the ``openai`` adapter is tested only against a local
-fake server (tests/test_dialog.py). The figures say how the loop, the checks and the
-feedback behave, not how well an LLM collaborates.
+planner making RoCo's typical mistakes in a round's first plan, rate 0.5); with
+``--base-url URL`` also ``openai``: a real model speaking for the robots (e.g. the bundled
+Qwen2.5-Coder-0.5B, docs/models.md), with ``--rounds``, ``--replans`` and
+``--max-calls-per-round`` to keep an episode affordable on a slow server; an episode the
+server fails (time-out, HTTP error) counts as ``error``.
 
     python bench/dialog.py [--episodes N] [--quick] [--fault-rate P]
+    python bench/dialog.py --base-url URL --model M --episodes 3 --rounds 2 --adapters openai
 
 Exit 1 only when an answer is wrong: an episode reported successful whose final state does
 not have every cube on its goal panel, or an executed plan that RoCo's checks reject.
@@ -45,25 +46,49 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 2) if xs else None
 
 
-def run(episodes: int, fault_rate: float) -> dict:
-    """All episodes for both adapters; the JSON record."""
+def run(episodes: int, fault_rate: float, adapters: tuple[str, ...] = ("offline", "faulty"),
+        llm: argparse.Namespace | None = None) -> dict:
+    """All episodes for each adapter; the JSON record."""
+    from cellspec.agent.base import LLMUnavailable
+
     quiet_pybullet()
     cell = load_cell(SORT)
     out: dict = {"bench": "dialog", "episodes": episodes, "cell": "rules/cells/sort_cubes.cell",
-                 "real_model_measured": False,
-                 "not_measured": {"openai": "no model endpoint reachable from this machine",
-                                  "replay": "no cassette of a real model's dialog exists"},
-                 "adapters": {}}
+                 "real_model_measured": "openai" in adapters, "adapters": {}}
+    if llm is not None:
+        out["model"] = {"model": llm.model, "base_url": llm.base_url, "rounds": llm.rounds,
+                        "replans": llm.replans, "max_calls_per_round": llm.max_calls}
     wrong = 0
+    kw: dict = {}
     with RocoChecker(cell) as ch:
-        for name in ("offline", "faulty"):
+        for name in adapters:
             rows = []
             injected: dict[str, int] = {}
+            errors = 0
             t0 = time.perf_counter()
             for ep in range(episodes):
-                ad = OfflineAgents() if name == "offline" else FaultyAgents(
-                    rate=fault_rate, seed=ep)
-                rec = run_episode(cell, ad, scene_seed=ep, seed=ep, checker=ch)
+                if name == "openai":
+                    from cellspec.agent.dialog_agents import OpenAIAgents
+
+                    assert llm is not None
+                    ad = OpenAIAgents(llm.model, base_url=llm.base_url, timeout=llm.timeout,
+                                      max_retries=0)
+                    kw = {"rounds": llm.rounds, "replans": llm.replans,
+                          "max_calls": llm.max_calls}
+                else:
+                    ad = OfflineAgents() if name == "offline" else FaultyAgents(
+                        rate=fault_rate, seed=ep)
+                    kw = {}
+                try:
+                    rec = run_episode(cell, ad, scene_seed=ep, seed=ep, checker=ch, **kw)
+                except LLMUnavailable as exc:
+                    errors += 1
+                    print(f"  {name} episode {ep}: {exc}", file=sys.stderr, flush=True)
+                    continue
+                if name == "openai":
+                    print(f"  {name} episode {ep}: {rec['outcome']}, "
+                          f"{rec['metrics']['replans']} re-plans, "
+                          f"{rec['metrics']['llm_calls']} calls", file=sys.stderr, flush=True)
                 m = rec["metrics"]
                 ok_final = all(v.endswith(f"in {ch.task.cube_to_bin[o]}")
                                for o, v in rec["final"].items())
@@ -80,12 +105,14 @@ def run(episodes: int, fault_rate: float) -> dict:
                 rows.append((m, checks, rec["outcome"]))
             secs = time.perf_counter() - t0
             succ = [m for m, _, _ in rows if m["success"]]
+            done = max(1, len(rows))
             fails: dict[str, int] = {}
             for _, c, _ in rows:
                 for k, v in c.items():
                     fails[k] = fails.get(k, 0) + v
             out["adapters"][name] = {
-                "success_rate": round(len(succ) / episodes, 3),
+                "success_rate": round(len(succ) / done, 3), "episodes_run": len(rows),
+                "server_errors": errors,
                 "env_steps_mean_success": _mean([m["env_steps"] for m in succ]),
                 "rounds_mean_success": _mean([m["rounds"] for m in succ]),
                 "replans_mean": _mean([m["replans"] for m, _, _ in rows]),
@@ -106,12 +133,23 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--quick", action="store_true", help="5 episodes per adapter")
     ap.add_argument("--fault-rate", type=float, default=0.5)
+    ap.add_argument("--adapters", default=None, help="comma-separated: offline, faulty, openai "
+                    "(default offline,faulty; with --base-url also openai)")
+    ap.add_argument("--base-url", help="a model server for the openai adapter")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--timeout", type=float, default=300.0, help="per model call (s)")
+    ap.add_argument("--rounds", type=int, default=10, help="openai: rounds per episode")
+    ap.add_argument("--replans", type=int, default=5, help="openai: re-plans per round")
+    ap.add_argument("--max-calls", type=int, default=10, help="openai: calls per dialog")
     a = ap.parse_args()
     n = 5 if a.quick else a.episodes
-    res = run(n, a.fault_rate)
+    names = tuple((a.adapters or ("offline,faulty,openai" if a.base_url else
+                                  "offline,faulty")).split(","))
+    res = run(n, a.fault_rate, names, a if a.base_url else None)
     print(json.dumps(res, sort_keys=True))
-    print(f"RoCo Sort Cubes dialog, {n} seeded episodes per adapter (NO real model measured: "
-          "no endpoint reachable)", file=sys.stderr)
+    print(f"RoCo Sort Cubes dialog, {n} seeded episodes per adapter"
+          + (f" (model {a.model})" if a.base_url else " (no real model measured)"),
+          file=sys.stderr)
     print(f"{'adapter':<9} {'success':>8} {'env steps':>10} {'rounds':>7} {'re-plans':>9} "
           f"{'calls':>6} {'s':>6}", file=sys.stderr)
     for k, v in res["adapters"].items():

@@ -168,7 +168,8 @@ def test_the_recorded_real_model_run_ends_as_asked(capsys):
     and the solver builds the tower that was asked."""
     rc, out = design(capsys, "build a tower of three cubes at x 0.4 y 0.2", "--cell",
                      str(STATION), "--adapter", "replay", "--cassette", str(CASSETTE),
-                     "--model", "qwen2.5-coder-0.5b")
+                     "--model", "qwen2.5-coder-0.5b", "--translate", "model", "--propose",
+                     "always")  # the model translates and proposes (as recorded)
     assert out["outcome"] != "repaired"
     if rc == 0:
         assert out["outcome"] == "generated" and out["intent_of"] == "layout"

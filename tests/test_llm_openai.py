@@ -512,3 +512,25 @@ def test_garbage_token_counts_count_as_zero(cell, usage):
     a = Scripted([resp])
     assert a.propose(parse_spec(TOWER), cell, None)["parts"] == GOOD["parts"]
     assert (a.records[-1].prompt_tokens, a.records[-1].completion_tokens) == (0, 0)
+
+
+def test_cli_defaults_translate_what_offline_refuses_and_never_propose(server, capsys):
+    """--translate hybrid (default): a command the offline parser understands costs no
+    call; one it refuses is translated by the model in one call; --propose auto (default):
+    the solver builds; --tools with --propose never is bad input."""
+    from cellspec.cli import main
+
+    args = ["--cell", CELL, "--model", "fake-model", "--base-url", server.url, "--retries",
+            "0", "--format", "json"]
+    assert main(["design", ASK, *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["calls"] == 0 and out["outcome"] == "generated" and not server.requests
+    assert out["llm"]["notes"] == ["translated by the offline parser (every word used); the "
+                                   "model was not asked"]
+    server.line()
+    assert main(["design", "a climbing tower of 2 cubes at x 0.4 y 0.2", *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["calls"] == 1 and out["outcome"] == "generated" and len(server.requests) == 1
+    assert out["spec"] == TOWER and out["llm"]["propose"] == "auto"
+    assert main(["design", ASK, *args, "--tools", "--propose", "never"]) == 2
+    assert "cannot go with --propose never" in capsys.readouterr().err

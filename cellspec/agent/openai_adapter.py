@@ -453,7 +453,10 @@ class ChatAdapter(Adapter):
                 "fallbacks": list(self.fallbacks), "translate": self.translate_mode,
                 "translate_format": ("grammar (GBNF)" if self.tformat == "grammar"
                                      else self.tformat),
-                "propose": self.propose_mode, "notes": list(self.notes)}
+                "propose": self.propose_mode, "notes": list(self.notes),
+                "tokens": {"prompt": sum(r.prompt_tokens for r in self.records),
+                           "completion": sum(r.completion_tokens for r in self.records),
+                           "total": self.tokens}}
 
     def proposes(self) -> bool:
         """Whether the model proposes layouts (``auto``: only with the tool loop; else

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from cellspec.agent.nl.lexer import lexicon
+from cellspec.dsl import design as _design
 from cellspec.dsl.design import GOALS, KINDS, WORD_PARAMS
 
 DRAFT_NAME = "SpecDraft"  # the schema's name (json_schema mode, the cassette key)
@@ -38,10 +39,19 @@ class DraftError(ValueError):
 
 
 def part_param() -> str | None:
-    """The structure parameter that names a part type (``part`` when the language has it,
-    else ``type``; None: none)."""
+    """The word a structure names its part type with (``part=`` when the language has that
+    alias, else ``type=``; None: the language has none)."""
     names = [k for k, v in WORD_PARAMS.items() if v is None]
-    return "part" if "part" in names else (names[0] if names else None)
+    aliases = getattr(_design, "PARAM_ALIASES", {})
+    alias = next((a for a, t in aliases.items() if t in names), None)
+    return alias or (names[0] if names else None)
+
+
+def _canon_param(name: str) -> str:
+    """The written name of a parsed parameter (``type`` is written ``part`` when aliased)."""
+    pp = part_param()
+    return pp if pp is not None and name in WORD_PARAMS and WORD_PARAMS[name] is None \
+        else name
 
 
 def _obj(props: dict[str, Any]) -> dict[str, Any]:
@@ -141,12 +151,15 @@ def render(obj: Any, cell: Any) -> str:
         elif s.get("x") is not None or s.get("y") is not None:
             if s.get("x") is None or s.get("y") is None:
                 raise DraftError(f"structure {k}: give both x and y, or neither")
-            at = (f" at ({_fmt(_num(s['x'], f'structure {k}: x'))}, "
+            word = "near" if s.get("near") is True else "at"
+            at = (f" {word} ({_fmt(_num(s['x'], f'structure {k}: x'))}, "
                   f"{_fmt(_num(s['y'], f'structure {k}: y'))})")
         lines.append(f"    {kind}({', '.join(params)}){at}")
     h = max_height(obj, cell)
     if h is not None:
         lines.append(f"    max height {_fmt(h)}")
+    if obj.get("apart_m") is not None:
+        lines.append(f"    apart {_fmt(_num(obj['apart_m'], 'apart_m'))}")
     return "design command {\n" + "\n".join(lines) + "\n}\n"
 
 
@@ -188,13 +201,15 @@ def _vocab() -> dict[str, Any]:
              if w not in units and DESIGN_KIND.get(k, k) in KINDS}
     weak = {w: k for k, ws in raw["weak_kind"].items() for w in ws if k in KINDS}
     weak.update({w: "staircase" for w in raw["step"]["step"]})
-    place = [w for sec in ("corner", "edge", "middle", "half", "rel", "sbs", "apart")
+    place = [w for sec in ("corner", "edge", "middle", "half", "rel", "sbs")
              for ws in raw[sec].values() for w in ws]
+    apart = [w for ws in raw["apart"].values() for w in ws]
     place += [w for ws in raw["side_words"].values() for w in ws]
     objective = {k: ws for k, ws in raw["objective"].items()}
     refuse = [(w, why) for _, (ws, why) in raw["refuse"].items() for w in ws]
-    return {"kinds": kinds, "weak": weak, "place": place, "limit": raw["limit"]["max_height"],
-            "objective": objective, "refuse": refuse, "lunit": raw["lunit"]}
+    return {"kinds": kinds, "weak": weak, "place": place, "apart": apart,
+            "limit": raw["limit"]["max_height"], "objective": objective, "refuse": refuse,
+            "lunit": raw["lunit"]}
 
 
 def command_numbers(command: str) -> set[Decimal]:
@@ -237,7 +252,7 @@ def _answer_numbers(obj: dict[str, Any], cell: Any) -> tuple[set[Decimal], set[D
                 d = _num(s[f], f).normalize()
                 every.add(d)
                 chosen.add(d)
-    for f in ("max_levels", "max_height_m"):
+    for f in ("max_levels", "max_height_m", "apart_m"):
         if obj.get(f) is not None:
             d = _num(obj[f], f).normalize()
             every.add(d)
@@ -284,7 +299,8 @@ def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noq
                    + " from the command")
     pp = part_param()
     said = {t for t in cell.part_types if _has(text, t)}
-    used = {s.get(pp) for s in structures if pp and s.get(pp) in cell.part_types}
+    first = next(iter(cell.part_types), None)  # the part type a structure uses by default
+    used = {s.get(pp) if s.get(pp) in cell.part_types else first for s in structures}
     if said and not said <= used and len(cell.part_types) > 1:
         out.append(f"the command asks for {', '.join(sorted(said))} parts")
     for s in structures:  # a part type the command does not name is the default
@@ -295,6 +311,9 @@ def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noq
     if words and not placed:
         out.append(f"'{words[0]}' is not carried by the answer (give x and y, or say it "
                    "cannot be expressed)")
+    gap = next((w for w in v["apart"] if _has(text, w)), None)
+    if gap and obj.get("apart_m") is None:
+        out.append(f"'{gap}' is not carried by the answer (apart D)")
     if any(_has(text, w) for w in v["limit"]) and max_height(obj, cell) is None:
         out.append("the command gives a height limit; the answer has none")
     for goal, ws in v["objective"].items():
@@ -393,7 +412,7 @@ def dsl_grammar(cell: Any) -> str:
              'reason ::= [a-zA-Z0-9 ,.\'()-]+',
              'int ::= [1-9] [0-9]? [0-9]?',
              'num ::= "-"? [0-9] ("." [0-9] [0-9]? [0-9]? [0-9]?)?',
-             'at ::= " at (" num ", " num ")"',
+             'at ::= (" at (" | " near (") num ", " num ")"',
              'limit ::= "\\nmax height " num | "\\nmax levels " int']
     alts = []
     for kind, params in KINDS.items():
@@ -419,6 +438,9 @@ def dsl_grammar(cell: Any) -> str:
         name = f"k-{kind}"
         rules.append(f'{name} ::= {_g(kind + "(")} {" ".join(seq)} ")"{tail}')
         alts.append(name)
+    if "ApartConstraint" in dir(_design):  # design-wide spacing of the structures
+        k = next(i for i, r in enumerate(rules) if r.startswith("limit ::="))
+        rules[k] += ' | "\\napart " num'
     rules.insert(2, "line ::= " + " | ".join(alts))
     return "\n".join(rules) + "\n"
 
@@ -456,7 +478,8 @@ def dsl_prompt(cell: Any) -> str:
         f"Structures: {kinds}. Words: {syn}; row = wall with height 1; platform, slab = "
         "block with h 1; ring = enclosure with h 1; stack, pile = tower. `at (x, y)`: the "
         "centre in metres, only when the command gives both numbers. `max levels N` or "
-        "`max height H` (metres): a height limit. Use only numbers the command says. When "
+        "`max height H` (metres): a height limit; `near (x, y)` a soft place; `apart D`: "
+        "structures D metres apart. Use only numbers the command says. When "
         "it asks for no structure, or for something these lines cannot say, answer "
         f"`cannot: why`.\nCell: workspace x [{float(ws.lo[0]):g}, {float(ws.hi[0]):g}] y "
         f"[{float(ws.lo[1]):g}, {float(ws.hi[1]):g}], height up to {float(ws.hi[2]):g} m."
@@ -468,7 +491,7 @@ def looks_like_lines(text: str) -> bool:
     field answers in free text: then the JSON schema modes are used instead)."""
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
     return bool(lines) and (lines[0].startswith("cannot:") or all(
-        x.startswith(("max height ", "max levels ")) or x.split("(", 1)[0] in KINDS
+        x.startswith(("max height ", "max levels ", "apart ")) or x.split("(", 1)[0] in KINDS
         for x in lines))
 
 
@@ -488,9 +511,12 @@ def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, 
     obj: dict[str, Any] = {"structures": [], "max_levels": min(levels) if levels else None,
                            "max_height_m": None}
     for st in spec.structures:
-        d: dict[str, Any] = {"kind": st.kind, **st.params}
+        d: dict[str, Any] = {"kind": st.kind,
+                             **{_canon_param(k): v for k, v in st.params.items()}}
         if st.at is not None:
             d["x"], d["y"] = float(st.at[0]), float(st.at[1])
+            if getattr(st, "soft", False):
+                d["near"] = True
         for axis, lo, hi in st.region:
             d[f"{axis}_from"], d[f"{axis}_to"] = float(lo), float(hi)
         if st.kind == "packing" and st.minimize and "minimize" in body:
@@ -499,4 +525,7 @@ def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, 
     hs = [float(c.h) for c in spec.constraints if c.kind == "max_height"]
     if hs:
         obj["max_height_m"] = min(hs)
+    gaps = [float(getattr(c, "d", 0)) for c in spec.constraints if c.kind == "apart"]
+    if gaps:
+        obj["apart_m"] = gaps[0]
     return render(obj, cell), None, obj
