@@ -88,8 +88,9 @@ class Raw:
                 self.p.wait(10)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def lsp():
+    """One server for the module: it must survive every test's bad input."""
     c = Raw()
     try:
         c.request(1, "initialize", {"processId": None, "rootUri": None, "capabilities": {}})
@@ -115,8 +116,9 @@ def test_a_bad_content_length_neither_kills_nor_wedges(lsp: Raw, tmp_path: Path,
     uri = (tmp_path / "a.cell").as_uri()
     _open(lsp, uri, "cell a\n")
     lsp.raw(b"Content-Length: " + length + b"\r\n\r\n" +
-            b'{"jsonrpc": "2.0", "id": 5, "method": "shutdown"}')
-    res = _symbols(lsp, 7, uri)  # the next well-framed request is answered
+            b'{"jsonrpc": "2.0", "id": 5, "method": "shutdown"}')  # skipped, never run
+    msg_id = 100 + len(length)
+    res = _symbols(lsp, msg_id, uri)  # the next well-framed request is answered
     assert res["result"][0]["name"] == "a"
     assert lsp.p.poll() is None
 

@@ -183,3 +183,17 @@ def test_sandbox_reuses_one_child_and_replaces_it_after_a_limit() -> None:
     finally:
         sb.close()
     assert not alive(p3)
+
+
+def test_sandbox_killed_between_requests_is_replaced() -> None:
+    from cellspec.core.proc import Sandbox
+
+    sb = Sandbox(_handler, extra_memory=None)
+    try:
+        _, (p1, _) = sb.call(("echo", 1), 10)
+        os.kill(p1, signal.SIGKILL)
+        wait_until(lambda: not alive(p1), 5)
+        kind, (p2, arg) = sb.call(("echo", 2), 10)
+        assert kind == "ok" and arg == 2 and p2 != p1
+    finally:
+        sb.close()

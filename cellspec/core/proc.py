@@ -312,6 +312,9 @@ class Sandbox:
     def call(self, request: Any, seconds: float | None) -> tuple[str, Any]:
         """``handler(request)`` in the child: ``("ok", value)``, ``("time", None)``,
         ``("memory", None)`` or ``("crash", exit status)``, as :func:`call_in_fork`."""
+        if self.pid is not None and os.waitpid(self.pid, os.WNOHANG)[0]:
+            self._drop_fds()  # it died between requests (killed from outside): a fresh one
+            self.pid = None
         if self.pid is None:
             self._start()
         end = None if seconds is None else time.monotonic() + seconds
