@@ -133,7 +133,8 @@ def run_cellspec_process(*args: str | os.PathLike[str],
                          timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``python -m cellspec ARGS`` as a real subprocess and capture text output: for the
     smoke tests of what only a process shows (exit codes through the interpreter, signals,
-    the process-start clock of --time-limit, file descriptors)."""
+    the process-start clock of --time-limit, file descriptors) and for every --max-memory
+    cap (a worker forked from a test process starts with that process's whole heap)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("CELLSPEC_DEBUG", None)

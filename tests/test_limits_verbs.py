@@ -50,8 +50,9 @@ def test_a_tiny_time_limit_is_unknown_within_the_bound(tmp_path, verb):
     assert took < _bound(0.3)
 
 
-def test_sim_memory_budget_is_unknown(cli):
-    r = cli("sim", STATION, WALL, "--max-memory", "64M")
+def test_sim_memory_budget_is_unknown():
+    """A real process: a worker forked from a test process starts with the test's heap."""
+    r = run_cellspec_process("sim", STATION, WALL, "--max-memory", "64M")
     assert r.returncode == 2 and "Traceback (most recent call last)" not in r.stdout
     assert r.stdout.startswith("unknown: memory limit: the run needed more than 64 MiB")
 
