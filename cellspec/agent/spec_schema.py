@@ -529,3 +529,32 @@ def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, 
     if gaps:
         obj["apart_m"] = gaps[0]
     return render(obj, cell), None, obj
+
+
+def strip_invented(command: str, obj: dict[str, Any], cell: Any) -> list[str]:
+    """Take out of the answer what only adds a number the command does not say: an anchor
+    whose x or y is invented, an invented height limit or spacing (small models copy the
+    prompt's examples). Nothing is added or changed, so the answer only loses meaning the
+    command never gave; the grounding then runs again. Returns what was dropped."""
+    allowed = _scaled(command_numbers(command))
+    ws = cell.workspace
+    allowed |= {Decimal(repr(float(b))).normalize() for b in (*ws.lo[:2], *ws.hi[:2])}
+
+    def invented(v: Any) -> bool:
+        try:
+            return _num(v, "value").normalize() not in allowed
+        except DraftError:
+            return False
+    dropped = []
+    for k, s in enumerate(obj.get("structures") or [], 1):
+        if s.get("kind") == "packing" or s.get("x") is None:
+            continue
+        if invented(s.get("x")) or invented(s.get("y")):
+            dropped.append(f"structure {k}'s position ({s['x']}, {s['y']})")
+            s["x"] = s["y"] = None
+            s.pop("near", None)
+    for f in ("max_levels", "max_height_m", "apart_m"):
+        if obj.get(f) is not None and invented(obj[f]):
+            dropped.append(f"{f} {obj[f]}")
+            obj[f] = None
+    return dropped
