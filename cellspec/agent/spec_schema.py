@@ -196,7 +196,7 @@ def _has(text: str, phrase: str) -> bool:
 @lru_cache(maxsize=1)
 def _vocab() -> dict[str, Any]:
     raw = lexicon().raw
-    units = set(raw["unit"]["cube"])
+    units = {w for ws in raw["unit"].values() for w in ws}
     kinds = {w: DESIGN_KIND.get(k, k) for k, ws in raw["kind"].items() for w in ws
              if w not in units and DESIGN_KIND.get(k, k) in KINDS}
     weak = {w: k for k, ws in raw["weak_kind"].items() for w in ws if k in KINDS}
