@@ -147,12 +147,14 @@ def judge(case: dict[str, Any], rc: int, out: dict[str, Any] | None) -> tuple[st
     return "asked", "as asked"
 
 
-def run_case(case: dict[str, Any], cwd: Path) -> tuple[int, dict[str, Any] | None, float]:
-    """One command through the CLI of the checkout at ``cwd``."""
+def run_case(case: dict[str, Any], cwd: Path, model: list[str] | None = None
+             ) -> tuple[int, dict[str, Any] | None, float]:
+    """One command through the CLI of the checkout at ``cwd`` (``model``: the openai
+    adapter's options)."""
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "cellspec", "design", case["command"],
-                        "--cell", str(CELLS[case["cell"]]), "--format", "json"],
-                       cwd=cwd, capture_output=True, text=True, timeout=300)
+                        "--cell", str(CELLS[case["cell"]]), "--format", "json",
+                        *(model or [])], cwd=cwd, capture_output=True, text=True, timeout=600)
     try:
         out = json.loads(p.stdout) if p.stdout.strip() else None
     except ValueError:
@@ -168,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="commands.toml", help="the case file in bench/intent/ "
                     "(commands_late.toml: the set written after the change)")
     ap.add_argument("-v", action="store_true", help="one line per command")
+    ap.add_argument("--base-url", help="a real model (not in CI): the openai adapter with "
+                    "this server (e.g. ../shared/llm/serve.sh url) and --model")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     a = ap.parse_args(argv)
+    model = None if not a.base_url else ["--adapter", "openai", "--model", a.model,
+                                         "--base-url", a.base_url, "--time-limit", "240"]
     cases = tomllib.loads((HERE / "intent" / a.cases).read_text())["case"]
     if a.k:
         cases = [c for c in cases if a.k in c["command"]]
@@ -176,17 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     tally = {"asked": 0, "refused": 0, "wrong": 0}
     rows = []
     for c in cases:
-        rc, out, secs = run_case(c, cwd)
+        rc, out, secs = run_case(c, cwd, model)
         verdict, why = judge(c, rc, out)
         tally[verdict] += 1
         rows.append({"cell": c["cell"], "command": c["command"], "expect": c["expect"],
                      "exit": rc, "verdict": verdict, "why": why, "seconds": round(secs, 2)})
         if a.v:
             print(f"{verdict:8} exit {rc}  [{c['cell']}] {c['command']}  -- {why}")
+    print(f"adapter: {'openai ' + a.model if model else 'offline'}")
     print(f"| checkout | commands | as asked (or honest refusal due) | refused (buildable) "
           f"| wrong |\n|---|---|---|---|---|\n| {cwd} | {len(cases)} | {tally['asked']} | "
           f"{tally['refused']} | {tally['wrong']} |")
     print(json.dumps({"bench": "intent", "checkout": str(cwd), "commands": len(cases),
+                      "adapter": "openai " + a.model if model else "offline",
                       **tally, "cases": rows}))
     return 0
 

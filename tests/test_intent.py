@@ -228,3 +228,68 @@ def test_two_towers_apart_in_a_corner_are_that_far_apart(capsys):
     xs = sorted({p["pos"][0] for p in out["layout"]["parts"]})
     assert len(xs) == 2 and xs[1] - xs[0] - 0.05 == pytest.approx(0.1)
     assert all(0.2 <= x - 0.025 and x + 0.025 <= 0.45 for x in xs)
+
+
+# --- the design language -----------------------------------------------------------------
+def test_near_part_and_apart_in_the_design_language(tmp_path):
+    from cellspec.core.errors import CellspecError
+    from cellspec.dsl.design import load_designs
+    from cellspec.dsl.formatter import format_source
+
+    text = ("design d {\n  tower(n=3, part=can)   near (0.4,0.2) [inside x [0.2, 0.45]]\n"
+            "  tower(n=2) at (0.6, 0.3)\n  apart 0.1\n}\n")
+    assert format_source(text) == (
+        "design d {\n    tower(n=3, part=can) near (0.4, 0.2) [inside x [0.2, 0.45]]\n"
+        "    tower(n=2) at (0.6, 0.3)\n    apart 0.1\n}\n")
+    f = tmp_path / "d.cell"
+    f.write_text(text)
+    (d,) = load_designs(f)
+    a, b = d.structures
+    assert a.params["type"] == "can" and a.soft and not b.soft
+    assert [c.kind for c in d.constraints] == ["apart"]
+    f.write_text("design d {\n  tower(n=2) [apart 0.1]\n}\n")
+    with pytest.raises(CellspecError, match=r"d.cell:2:15: .*apart is design-wide"):
+        load_designs(f)
+
+
+def test_a_large_packing_is_decided_quickly(station):
+    """1000 loose cubes and a tower that is not there: each structure is matched only to
+    groups of its part count (else the 32 nearest its anchor), so the search stays small
+    (300 s before that rule, 0.4 s after, unloaded)."""
+    import time
+
+    cubes = [("cube", 0.225 + 0.051 * (k % 32), 0.075 + 0.051 * (k // 32), 0.025)
+             for k in range(1000)]
+    spec = parse_spec("design d {\n packing(n=1000, region x [0, 10] y [0, 10])\n"
+                      " tower(n=3) at (0.4, 0.2)\n}")
+    t0 = time.perf_counter()
+    rs = evaluate(station, lay(*cubes), spec)
+    assert time.perf_counter() - t0 < 20
+    assert not next(r for r in rs if r.clause.kind == "levels").holds
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ("tower(n=3, part=can) at (0.4, 0.2)", "unknown part type 'can'"),
+    ("tower(n=3) at (0.4, 0.2)\n    tower(n=2) at (0.6, 0.3)\n    apart 0.05",
+     "cannot build as asked: tower 1 and tower 2 0.05 m apart"),
+    ("tower(n=3) at (0.4, 0.6)", "y 0.6 is outside the workspace y [0.05, 0.50]"),
+])
+def test_a_models_bad_spec_is_never_a_success(station, spec, why):
+    """A model's spec goes through the same parser and the same intent rules: one the cell
+    cannot hold, or one that contradicts itself, ends rejected with the reason."""
+    from cellspec.agent.offline import OfflineAdapter
+    from cellspec.agent.orchestrator import run_orchestrated
+
+    class Model(OfflineAdapter):
+        def translate(self, command, cell, feedback=None):
+            return "design command {\n    " + spec + "\n}\n"
+
+    o = run_orchestrated("anything", station, Model())
+    assert o.result.outcome == "rejected" and o.result.layout is None
+    assert why in o.result.reason
+
+
+def test_a_tower_too_tall_for_the_cell_says_what_fits(capsys):
+    rc, out = design(capsys, "a tower of 7 cubes at x 0.4 y 0.2", "--cell", str(STATION))
+    assert rc == 1 and "over the workspace top (z 0.3 m); at most 6 cube level(s) fit" \
+        in out["reason"]

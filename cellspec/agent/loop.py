@@ -372,7 +372,10 @@ def intent_report(cell: Any, spec: DesignSpec | None, final: Gated | None,
         return None, None
     lay, of = (final.layout, "layout") if final is not None else (None, None)
     if lay is None:
-        ref = reference(cell, spec, time_limit)  # cached: nothing is solved again
+        try:
+            ref = reference(cell, spec, time_limit)  # cached: nothing is solved again
+        except CellspecError:  # the spec cannot be built at all (said in the reason)
+            return None, None
         lay, of = ref.layout, "solver build"
     if lay is None:
         return None, None

@@ -82,7 +82,7 @@ _NAME_SLOTS = frozenset({"surface", "part", "robot", "model", "keepout", "supply
 _TEST_ITEMS = frozenset({"layout", "order", "expect", "robust", "only", "plan"})
 _BLOCKS = frozenset({"cell", "test", "layout", "design"})
 # words that start a design-level constraint item
-_DESIGN_ITEMS = frozenset({"count", "max", "inside", "symmetric", "keep"})
+_DESIGN_ITEMS = frozenset({"count", "max", "inside", "symmetric", "keep", "apart"})
 
 _TOKEN_RE = re.compile(
     r"""
@@ -228,7 +228,8 @@ class _Emitter:
                 return False  # inside a structure's ( ) or [ ]
             j1 = self._next_sig(i)
             nxt = self.toks[j1].text if j1 is not None else ""
-            return t.text in _DESIGN_ITEMS or (nxt == "(" and t.text not in KEYWORDS)
+            return t.text in _DESIGN_ITEMS or (nxt == "(" and t.text not in KEYWORDS
+                                               and t.text != "near")  # `near (x, y)`
         if ctx == "layout" and t.text not in KEYWORDS:
             j1 = self._next_sig(i)
             j2 = self._next_sig(j1) if j1 is not None else None
@@ -374,6 +375,7 @@ class _Emitter:
                 and prev.kind == "name"
                 and (prev.text not in KEYWORDS or prev.text == "count")
                 and self.stmt != "cell"
+                and not (self.stmt == "design" and prev.text == "near")  # near (x, y)
             )
         elif text in ("+", "-"):
             glue_after = not self._binary_sign(ctx)

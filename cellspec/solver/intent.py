@@ -11,11 +11,11 @@ within :data:`GAP_TOL` = 1 mm) and "no other parts".
 
 A layout is read as *groups*: parts joined by contact (boxes touching or overlapping
 within :data:`TOUCH` = 0.5 mm). Which group is which structure is a search: clingo
-chooses the assignment (each template structure one group, every group not chosen
-belongs to the packing, if any) that satisfies the most clauses, and decides each
-clause (:func:`decide`). :func:`reference` decides the same with plain Python by
-enumerating the assignments (the differential test's peer). Lengths are integers of
-0.01 mm in both.
+chooses the assignment (each template structure one group, of its part count when there
+is one, or none; every group not chosen belongs to the packing, if any) that satisfies
+the most clauses, and decides each clause (:func:`decide`). :func:`reference` decides the
+same with plain Python by enumerating the assignments (the differential test's peer).
+Lengths are integers of 0.01 mm in both.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ Q = 100_000  # integer units per metre: 0.01 mm
 GAP_TOL = Fraction(1, 1000)  # m: `apart D` holds within this
 EXT_TOL = Fraction(1, 1000)  # m: a footprint's size matches its template within this
 TOUCH = Fraction(5, 10000)  # m: parts this close are one group
+MAX_CANDIDATES = 32  # groups a structure may be matched to (nearest its anchor first)
 OPS = {"==": "eq", "<=": "le", ">=": "ge", "<": "lt", ">": "gt"}
 
 
@@ -109,6 +110,7 @@ class Facts:
     packing: tuple[int, ...]  # structures that are packings
     templates: tuple[int, ...]
     clauses: list[Clause] = field(default_factory=list)
+    cands: dict[int, list[int]] = field(default_factory=dict)  # template -> its groups
 
 
 def _src(s: Any, command: str | None) -> str:
@@ -255,12 +257,38 @@ def facts(cell: Any, layout: Layout, spec: DesignSpec, cls: list[Clause]) -> Fac
                           (q(half[i, 0]), q(half[i, 1]), q(half[i, 2]))))
     pk = tuple(k for k, st in enumerate(spec.structures) if st.kind == "packing")
     tp = tuple(k for k, st in enumerate(spec.structures) if st.kind != "packing")
-    return Facts(parts, len(gids), pk, tp, cls)
+    return Facts(parts, len(gids), pk, tp, cls, _candidates(parts, len(gids), spec, cls, tp))
+
+
+def _candidates(parts: list[Part], ngroups: int, spec: DesignSpec, cls: list[Clause],
+                templates: tuple[int, ...]) -> dict[int, list[int]]:
+    """The groups a template structure may be: those with its part count (when there is
+    none, every group: the clauses then say how the nearest differs), at most
+    :data:`MAX_CANDIDATES`, nearest its anchor first (then by group)."""
+    size = [0] * ngroups
+    box: list[list[int]] = [[2**62, -2**62, 2**62, -2**62] for _ in range(ngroups)]
+    for p in parts:
+        size[p.gid] += 1
+        b = box[p.gid]
+        b[0], b[1] = min(b[0], p.c[0] - p.h[0]), max(b[1], p.c[0] + p.h[0])
+        b[2], b[3] = min(b[2], p.c[1] - p.h[1]), max(b[3], p.c[1] + p.h[1])
+    out: dict[int, list[int]] = {}
+    for s in templates:
+        n = next(c.args[0] for c in cls if c.s == s and c.kind == "count") \
+            if any(c.s == s and c.kind == "count" for c in cls) else None
+        gs = [g for g in range(ngroups) if size[g] == n] or list(range(ngroups))
+        st = spec.structures[s]
+        if st.at is not None:
+            ax, ay = 2 * q(st.at[0]), 2 * q(st.at[1])
+            gs.sort(key=lambda g: (max(abs(box[g][0] + box[g][1] - ax),
+                                       abs(box[g][2] + box[g][3] - ay)), g))
+        out[s] = gs[:MAX_CANDIDATES]
+    return out
 
 
 # --- clingo ------------------------------------------------------------------------
 PROGRAM = """
-{ assign(S,G) : group(G) } 1 :- template(S).
+{ assign(S,G) : cand(S,G) } 1 :- template(S).
 :- assign(S1,G), assign(S2,G), S1 < S2.
 assigned(G) :- assign(_,G).
 in(S,P) :- assign(S,G), part(P,G,_,_,_,_,_,_,_).
@@ -324,6 +352,7 @@ def _asp_facts(f: Facts) -> str:
     lines = [f"group({k})." for k in range(f.groups)]
     lines += [f"template({k})." for k in f.templates]
     lines += [f"packing({k})." for k in f.packing]
+    lines += [f"cand({s},{g})." for s, gs in f.cands.items() for g in gs]
     for i, p in enumerate(f.parts):
         lines.append(f'part({i},{p.gid},"{p.type}",{p.c[0]},{p.c[1]},{p.c[2]},'
                      f"{p.h[0]},{p.h[1]},{p.h[2]}).")
@@ -433,8 +462,8 @@ def reference(f: Facts) -> tuple[set[int], dict[int, int]]:
     """The same optimum as :func:`decide`, by enumerating every assignment (plain Python;
     exponential in the number of structures: the differential test's peer)."""
     best: tuple[int, set[int], dict[int, int]] | None = None
-    choices = [None, *range(f.groups)]
-    for combo in itertools.product(choices, repeat=len(f.templates)):
+    choices = [[None, *f.cands.get(s, [])] for s in f.templates]
+    for combo in itertools.product(*choices):
         used = [x for x in combo if x is not None]
         if len(used) != len(set(used)):
             continue

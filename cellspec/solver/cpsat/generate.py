@@ -278,8 +278,10 @@ def _shape_bounds(design: DesignSpec, structs: list[Struct], site: Site,
         n = len(st.parts)
         total += n
         if "workspace" in rules and z0 + st.h > ws_hi[2]:
+            fit = (ws_hi[2] - z0) // st.s[2]
+            more = f"; at most {fit} {st.ptype} level(s) fit" if spec.kind == "tower" else ""
             raise Infeasible(f"{label} is {to_m(st.h):.4g} m tall, over the workspace top "
-                             f"(z {to_m(ws_hi[2]):.4g} m)", ("workspace",))
+                             f"(z {to_m(ws_hi[2]):.4g} m){more}", ("workspace",))
         if "workspace" in rules and (st.w > ws_hi[0] - ws_lo[0]
                                      or st.d > ws_hi[1] - ws_lo[1]):
             raise Infeasible(f"{label} needs a footprint of {to_m(st.w):.4g} x "
