@@ -123,6 +123,10 @@ def score(kind: str, case: Any, rc: int, out: dict[str, Any] | None) -> tuple[st
         sys.path.insert(0, str(ROOT / "bench"))
         import paraphrase
 
+        if not paraphrase._CELL:  # check_case's cell (paraphrase.main sets it)
+            import cellspec
+
+            paraphrase._CELL.append(cellspec.load_cell(str(STATION)))
         r = SimpleNamespace(layout=out.get("layout"), spec=out.get("spec"),
                             reason=out.get("reason"))
         ok, why, _ = paraphrase.check_case(case, r)
@@ -169,8 +173,11 @@ def run(a: Any) -> dict[str, Any]:
         sets["intent"] = [(c, cells[c["cell"]], c["command"])
                           for c in intent_cases(a.sample, rng)]
     rows: dict[str, Any] = {}
-    records = []
-    for name, cases in sets.items():
+    records: list[dict[str, Any]] = []
+    res = {"bench": "design_model", "model": a.model, "base_url": a.base_url,
+           "sample": a.sample, "seed": a.seed, "rows": rows, "records": records}
+    for name in [s for s in want if s in sets]:
+        cases = sets[name]
         for who in a.translators.split(","):
             rs = []
             for case, cell, command in cases:
@@ -190,8 +197,9 @@ def run(a: Any) -> dict[str, Any]:
                       file=sys.stderr, flush=True)
             records += rs
             rows[f"{name}/{who}"] = summary(rs)
-    return {"bench": "design_model", "model": a.model, "base_url": a.base_url,
-            "sample": a.sample, "seed": a.seed, "rows": rows, "records": records}
+            if a.out:  # after every row: a long run on a slow server keeps what it measured
+                Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+    return res
 
 
 def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:

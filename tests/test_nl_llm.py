@@ -162,3 +162,36 @@ def test_no_fallback_when_scoring_the_model_alone(server, cell, monkeypatch):
     a.offline_fallback = False
     with pytest.raises(TranslateError, match="malformed JSON"):
         a.translate("a row of six cubes", cell)
+
+
+def test_an_invented_position_or_limit_is_dropped_not_kept(cell):
+    """Small models copy the prompt's example position: a position, limit or spacing the
+    command does not say is dropped when that grounds the answer; a count is never
+    changed (a wrong count stays a complaint)."""
+    from cellspec.agent.spec_schema import from_lines, grounding, render, strip_invented
+
+    _, _, obj = from_lines("tower(n=5) at (0.3, 0.2)\napart 3", cell)
+    assert grounding("stack five cubes", obj, cell)
+    assert strip_invented("stack five cubes", obj, cell) == [
+        "structure 1's position (0.3, 0.2)", "apart_m 3.0"]
+    assert not grounding("stack five cubes", obj, cell)
+    assert render(obj, cell) == "design command {\n    tower(n=5)\n}\n"
+    _, _, obj = from_lines("tower(n=4) at (0.4, 0.2)", cell)
+    assert strip_invented("a tower of 5 cubes at x 0.4 y 0.2", obj, cell) == []
+    assert grounding("a tower of 5 cubes at x 0.4 y 0.2", obj, cell) == [
+        "the command does not say 4 (use only its numbers; leave x, y and limits null when "
+        "it gives none)", "the answer does not use 5 from the command"]
+
+
+def test_a_part_word_the_cell_does_not_have_is_named(cell):
+    """'3 cans' on a cell of cubes: a model answering tower(n=3) would build a substitute
+    (bench/intent: 'a tower of 3 cans at x 0.4 y 0.2' must be refused on the station)."""
+    from cellspec.agent.spec_schema import from_lines, grounding
+
+    _, _, obj = from_lines("tower(n=3) at (0.4, 0.2)", cell)
+    assert grounding("a tower of 3 cans at x 0.4 y 0.2", obj, cell) == [
+        "'cans' is not a part type of this cell (part types: cube)"]
+    assert grounding("a tower of 3 blocks at x 0.4 y 0.2", obj, cell) == []
+    mixed = cellspec.load_cell(str(ROOT / "rules" / "cells" / "mixed_parts.cell"))
+    _, _, obj = from_lines("tower(n=3, part=can) at (0.4, 0.2)", mixed)
+    assert grounding("a tower of 3 cans at x 0.4 y 0.2", obj, mixed) == []

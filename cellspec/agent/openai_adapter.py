@@ -56,6 +56,7 @@ from cellspec.agent.spec_schema import (
     looks_like_lines,
     render,
     same_spec,
+    strip_invented,
     translate_prompt,
 )
 from cellspec.agent.structured import (
@@ -401,7 +402,14 @@ class ChatAdapter(Adapter):
             return None, [f"the design parser: {msg}"], None
         if obj is None:
             return None, [f"the model said: {said}"], said
-        return text, grounding(command, obj, cell), None
+        complaints = grounding(command, obj, cell)
+        if complaints:  # an invented position or limit is dropped when that grounds it
+            dropped = strip_invented(command, obj, cell)
+            if dropped and not grounding(command, obj, cell):
+                self.notes.append("dropped what the command does not say: "
+                                  + "; ".join(dropped))
+                return render(obj, cell), [], None
+        return text, complaints, None
 
     def _check_draft(self, command: str, obj: dict[str, Any], cell: Any
                      ) -> tuple[str | None, list[str]]:
@@ -410,6 +418,15 @@ class ChatAdapter(Adapter):
         try:
             render(obj, cell)  # the schema's shape first: grounding reads the fields
             complaints = grounding(command, obj, cell)
+            if complaints:  # an invented position or limit is dropped when that grounds it
+                trial = json.loads(json.dumps(obj))
+                dropped = strip_invented(command, trial, cell)
+                if dropped and not grounding(command, trial, cell):
+                    complaints = []
+                    obj.clear()
+                    obj.update(trial)
+                    self.notes.append("dropped what the command does not say: "
+                                      + "; ".join(dropped))
             text = render(obj, cell)
         except DraftError as exc:
             return None, [str(exc)]

@@ -196,7 +196,7 @@ def _has(text: str, phrase: str) -> bool:
 @lru_cache(maxsize=1)
 def _vocab() -> dict[str, Any]:
     raw = lexicon().raw
-    units = set(raw["unit"]["cube"])
+    units = {w for ws in raw["unit"].values() for w in ws}
     kinds = {w: DESIGN_KIND.get(k, k) for k, ws in raw["kind"].items() for w in ws
              if w not in units and DESIGN_KIND.get(k, k) in KINDS}
     weak = {w: k for k, ws in raw["weak_kind"].items() for w in ws if k in KINDS}
@@ -297,6 +297,10 @@ def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noq
     if unused:
         out.append("the answer does not use " + ", ".join(_fmt(d) for d in unused)
                    + " from the command")
+    odd = unknown_part_word(command, cell)
+    if odd:
+        out.append(f"'{odd}' is not a part type of this cell (part types: "
+                   + ", ".join(cell.part_types) + ")")
     pp = part_param()
     said = {t for t in cell.part_types if _has(text, t)}
     first = next(iter(cell.part_types), None)  # the part type a structure uses by default
@@ -324,6 +328,34 @@ def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noq
         if not (packed and goal in ("min_height", "min_footprint")):
             out.append(f"'{w}' cannot be expressed by this answer")
     return out
+
+
+def unknown_part_word(command: str, cell: Any) -> str | None:
+    """A word right after a count that is neither one of the cell's part types nor a word
+    of the lexicon (``3 cans`` on a cell of cubes), or None: a model answering such a
+    command with the cell's own parts would build a substitute."""
+    lx = lexicon()
+    words = _norm(command).split()
+    firsts = {p.split()[0] for p in lx.phrases}
+    for i, w in enumerate(words[:-1]):
+        if not (w[0].isdigit() or w in lx.numbers or w in lx.tens):
+            continue
+        nxt = words[i + 1]
+        forms = [nxt, nxt[:-1] if nxt.endswith("s") else nxt,
+                 nxt[:-2] if nxt.endswith("es") else nxt]
+        if set(forms) & set(cell.part_types):
+            continue
+        unit = next((lx.phrases[f] for f in forms if f in lx.phrases
+                     and lx.phrases[f][0] == "UNIT"), None)
+        if unit is not None:  # a part word: it must name one of this cell's types
+            if unit[1] in cell.part_types or unit[1] == "cube" and len(cell.part_types) == 1:
+                continue
+            return nxt
+        if nxt in lx.fillers or nxt in firsts or nxt[0].isdigit() or nxt in lx.numbers \
+                or nxt in lx.tens or set(forms) & firsts:
+            continue
+        return nxt
+    return None
 
 
 def same_spec(a: Any, b: Any) -> bool:
@@ -529,3 +561,32 @@ def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, 
     if gaps:
         obj["apart_m"] = gaps[0]
     return render(obj, cell), None, obj
+
+
+def strip_invented(command: str, obj: dict[str, Any], cell: Any) -> list[str]:
+    """Take out of the answer what only adds a number the command does not say: an anchor
+    whose x or y is invented, an invented height limit or spacing (small models copy the
+    prompt's examples). Nothing is added or changed, so the answer only loses meaning the
+    command never gave; the grounding then runs again. Returns what was dropped."""
+    allowed = _scaled(command_numbers(command))
+    ws = cell.workspace
+    allowed |= {Decimal(repr(float(b))).normalize() for b in (*ws.lo[:2], *ws.hi[:2])}
+
+    def invented(v: Any) -> bool:
+        try:
+            return _num(v, "value").normalize() not in allowed
+        except DraftError:
+            return False
+    dropped = []
+    for k, s in enumerate(obj.get("structures") or [], 1):
+        if s.get("kind") == "packing" or s.get("x") is None:
+            continue
+        if invented(s.get("x")) or invented(s.get("y")):
+            dropped.append(f"structure {k}'s position ({s['x']}, {s['y']})")
+            s["x"] = s["y"] = None
+            s.pop("near", None)
+    for f in ("max_levels", "max_height_m", "apart_m"):
+        if obj.get(f) is not None and invented(obj[f]):
+            dropped.append(f"{f} {obj[f]}")
+            obj[f] = None
+    return dropped
