@@ -172,7 +172,8 @@ def test_bad_input_exit_2(tmp_path, capsys):
     ok_supply = "supply feeder x [0.30, 0.40] y [-0.45, -0.35] z [0.00, 0.10]"
     assert main(["sim", _cell(tmp_path, "ur5", ok_supply), lay]) == 2
     err = capsys.readouterr().err
-    assert "c.cell:5:5: error: robot arm: unknown robot model 'ur5'; known models: panda" in err
+    assert ("c.cell:5:5: error: robot arm: unknown robot model 'ur5' (did you mean 'ur5e'?); "
+            "known models: panda") in err
     far = "supply far x [2.0, 2.1] y [2.0, 2.1] z [0.00, 0.10]"
     assert main(["sim", _cell(tmp_path, "panda", far), lay]) == 2
     err = capsys.readouterr().err
