@@ -136,7 +136,8 @@ def test_plan_time_limit_bounds_each_layout(capsys, pile: Path):
 
 def test_max_memory_bounds_each_layout(capsys, pile: Path):
     rc = main(["batch", str(STATION), str(pile), "--verb", "plan", "--serial",
-               "--max-memory", "64M", "--no-timings"])
+               "--max-memory", "64M", "--no-timings",
+               "--time-limit", "120"])  # the memory cap, not the default time, must end it
     (rec,) = _records(capsys.readouterr().out)
     assert rc == 2 and rec["verdict"] == "unknown" and rec["reason_code"] == "memory limit"
     assert "more than 64 MiB (--max-memory per layout)" in rec["reason"]
