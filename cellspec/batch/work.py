@@ -26,7 +26,7 @@ import numpy as np
 from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
-from cellspec.core.proc import Sandbox, call_in_fork
+from cellspec.core.proc import Sandbox, call_in_fork, unmappable
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as _s
@@ -214,7 +214,7 @@ def _work(verb: str, cell: Cell, layout: Layout, options: dict[str, Any]) -> tup
             raise MemoryError from None
         return ("internal", f"{type(exc).__name__}: {exc}")
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
-        if _unmappable(exc):
+        if unmappable(exc):
             raise MemoryError from None
         return ("internal", f"{type(exc).__name__}: {exc}")
     except (MemoryError, KeyboardInterrupt):
@@ -249,19 +249,6 @@ def _record(verb: str, bound: dict[str, Any], kind: str, value: Any) -> dict[str
     return {"verdict": "error", "violations": [],
             "error": f"internal error: the layout's process died (exit code {value})"}
 
-
-def _unmappable(exc: BaseException) -> bool:
-    """Whether an import or OS error (or its cause) says a shared library could not be
-    mapped or memory allocated: the memory budget refused it."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return False
-        text = str(seen).lower()
-        if "map" in text or "cannot allocate" in text or "failed to import" in text:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def error_record(it: Item, why: str) -> dict[str, Any]:

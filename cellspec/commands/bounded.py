@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.core.proc import die_with_parent, vm_size
+from cellspec.core.proc import die_with_parent, unmappable, vm_size
 
 
 def _process_age() -> float:
@@ -125,20 +125,6 @@ def _mib(n: int) -> str:
     return f"{n / 1024**2:.0f} MiB"
 
 
-def _unmappable(exc: BaseException) -> bool:
-    """Whether an import or OS error (or one it was raised from: numpy wraps the loader's)
-    says a shared library could not be mapped or memory allocated, or a C extension failed
-    to import (pybullet's numpy under a small cap): the budget refused."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return False
-        text = str(seen).lower()
-        if "map" in text or "cannot allocate" in text or "failed to import" in text:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
 
 def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
            stdin_fd: int | None, stdin_data: bytes | None = None,
@@ -167,7 +153,7 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
     except MemoryError:
         out = ("memory", None)
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
-        out = ("memory", None) if _unmappable(exc) else \
+        out = ("memory", None) if unmappable(exc) else \
             ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way; a
         # thread whose stack the cap refuses: "can't start new thread" / EAGAIN

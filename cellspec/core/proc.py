@@ -340,3 +340,18 @@ class Sandbox:
                                                       -signal.SIGSEGV, -signal.SIGBUS):
             return ("memory", None)
         return ("crash", code)
+
+
+def unmappable(exc: BaseException) -> bool:
+    """Whether an import or OS error (or one it was raised from: numpy wraps the loader's)
+    says a shared library could not be mapped or memory allocated, or a C extension failed
+    to import (pybullet's numpy under a small cap): the budget refused."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        text = str(seen).lower()
+        if "map" in text or "cannot allocate" in text or "failed to import" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
