@@ -116,6 +116,27 @@ def write_target(path: str | os.PathLike[str], flag: str | None = None
                         "device such as /dev/null), never replacing anything else")
 
 
+def _temp_beside(target: Path, st: os.stat_result | None) -> tuple[int, str]:
+    """A temporary file in ``target``'s folder with the mode (and the owner, where
+    permitted) of what is there now, or a new file's mode: (its descriptor, its path)."""
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        if st is not None:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            try:
+                os.fchown(fd, st.st_uid, st.st_gid)
+            except OSError:  # not permitted (another owner): the mode is kept at least
+                pass
+        else:
+            os.fchmod(fd, 0o666 & ~_umask())
+    except OSError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
 def atomic_write(path: str | os.PathLike[str], text: str | bytes) -> None:
     """Write ``text`` (UTF-8, ``\\n`` line ends; or bytes as they are, e.g. a PNG) to
     ``path`` safely (see the module docstring: atomic for regular files, through symlinks,
@@ -137,17 +158,8 @@ def atomic_write(path: str | os.PathLike[str], text: str | bytes) -> None:
         return
     tmp = None
     try:
-        folder = target.parent if str(target.parent) else Path(".")
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = _temp_beside(target, st)
         try:
-            if st is not None:
-                os.fchmod(fd, stat.S_IMODE(st.st_mode))
-                try:
-                    os.fchown(fd, st.st_uid, st.st_gid)
-                except OSError:  # not permitted (another owner): the mode is kept at least
-                    pass
-            else:
-                os.fchmod(fd, 0o666 & ~_umask())
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -192,17 +204,7 @@ class AtomicOutput:
             if st is not None and stat.S_ISCHR(st.st_mode):
                 self.fh = open(target, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
                 return
-            folder = target.parent if str(target.parent) else Path(".")
-            fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.",
-                                            suffix=".tmp")
-            if st is not None:
-                os.fchmod(fd, stat.S_IMODE(st.st_mode))
-                try:
-                    os.fchown(fd, st.st_uid, st.st_gid)
-                except OSError:  # not permitted (another owner): the mode is kept at least
-                    pass
-            else:
-                os.fchmod(fd, 0o666 & ~_umask())
+            fd, self.tmp = _temp_beside(target, st)
             self.fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         except OSError as exc:
             self._drop()
