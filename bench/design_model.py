@@ -209,7 +209,10 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
     count = {v: sum(r["verdict"] == v for r in rs) for v in ("asked", "refused", "wrong",
                                                             "error")}
     ok2 = sum(r["verdict"] in ("asked", "refused") and r["calls"] <= 2 for r in rs)
+    by_model = sum(any(str(x).startswith("translated by the model") for x in r["notes"] or [])
+                   for r in rs)
     return {"n": n, **count, "translated": sum(r["translated"] for r in rs),
+            "model_spec_used": by_model,
             "asked_or_refused_le2_calls": ok2,
             "calls_mean": round(statistics.fmean(r["calls"] for r in rs), 2) if rs else 0,
             "tokens_mean": round(statistics.fmean(r["tokens"] for r in rs), 1) if rs else 0,
@@ -217,13 +220,20 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table(res: dict[str, Any]) -> str:
-    """The markdown table of a run (bench/RESULTS.md)."""
-    head = ("| set / translator | n | translated right | built as asked* | refused honestly "
-            "| wrong | error | asked or refused, <= 2 calls | calls | tokens | p50 s | p95 s |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    """The markdown table of a run (bench/RESULTS.md); rows recomputed from the records."""
+    for k in list(res["rows"]):
+        name, who = k.split("/")
+        res["rows"][k] = summary([x for x in res["records"] if x["set"] == name
+                                  and x["translator"] == who])
+    head = ("| set / translator | n | translated right | the model's own spec used | built as "
+            "asked* | refused honestly | wrong | error | asked or refused, <= 2 calls | calls "
+            "| tokens | p50 s | p95 s |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
     lines = []
     for k, r in res["rows"].items():
-        lines.append(f"| {k} | {r['n']} | {r['translated']} | {r['asked']} | {r['refused']} | "
+        by = r.get("model_spec_used", "-") if not k.endswith("/offline") else "-"
+        lines.append(f"| {k} | {r['n']} | {r['translated']} | {by} | {r['asked']} | "
+                     f"{r['refused']} | "
                      f"{r['wrong']} | {r['error']} | {r['asked_or_refused_le2_calls']} | "
                      f"{r['calls_mean']} | {r['tokens_mean']} | {r['p50_s']} | {r['p95_s']} |")
     return head + "\n".join(lines) + "\n"

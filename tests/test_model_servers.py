@@ -72,6 +72,9 @@ class RawServer:
                 sock.sendall(b" ")
         elif m == "silent":
             self.stop.wait(30)
+        elif m == "empty_stream":
+            sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"connection: close\r\n\r\n")
         elif m == "endless":
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
             chunk = b" " * 65536
@@ -164,3 +167,11 @@ def test_dialog_has_a_whole_verb_time_limit(raw, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert rc == 2 and out["outcome"] == "unknown" and out["reason_code"] == "time limit"
     assert dt < 4.5
+
+
+def test_a_stream_that_ends_without_an_answer_is_the_server(raw, monkeypatch):
+    """llama-cpp-python's server ends a stream with no chunk when another request
+    interrupts it: a server failure (exit 2), not an empty model answer."""
+    raw.mode = "empty_stream"
+    with pytest.raises(LLMUnavailable, match="ended the stream without an answer"):
+        post_chat(raw.url, "k", {"model": "m", "stream": True}, timeout=5, max_retries=0)

@@ -155,6 +155,10 @@ def _sse(resp: http.client.HTTPResponse, sock: Any, dl: Deadline, cap: int,
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
         dl.left()
+    if n == 0 and finish is None and refusal is None:  # llama-cpp-python's server ends a
+        # stream this way when another request interrupts it (interrupt_requests)
+        raise LLMUnavailable("the LLM server ended the stream without an answer (interrupted "
+                             "by another request?)")
     if not usage:
         usage = {"prompt_tokens": 0, "completion_tokens": n, "estimated": True}
     return {"choices": [{"index": 0, "finish_reason": finish,

@@ -54,6 +54,7 @@ from cellspec.agent.spec_schema import (
     from_lines,
     grounding,
     looks_like_lines,
+    refused_phrase,
     render,
     same_spec,
     strip_invented,
@@ -366,6 +367,8 @@ class ChatAdapter(Adapter):
                     " after one repair round" if round_ else ""))
                 return text
             why = "; ".join(complaints)
+            if refused_phrase(command):  # an open request: no repair round can answer it
+                break
             if round_ == 0:
                 messages = [*messages, {"role": "assistant", "content": shown},
                             {"role": "user", "content": "That answer was rejected: " + why
