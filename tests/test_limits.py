@@ -235,7 +235,8 @@ def test_unreachable_llm_server_is_exit_2(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     r = cli("design", "--cell", REPO / "rules" / "cells" / "dual_arm_station.cell",
             "build a 3-cube tower", "--adapter", "openai", "--base-url",
-            f"http://127.0.0.1:{port}/v1", "--retries", "0")
+            f"http://127.0.0.1:{port}/v1", "--retries", "0",
+            "--translate", "model")  # hybrid (the default) asks no model for this command
     assert r.returncode == 2 and "cannot reach the LLM server" in r.stderr
     assert "cannot translate" not in r.stdout + r.stderr
 
