@@ -1,0 +1,96 @@
+"""cellspec diff: what a change to a rule file changes, proved up to N parts, with witnesses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared, tagged
+from cellspec.core.limits import check_seconds, parse_memory
+
+DEFAULT_PARTS = 3  # = cellspec.solver.formal.diff.DEFAULT_PARTS (not imported: start-up)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``diff`` verb."""
+    c = sub.add_parser("diff", help="is NEW stricter, looser or equivalent to OLD (proved)",
+                       description="Compare the rules of two cell files with Z3 over every "
+                       "layout of 1 to N parts of their shared part types: per rule and for "
+                       "the error rules as a whole, equivalent, stricter (every layout NEW "
+                       "accepts OLD accepts, not the reverse), looser, incomparable or unknown; "
+                       "every difference comes with a layout that passes one file and fails "
+                       "the other, re-checked with clingo. Order and stability rules are not "
+                       "compared (docs/diff.md). Exit 0 equivalent, 1 different, 2 bad input "
+                       "or unknown.")
+    add_shared(c, max_memory=True,
+               time_limit=(60.0, "time limit of the whole verb in seconds (default 60; "
+                           "unknown when hit)"))
+    c.add_argument("old", help="the cell file before the change")
+    c.add_argument("new", help="the cell file after the change")
+    c.add_argument("--parts", type=int, default=DEFAULT_PARTS, metavar="N",
+                   help=f"layouts of up to N parts (default {DEFAULT_PARTS}; 1 to 6)")
+    c.add_argument("--rule", default=None, metavar="NAME",
+                   help="compare only this rule (its relation is the verdict)")
+    c.set_defaults(func=run)
+
+
+def _where(obj: dict) -> str:
+    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
+                     for p in obj["parts"])
+
+
+def _pretty(rep: Any, old: str, new: str) -> str:
+    lines = []
+    for d in [*rep.rules, rep.whole]:
+        label = "the error rules" if d.rule == "*" else f"rule {d.rule}"
+        extra = "" if d.in_old and d.in_new else (" (only in OLD)" if d.in_old
+                                                   else " (only in NEW)")
+        lines.append(f"{label}{extra}: {d.relation}"
+                     + (f" ({d.reason})" if d.reason else ""))
+        for side, a, b in ((d.old_only, "OLD", "NEW"), (d.new_only, "NEW", "OLD")):
+            if side.witness is not None:
+                lines.append(f"    {_where(side.witness)} passes {a}, fails {b} "
+                             f"{side.message}")
+    for n in rep.notes:
+        lines.append(f"note: {n}")
+    lines.append(f"{new} vs {old}: {rep.relation} (layouts of 1 to {rep.parts} parts of "
+                 f"{', '.join(rep.types)}; {rep.seconds:.2f} s)")
+    return "\n".join(lines)
+
+
+def _json(rep: Any) -> dict:
+    return tagged("diff", {"relation": rep.relation, "parts": rep.parts,
+                           "types": list(rep.types),
+                           "rules": [d.to_json() for d in rep.rules],
+                           "witnesses": {"old_only": rep.whole.old_only.witness,
+                                         "new_only": rep.whole.new_only.witness},
+                           "whole": rep.whole.to_json(), "notes": rep.notes,
+                           "seconds": round(rep.seconds, 4)})
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    check_seconds(a.time_limit, "--time-limit")
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker
+        # lazy: the parser and Z3 load in the worker, not at CLI start-up
+        from cellspec.dsl.parser import load_cell
+        from cellspec.solver.formal.diff import diff
+
+        old, new = load_cell(a.old), load_cell(a.new)  # both valid before any output
+        return diff(old, new, a.parts, rule=a.rule, timeout=remaining(a.time_limit))
+
+    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):
+        return print_stopped(got, a.format, tagged("diff", {
+            "relation": "unknown", "parts": a.parts, "types": [], "rules": [],
+            "witnesses": {"old_only": None, "new_only": None}, "notes": [got.reason],
+            "seconds": round(got.seconds, 4)}),
+            f"{a.new} vs {a.old}: unknown ({got.seconds:.2f} s): {got.reason}")
+    print(json.dumps(_json(got), indent=2) if a.format == "json" else _pretty(got, a.old, a.new))
+    if got.relation == "unknown":
+        return EXIT_INPUT
+    return EXIT_OK if got.relation == "equivalent" else EXIT_FAIL
