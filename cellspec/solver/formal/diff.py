@@ -188,8 +188,7 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
                             f"{', '.join(names)})")
     diffs = {n: RuleDiff(n, in_old=n in orules, in_new=n in nrules) for n in names}
     whole = RuleDiff(WHOLE)
-    same_fields = cell_fields(cell_u(old)) == cell_fields(cell_u(new))
-    encoded, skipped = _classify(names, orules, nrules, diffs, same_fields)
+    encoded, skipped = _classify(names, orules, nrules, diffs, _Same(old, new))
     if skipped:
         notes.append("identical in both files and not compared: " + ", ".join(skipped))
     targets = [n for n in encoded if rule in (None, n)]
@@ -246,7 +245,36 @@ def _space(old: Cell, new: Cell, notes: list[str]
     return shared, box
 
 
-def _classify(names: list[str], orules: dict, nrules: dict, diffs: dict, same_fields: bool
+class _Same:
+    """Do the two cells agree on every constant a rule reads (conservatively)?"""
+
+    def __init__(self, old: Cell, new: Cell):
+        self.a, self.b = cell_fields(cell_u(old)), cell_fields(cell_u(new))
+        self.old, self.new = old, new
+
+    def __call__(self, r: Rule) -> bool:
+        """True if ``r`` reads nothing on which the cells differ."""
+        keys = ["eps", "opening", "depth"]
+        doms = {n.domain for n in ir.walk(r.body) if isinstance(n, ir.Quant)}
+        if ir.uses_relation(r.body, {"inside", "intersects"}) or "keepout" in doms:
+            keys += ["zones", "keepouts"]
+        if ir.uses_relation(r.body, {"grounded", "on", *STABILITY_RELATIONS}):
+            keys.append("surfaces")
+        if ir.uses_relation(r.body, FIXED_ONLY_RELATIONS) or "robot" in doms:
+            keys += ["robots", "reach"]
+        o, n = self.old, self.new
+        if any(self.a[k] != self.b[k] for k in keys) or o.default_gripper != n.default_gripper:
+            return False
+        if ir.uses_relation(r.body, STABILITY_RELATIONS):
+            def parts(c: Cell) -> dict:
+                return {k: (v.size, v.mass, v.shape) for k, v in c.part_types.items()}
+
+            return (o.friction, o.stability_margin, parts(o)) == \
+                (n.friction, n.stability_margin, parts(n))
+        return True
+
+
+def _classify(names: list[str], orules: dict, nrules: dict, diffs: dict, reads_same: _Same
               ) -> tuple[list[str], list[str]]:
     """(the rules Z3 compares, the rules left out that are identical in both files); a rule
     left out that differs gets ``unknown`` naming why."""
@@ -255,7 +283,7 @@ def _classify(names: list[str], orules: dict, nrules: dict, diffs: dict, same_fi
     for n in names:
         pair = [r for r in (orules.get(n), nrules.get(n)) if r is not None]
         same = (len(pair) == 2 and pair[0].body == pair[1].body
-                and pair[0].severity == pair[1].severity and same_fields)
+                and pair[0].severity == pair[1].severity and reads_same(pair[0]))
         out = [w for r in pair for w in [_out_reason(r)] if w]
         if out:
             _leave_out(diffs[n], f"not compared: {out[0]} (docs/diff.md)", same, skipped)
