@@ -184,6 +184,8 @@ def test_bad_input_exits_2(tmp_path):
     assert rc == 2 and "--parts" in err
     rc, _, err = run_cli(["diff", old, str(tmp_path / "missing.cell")])
     assert rc == 2
+    rc, obj = diff(old, old, "--time-limit", "0.001")  # a limit: unknown, never equivalent
+    assert (rc, obj["relation"]) == (2, "unknown")
 
 
 def _brute(old: str, new: str, layouts) -> str:

@@ -43,7 +43,8 @@ def _where(obj: dict) -> str:
 
 def _pretty(rep: Any, old: str, new: str) -> str:
     lines = []
-    for d in [*rep.rules, rep.whole]:
+    same = [d for d in rep.rules if d.relation == "equivalent"]
+    for d in [*(d for d in rep.rules if d.relation != "equivalent"), rep.whole]:
         label = "the error rules" if d.rule == "*" else f"rule {d.rule}"
         extra = "" if d.in_old and d.in_new else (" (only in OLD)" if d.in_old
                                                    else " (only in NEW)")
@@ -53,6 +54,8 @@ def _pretty(rep: Any, old: str, new: str) -> str:
             if side.witness is not None:
                 lines.append(f"    {_where(side.witness)} passes {a}, fails {b} "
                              f"{side.message}")
+    if same:
+        lines.append(f"equivalent: {', '.join(d.rule for d in same)}")
     for n in rep.notes:
         lines.append(f"note: {n}")
     lines.append(f"{new} vs {old}: {rep.relation} (layouts of 1 to {rep.parts} parts of "

@@ -50,6 +50,7 @@ class Side:
     witness: dict | None = None
     message: str | None = None  # the re-check's words: why the other file fails it
     reason: str | None = None
+    full: bool = True  # the witness passes every rule of its file `check` decides
 
 
 @dataclass
@@ -154,15 +155,15 @@ def _layout(model, low, types: tuple[str, ...]) -> dict:
     return {"units": "m", "parts": parts}
 
 
-def _fails(cell: Cell, obj: dict, names: set[str]) -> tuple[bool, str | None]:
+def _fails(cell: Cell, obj: dict, names: set[str]) -> tuple[bool, str | None, bool]:
     """Does clingo's check of the layout violate one of ``names`` (errors and warnings)?
-    (violated, the first such violation's message)."""
+    (violated, the first such violation's message, the full check passes)."""
     v = check(cell, layout_from_obj(obj, "<diff witness>"))
     if v.verdict == Status.UNKNOWN:
         raise _Recheck(f"clingo could not re-check a witness: {v.reason}")
     hits = [x for x in (*v.violations, *v.warnings) if x.rule in names]
     return bool(hits), (f"{hits[0].rule}({', '.join(hits[0].parts)}): {hits[0].message}"
-                        if hits else None)
+                        if hits else None), v.verdict == Status.PASS
 
 
 class _Recheck(Exception):
@@ -207,10 +208,12 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
         d.relation = _relation(d)
         if d.relation == "unknown" and not d.reason:
             d.reason = d.old_only.reason or d.new_only.reason
-    if skipped and whole.relation not in ("equivalent", "unknown"):
+    if not (whole.old_only.full and whole.new_only.full):
         # an identical rule left out keeps "every layout NEW accepts OLD accepts" (and its
         # converse), but the witness may fail that rule in both files: say so
-        notes.append("the whole-set witnesses are checked against the compared rules only")
+        notes.append("a whole-set witness passes its file's compared rules but fails a rule "
+                     "left out (identical in both files): it shows the difference of the "
+                     "compared rules only")
     open_err = [n for n in names if n not in encoded and n not in skipped
                 and any(r.severity == "error" for r in (orules.get(n), nrules.get(n)) if r)]
     if open_err:
@@ -231,12 +234,18 @@ def _space(old: Cell, new: Cell, notes: list[str]
                     and tuple(old.part_types[t].size) == tuple(new.part_types[t].size))
     others = sorted(set(old.part_types) ^ set(new.part_types)
                     | {t for t in old.part_types if t in new.part_types and t not in shared})
-    if not shared:
-        raise CellspecError("diff: the two cells share no part type (same name and size); "
-                            "nothing to compare")
     if others:
         notes.append(f"part types not in both files with one size are not compared: "
                      f"{', '.join(others)}")
+    round_ = [t for t in shared if old.part_types[t].shape != "box"
+              or new.part_types[t].shape != "box"]
+    if round_:  # the free-position encoding knows boxes only (lint's too)
+        notes.append(f"cylinder part types are not placed (the encoding of free parts is of "
+                     f"boxes): {', '.join(round_)}")
+        shared = [t for t in shared if t not in round_]
+    if not shared:
+        raise CellspecError("diff: the two cells share no box part type (same name and "
+                            "size); nothing to compare")
     ows, nws = old.workspace, new.workspace
     if (ows.lo, ows.hi) != (nws.lo, nws.hi):
         notes.append("the workspaces differ: positions range over the box around both")
@@ -391,8 +400,8 @@ def _confirm(side: Side, obj: dict, key: tuple[str, str], old: Cell, new: Cell,
     kset, dset = ((set(oerr), set(nerr)) if s == "old_only" else (set(nerr), set(oerr))) \
         if name == WHOLE else ({name}, {name})
     try:
-        ok_fail, _ = _fails(keep, obj, kset)
-        bad_fail, msg = _fails(drop, obj, dset)
+        ok_fail, _, full = _fails(keep, obj, kset)
+        bad_fail, msg, _ = _fails(drop, obj, dset)
     except _Recheck as exc:
         side.state, side.reason = "unknown", str(exc)
         return
@@ -401,7 +410,7 @@ def _confirm(side: Side, obj: dict, key: tuple[str, str], old: Cell, new: Cell,
         side.reason = ("a Z3 witness did not re-check with clingo (an internal "
                        "disagreement, please report): " + str(obj))
         return
-    side.state, side.witness, side.message = "found", obj, msg
+    side.state, side.witness, side.message, side.full = "found", obj, msg, full
 
 
 def _encode(z3, ctx, old: Cell, new: Cell, types, box, orules, nrules, encoded, max_b):
