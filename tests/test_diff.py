@@ -158,6 +158,30 @@ def test_keepout_moved_is_incomparable(tmp_path):
     assert r["support_order"]["relation"] == "equivalent"
 
 
+def test_keepout_grown_is_stricter_and_a_rule_the_workspace_implies_changes_nothing(tmp_path):
+    old, new = cell(tmp_path, "old"), cell(tmp_path, "new", keep=(0.1, 0.25))
+    rc, obj = diff(old, new)
+    assert (rc, obj["relation"], by_rule(obj)["keepout"]["relation"]) == (1, "stricter",
+                                                                        "stricter")
+    assert_witnesses(old, new, by_rule(obj)["keepout"])
+    redundant = 'rule in_room "{p} too far" :\n    forall p: p.x <= 0.9\n'
+    rc, obj = diff(old, cell(tmp_path, "red", extra=redundant))
+    assert (rc, obj["relation"]) == (0, "equivalent")  # the workspace rule implies it
+    # alone too: no position in the searched box (around the workspace) violates it
+    assert by_rule(obj)["in_room"]["relation"] == "equivalent"
+    assert by_rule(obj)["in_room"]["in_old"] is False
+
+
+def test_witness_dir_writes_the_witnesses(tmp_path):
+    old, new = cell(tmp_path, "old"), cell(tmp_path, "new", h=0.15)
+    rc, _, err = run_cli(["diff", old, new, "--witness-dir", str(tmp_path / "w")])
+    assert rc == 1, err
+    files = sorted(p.name for p in (tmp_path / "w").iterdir())
+    assert files == ["max_height.old_only.json", "old_only.json"]
+    lay = json.loads((tmp_path / "w" / "old_only.json").read_text())
+    assert "max_height" in violated(new, lay) and "max_height" not in violated(old, lay)
+
+
 def test_rule_removed_is_looser(tmp_path):
     old, new = cell(tmp_path, "old", h=0.15), cell(tmp_path, "new", h=None)
     rc, obj = diff(old, new)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared, tagged
+from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
 
 DEFAULT_PARTS = 3  # = cellspec.solver.formal.diff.DEFAULT_PARTS (not imported: start-up)
@@ -33,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"layouts of up to N parts (default {DEFAULT_PARTS}; 1 to 6)")
     c.add_argument("--rule", default=None, metavar="NAME",
                    help="compare only this rule (its relation is the verdict)")
+    c.add_argument("--witness-dir", default=None, metavar="D",
+                   help="also write each witness layout to D (old_only.json, new_only.json "
+                   "for the error rules; RULE.old_only.json, RULE.new_only.json per rule)")
     c.set_defaults(func=run)
 
 
@@ -73,6 +78,22 @@ def _json(rep: Any) -> dict:
                            "seconds": round(rep.seconds, 4)})
 
 
+def _write_witnesses(rep: Any, folder: Path) -> None:
+    """Each witness as a layout file (checkable with `cellspec check CELL FILE`)."""
+    from cellspec.core.io import atomic_write  # lazy: only with --witness-dir
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CellspecError(f"--witness-dir: cannot create {folder}: {exc.strerror}") from None
+    for d in [rep.whole, *rep.rules]:
+        for side in ("old_only", "new_only"):
+            w = getattr(d, side).witness
+            if w is not None:
+                name = f"{side}.json" if d.rule == "*" else f"{d.rule}.{side}.json"
+                atomic_write(folder / name, json.dumps(w, indent=2) + "\n")
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     check_seconds(a.time_limit, "--time-limit")
@@ -93,6 +114,8 @@ def run(a: argparse.Namespace) -> int:
             "witnesses": {"old_only": None, "new_only": None}, "notes": [got.reason],
             "seconds": round(got.seconds, 4)}),
             f"{a.new} vs {a.old}: unknown ({got.seconds:.2f} s): {got.reason}")
+    if a.witness_dir:
+        _write_witnesses(got, Path(a.witness_dir))
     print(json.dumps(_json(got), indent=2) if a.format == "json" else _pretty(got, a.old, a.new))
     if got.relation == "unknown":
         return EXIT_INPUT
