@@ -182,6 +182,27 @@ def test_witness_dir_writes_the_witnesses(tmp_path):
     assert "max_height" in violated(new, lay) and "max_height" not in violated(old, lay)
 
 
+def test_against_a_git_ref_reads_old_from_git(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    f = cell(tmp_path, "r")
+    git = ["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "r.cell"], check=True)
+    subprocess.run([*git, "commit", "-qm", "r"], check=True)
+    (tmp_path / "r.cell").write_text((tmp_path / "r.cell").read_text().replace(
+        "p.top <= 0.2", "p.top <= 0.15"))
+    rc, obj = diff("--against", "HEAD", f)
+    assert (rc, obj["relation"]) == (1, "stricter")
+    rc, _, err = run_cli(["diff", "--against", "no-such-ref", f])
+    assert rc == 2 and "not read from git" in err
+    rc, _, err = run_cli(["diff", f])
+    assert rc == 2 and "OLD.cell NEW.cell" in err
+
+
 def test_rule_removed_is_looser(tmp_path):
     old, new = cell(tmp_path, "old", h=0.15), cell(tmp_path, "new", h=None)
     rc, obj = diff(old, new)

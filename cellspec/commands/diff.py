@@ -29,8 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_shared(c, max_memory=True,
                time_limit=(60.0, "time limit of the whole verb in seconds (default 60; "
                            "unknown when hit)"))
-    c.add_argument("old", help="the cell file before the change")
-    c.add_argument("new", help="the cell file after the change")
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help="OLD.cell NEW.cell (before and after the change); with --against, "
+                   "one FILE, compared with its version at GITREF")
+    c.add_argument("--against", default=None, metavar="GITREF",
+                   help="OLD is FILE as committed at GITREF (git show GITREF:FILE; its "
+                   "imports are read from the working tree)")
     c.add_argument("--parts", type=int, default=DEFAULT_PARTS, metavar="N",
                    help=f"layouts of up to N parts (default {DEFAULT_PARTS}; 1 to 6)")
     c.add_argument("--rule", default=None, metavar="NAME",
@@ -94,17 +98,59 @@ def _write_witnesses(rep: Any, folder: Path) -> None:
                 atomic_write(folder / name, json.dumps(w, indent=2) + "\n")
 
 
+def _git_text(ref: str, path: str) -> str:
+    """The text of ``path`` as committed at ``ref`` (CellspecError naming why not)."""
+    import subprocess  # lazy: only with --against
+
+    p = Path(path)
+    if not p.is_file():
+        raise CellspecError(f"{path}: no such file")
+    try:
+        r = subprocess.run(["git", "-C", str(p.resolve().parent), "show",
+                            f"{ref}:./{p.name}"], capture_output=True, timeout=30,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CellspecError(f"--against: cannot run git: {exc}") from None
+    if r.returncode != 0:
+        why = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise CellspecError(f"--against {ref}: {path} not read from git: "
+                            f"{why[-1] if why else 'git show failed'}")
+    try:
+        return r.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CellspecError(f"--against {ref}: {path} is not UTF-8 text there") from None
+
+
+def _inputs(a: argparse.Namespace) -> None:
+    """Set ``a.old``, ``a.new`` (paths, as shown) from the positionals and --against."""
+    if a.against is not None:
+        if len(a.files) != 1:
+            raise CellspecError("diff --against GITREF takes one FILE")
+        a.new = a.files[0]
+        a.old = f"{a.files[0]}@{a.against}"
+    else:
+        if len(a.files) != 2:
+            raise CellspecError("diff takes OLD.cell NEW.cell (or --against GITREF FILE)")
+        a.old, a.new = a.files
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code."""
     check_seconds(a.time_limit, "--time-limit")
+    _inputs(a)
     a.max_memory = parse_memory(a.max_memory)
 
     def compute():  # in the worker
         # lazy: the parser and Z3 load in the worker, not at CLI start-up
-        from cellspec.dsl.parser import load_cell
+        from cellspec.dsl.parser import load_cell, parse_text
         from cellspec.solver.formal.diff import diff
 
-        old, new = load_cell(a.old), load_cell(a.new)  # both valid before any output
+        if a.against is not None:  # OLD's text from git, read as if it stood at FILE
+            text = _git_text(a.against, a.new)
+            old = load_cell(a.new, parsed=(text, parse_text(text, a.old)))
+        else:
+            old = load_cell(a.old)
+        new = load_cell(a.new)  # both valid before any output
         return diff(old, new, a.parts, rule=a.rule, timeout=remaining(a.time_limit))
 
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
