@@ -103,6 +103,8 @@ def test_tightened_is_stricter_with_a_rechecked_witness(tmp_path):
         "keepout": "equivalent", "support_order": "equivalent", "grip_access": "equivalent",
         "stability": "equivalent", "stability_stages": "equivalent"}
     assert "not compared" in r["stability"]["reason"]
+    again = diff(old, new)[1]
+    assert {**again, "seconds": 0} == {**obj, "seconds": 0}  # same input, same answer
     rc, obj = diff(old, new, "--parts", "2")
     assert (rc, obj["relation"]) == (0, "equivalent")  # what "up to N parts" means
     assert by_rule(obj)["max_height"]["relation"] == "stricter"  # the rule alone differs
