@@ -5,4 +5,4 @@ To add a verb, write its module here and add its name to ``VERBS``.
 
 VERBS = ["check", "test", "fmt", "plan", "repair", "generate", "explain", "lint", "design",
          "sim", "check_plan", "review", "run", "diagnose", "world", "settle", "dialog",
-         "lsp", "completion", "batch"]
+         "lsp", "completion", "batch", "diff"]

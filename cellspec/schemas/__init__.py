@@ -7,7 +7,7 @@ import json
 from importlib import resources
 from typing import Any
 
-NAMES = ("layout", "verdict", "plan", "repair", "design", "lint")
+NAMES = ("layout", "verdict", "plan", "repair", "design", "lint", "diff")
 
 
 def schema(name: str) -> dict[str, Any]:

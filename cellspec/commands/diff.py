@@ -1,0 +1,168 @@
+"""cellspec diff: what a change to a rule file changes, proved up to N parts, with witnesses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bounded
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared, tagged
+from cellspec.core.errors import CellspecError
+from cellspec.core.limits import check_seconds, parse_memory
+
+DEFAULT_PARTS = 3  # = cellspec.solver.formal.diff.DEFAULT_PARTS (not imported: start-up)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``diff`` verb."""
+    c = sub.add_parser("diff", help="is NEW stricter, looser or equivalent to OLD (proved)",
+                       description="Compare the rules of two cell files with Z3 over every "
+                       "layout of 1 to N parts of their shared part types: per rule and for "
+                       "the error rules as a whole, equivalent, stricter (every layout NEW "
+                       "accepts OLD accepts, not the reverse), looser, incomparable or unknown; "
+                       "every difference comes with a layout that passes one file and fails "
+                       "the other, re-checked with clingo. Order and stability rules are not "
+                       "compared (docs/diff.md). Exit 0 equivalent, 1 different, 2 bad input "
+                       "or unknown.")
+    add_shared(c, max_memory=True,
+               time_limit=(60.0, "time limit of the whole verb in seconds (default 60; "
+                           "unknown when hit)"))
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help="OLD.cell NEW.cell (before and after the change); with --against, "
+                   "one FILE, compared with its version at GITREF")
+    c.add_argument("--against", default=None, metavar="GITREF",
+                   help="OLD is FILE as committed at GITREF (git show GITREF:FILE; its "
+                   "imports are read from the working tree)")
+    c.add_argument("--parts", type=int, default=DEFAULT_PARTS, metavar="N",
+                   help=f"layouts of up to N parts (default {DEFAULT_PARTS}; 1 to 6)")
+    c.add_argument("--rule", default=None, metavar="NAME",
+                   help="compare only this rule (its relation is the verdict)")
+    c.add_argument("--witness-dir", default=None, metavar="D",
+                   help="also write each witness layout to D (old_only.json, new_only.json "
+                   "for the error rules; RULE.old_only.json, RULE.new_only.json per rule)")
+    c.set_defaults(func=run)
+
+
+def _where(obj: dict) -> str:
+    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
+                     for p in obj["parts"])
+
+
+def _pretty(rep: Any, old: str, new: str) -> str:
+    lines = []
+    same = [d for d in rep.rules if d.relation == "equivalent"]
+    for d in [*(d for d in rep.rules if d.relation != "equivalent"), rep.whole]:
+        label = "the error rules" if d.rule == "*" else f"rule {d.rule}"
+        extra = "" if d.in_old and d.in_new else (" (only in OLD)" if d.in_old
+                                                   else " (only in NEW)")
+        lines.append(f"{label}{extra}: {d.relation}"
+                     + (f" ({d.reason})" if d.reason else ""))
+        for side, a, b in ((d.old_only, "OLD", "NEW"), (d.new_only, "NEW", "OLD")):
+            if side.witness is not None:
+                lines.append(f"    {_where(side.witness)} passes {a}, fails {b} "
+                             f"{side.message}")
+    if same:
+        lines.append(f"equivalent: {', '.join(d.rule for d in same)}")
+    for n in rep.notes:
+        lines.append(f"note: {n}")
+    lines.append(f"{new} vs {old}: {rep.relation} (layouts of 1 to {rep.parts} parts of "
+                 f"{', '.join(rep.types)}; {rep.seconds:.2f} s)")
+    return "\n".join(lines)
+
+
+def _json(rep: Any) -> dict:
+    return tagged("diff", {"relation": rep.relation, "parts": rep.parts,
+                           "types": list(rep.types),
+                           "rules": [d.to_json() for d in rep.rules],
+                           "witnesses": {"old_only": rep.whole.old_only.witness,
+                                         "new_only": rep.whole.new_only.witness},
+                           "whole": rep.whole.to_json(), "notes": rep.notes,
+                           "seconds": round(rep.seconds, 4)})
+
+
+def _write_witnesses(rep: Any, folder: Path) -> None:
+    """Each witness as a layout file (checkable with `cellspec check CELL FILE`)."""
+    from cellspec.core.io import atomic_write  # lazy: only with --witness-dir
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CellspecError(f"--witness-dir: cannot create {folder}: {exc.strerror}") from None
+    for d in [rep.whole, *rep.rules]:
+        for side in ("old_only", "new_only"):
+            w = getattr(d, side).witness
+            if w is not None:
+                name = f"{side}.json" if d.rule == "*" else f"{d.rule}.{side}.json"
+                atomic_write(folder / name, json.dumps(w, indent=2) + "\n")
+
+
+def _git_text(ref: str, path: str) -> str:
+    """The text of ``path`` as committed at ``ref`` (CellspecError naming why not)."""
+    import subprocess  # lazy: only with --against
+
+    p = Path(path)
+    if not p.is_file():
+        raise CellspecError(f"{path}: no such file")
+    try:
+        r = subprocess.run(["git", "-C", str(p.resolve().parent), "show",
+                            f"{ref}:./{p.name}"], capture_output=True, timeout=30,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CellspecError(f"--against: cannot run git: {exc}") from None
+    if r.returncode != 0:
+        why = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise CellspecError(f"--against {ref}: {path} not read from git: "
+                            f"{why[-1] if why else 'git show failed'}")
+    try:
+        return r.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CellspecError(f"--against {ref}: {path} is not UTF-8 text there") from None
+
+
+def _inputs(a: argparse.Namespace) -> None:
+    """Set ``a.old``, ``a.new`` (paths, as shown) from the positionals and --against."""
+    if a.against is not None:
+        if len(a.files) != 1:
+            raise CellspecError("diff --against GITREF takes one FILE")
+        a.new = a.files[0]
+        a.old = f"{a.files[0]}@{a.against}"
+    else:
+        if len(a.files) != 2:
+            raise CellspecError("diff takes OLD.cell NEW.cell (or --against GITREF FILE)")
+        a.old, a.new = a.files
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code."""
+    check_seconds(a.time_limit, "--time-limit")
+    _inputs(a)
+    a.max_memory = parse_memory(a.max_memory)
+
+    def compute():  # in the worker
+        # lazy: the parser and Z3 load in the worker, not at CLI start-up
+        from cellspec.dsl.parser import load_cell, parse_text
+        from cellspec.solver.formal.diff import diff
+
+        if a.against is not None:  # OLD's text from git, read as if it stood at FILE
+            text = _git_text(a.against, a.new)
+            old = load_cell(a.new, parsed=(text, parse_text(text, a.old)))
+        else:
+            old = load_cell(a.old)
+        new = load_cell(a.new)  # both valid before any output
+        return diff(old, new, a.parts, rule=a.rule, timeout=remaining(a.time_limit))
+
+    got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
+    if isinstance(got, LimitHit):
+        return print_stopped(got, a.format, tagged("diff", {
+            "relation": "unknown", "parts": a.parts, "types": [], "rules": [],
+            "witnesses": {"old_only": None, "new_only": None}, "notes": [got.reason],
+            "seconds": round(got.seconds, 4)}),
+            f"{a.new} vs {a.old}: unknown ({got.seconds:.2f} s): {got.reason}")
+    if a.witness_dir:
+        _write_witnesses(got, Path(a.witness_dir))
+    print(json.dumps(_json(got), indent=2) if a.format == "json" else _pretty(got, a.old, a.new))
+    if got.relation == "unknown":
+        return EXIT_INPUT
+    return EXIT_OK if got.relation == "equivalent" else EXIT_FAIL
