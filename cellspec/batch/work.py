@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import re
+import resource
 import signal
 import threading
 import time
@@ -217,12 +218,22 @@ def _work(verb: str, cell: Cell, layout: Layout, options: dict[str, Any]) -> tup
         if unmappable(exc):
             raise MemoryError from None
         return ("internal", f"{type(exc).__name__}: {exc}")
+    except SystemError as exc:  # CPython's allocation failure inside an import or a call
+        if _capped() and "returned NULL" in str(exc):
+            raise MemoryError from None
+        return ("internal", f"{type(exc).__name__}: {exc}")
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - a bug for this layout: its record
         return ("internal", f"{type(exc).__name__}: {exc}")
 
 
+
+
+def _capped() -> bool:
+    """Whether this process runs under an address-space cap (a --max-memory child)."""
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return soft != resource.RLIM_INFINITY
 
 
 def _record(verb: str, bound: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
