@@ -51,7 +51,8 @@ def _declared() -> set[str]:
 def _imports() -> dict[str, str]:
     """Top-level module -> the first file importing it, over cellspec/, tests/, bench/."""
     local = {p.stem for p in (REPO / "tests").glob("*.py")} | {
-        p.stem for p in (REPO / "bench").glob("*.py")} | {"cellspec", "tests", "bench"}
+        p.stem for p in (REPO / "bench").glob("*.py")} | {
+        p.stem for p in (REPO / "tests" / "data").rglob("*.py")} | {"cellspec", "tests", "bench"}
     out: dict[str, str] = {}
     files = [*sorted((REPO / "cellspec").rglob("*.py")), *sorted((REPO / "tests").glob("*.py"))]
     for f in files:

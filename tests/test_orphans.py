@@ -101,7 +101,8 @@ def test_design_worker_dies_when_the_verb_is_killed(tmp_path: Path) -> None:
         p = subprocess.Popen(
             [sys.executable, "-m", "cellspec", "design", "build a 3-cube tower at x 0.4 y 0.2",
              "--cell", str(STATION), "--adapter", "openai", "--model", "m", "--base-url", url,
-             "--timeout", "60", "--retries", "0", "-q"],
+             "--timeout", "60", "--retries", "0", "-q",
+             "--translate", "model"],  # hybrid (the default) would ask no model here
             cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=preexec_die_with_parent)
         workers: list[int] = []
