@@ -206,3 +206,20 @@ def test_plan_of_a_layout_that_cannot_stand_exits_1(station, tmp_path, capsys):
     assert "   1  s1" not in out  # no order is printed
     assert main(["plan", str(STATION), str(f), "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["status"] == "infeasible"
+
+
+def test_a_layout_too_dense_to_sequence_is_unknown_not_an_internal_error(tmp_path):
+    # 20 000 cubes on one heap: more candidate pairs than the broad phase allows (was exit
+    # 3, "internal error: TooDense")
+    import json
+    import random
+
+    from cellspec.cli import main
+
+    rng = random.Random(2)
+    parts = [{"id": f"c{k}", "type": "cube",
+              "pos": [round(rng.uniform(0.2, 0.7), 4), round(rng.uniform(0.05, 0.5), 4),
+                      round(rng.uniform(0.025, 0.3), 4)]} for k in range(20_000)]
+    lay = tmp_path / "heap.json"
+    lay.write_text(json.dumps({"units": "m", "parts": parts}))
+    assert main(["plan", "rules/cells/dual_arm_station.cell", str(lay)]) == 2

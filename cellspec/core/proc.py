@@ -25,6 +25,11 @@ from typing import Any
 
 PR_SET_PDEATHSIG = 1
 ORPHAN_EXIT = 87  # a worker's exit code when it ended because its parent was gone
+# how a child under an address-space cap dies when the cap refuses memory: a MemoryError
+# (86), an error raised while it could not allocate (70: e.g. a SystemError in an import,
+# or the result not pickled), OpenBLAS's exit(1) when its buffers are refused, or a C++
+# library's abort or fault on a failed allocation
+CAPPED_DEATHS = (86, 70, 1, -signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS)
 
 
 def set_pdeathsig(sig: int = signal.SIGKILL) -> bool:
@@ -158,8 +163,7 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
         if isinstance(got, tuple) and len(got) == 2:
             return got
     code = os.waitstatus_to_exitcode(status)
-    if extra_memory is not None and code in (86, -signal.SIGABRT, -signal.SIGSEGV,
-                                             -signal.SIGBUS):
+    if extra_memory is not None and code in CAPPED_DEATHS:
         return ("memory", None)
     return ("crash", code)
 
@@ -336,8 +340,7 @@ class Sandbox:
         _, status = os.waitpid(pid, 0)
         self.pid = None
         code = os.waitstatus_to_exitcode(status)
-        if self.extra_memory is not None and code in (86, -signal.SIGABRT,
-                                                      -signal.SIGSEGV, -signal.SIGBUS):
+        if self.extra_memory is not None and code in CAPPED_DEATHS:
             return ("memory", None)
         return ("crash", code)
 

@@ -325,8 +325,14 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
 
     t0 = time.perf_counter()
     inst = build_instance(cell, layout)
-    st, steps, method, reason, conflict = solve_order(cell, inst, time_limit)
     orules = order_rule_names(cell)
+    try:
+        st, steps, method, reason, conflict = solve_order(cell, inst, time_limit)
+    except g.TooDense as exc:  # a size limit, like check's: unknown, never an internal error
+        return PlanResult(status=Status.UNKNOWN, method="none", order_rules=orules,
+                          reason=f"the layout has more than {exc.limit} pairs of parts in "
+                          "contact range: far denser than a buildable cell (many parts at "
+                          "the same place?)", seconds=time.perf_counter() - t0)
     if st != Status.OPTIMAL:
         return PlanResult(status=st, method=method, reason=reason, conflict=conflict,  # type: ignore[arg-type]
                           order_rules=orules, seconds=time.perf_counter() - t0)
