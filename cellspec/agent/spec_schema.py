@@ -402,18 +402,25 @@ def _example(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(", ", ": "))
 
 
-def translate_prompt(cell: Any) -> str:
-    """The system prompt of a translation: the kinds of the design language with their
-    parameters, the lexicon's synonyms, the cell's part types and limits, a few examples."""
+def _prompt_facts(cell: Any) -> tuple[str, str, str]:
+    """What both translation prompts say of the language and the cell: the kinds with their
+    parameters, the lexicon's synonyms of each kind, the cell's part types with sizes."""
     raw = lexicon().raw
     kinds = "; ".join(f"{k}(" + ", ".join(f"{p}: {PARAM_WORDS.get(p, p)}" for p in ps) + ")"
                       for k, ps in KINDS.items())
     syn = "; ".join(f"{DESIGN_KIND.get(k, k)} = {', '.join(ws[:4])}"
                     for k, ws in raw["kind"].items() if DESIGN_KIND.get(k, k) in KINDS
                     and k not in DESIGN_KIND)
-    ws = cell.workspace
     types = ", ".join(f"{n} ({float(t.size[0]):g} x {float(t.size[1]):g} x "
                       f"{float(t.size[2]):g} m)" for n, t in cell.part_types.items())
+    return kinds, syn, types
+
+
+def translate_prompt(cell: Any) -> str:
+    """The system prompt of a translation: the kinds of the design language with their
+    parameters, the lexicon's synonyms, the cell's part types and limits, a few examples."""
+    kinds, syn, types = _prompt_facts(cell)
+    ws = cell.workspace
     pp = part_param()
     part = (f" Part types: {types}; set {pp} only when the command names one."
             if len(cell.part_types) > 1 and pp else f" Parts: {types}.")
@@ -500,15 +507,8 @@ DSL_EXAMPLES: tuple[tuple[str, str], ...] = (
 def dsl_prompt(cell: Any) -> str:
     """The system prompt of a grammar-constrained translation: the kinds with their
     parameters, the lexicon's synonyms, the cell, examples written in the language."""
-    raw = lexicon().raw
-    kinds = "; ".join(f"{k}(" + ", ".join(f"{p}: {PARAM_WORDS.get(p, p)}" for p in ps) + ")"
-                      for k, ps in KINDS.items())
-    syn = "; ".join(f"{DESIGN_KIND.get(k, k)} = {', '.join(ws[:4])}"
-                    for k, ws in raw["kind"].items() if DESIGN_KIND.get(k, k) in KINDS
-                    and k not in DESIGN_KIND)
+    kinds, syn, types = _prompt_facts(cell)
     ws = cell.workspace
-    types = ", ".join(f"{n} ({float(t.size[0]):g} x {float(t.size[1]):g} x "
-                      f"{float(t.size[2]):g} m)" for n, t in cell.part_types.items())
     pp = part_param()
     part = (f" Part types: {types}; write {pp}=NAME only when the command names one."
             if len(cell.part_types) > 1 and pp else f" Parts: {types}.")
