@@ -76,17 +76,23 @@ class Deadline:
         return t
 
 
+def _chunk(resp: http.client.HTTPResponse, sock: Any, dl: Deadline) -> bytes:
+    """The next piece of the body (b"" at its end), the read bounded by what is left of the
+    deadline (LLMUnavailable when it passes)."""
+    if sock is not None:
+        sock.settimeout(dl.left())
+    try:
+        return resp.read1(CHUNK)
+    except TimeoutError:
+        dl.left()
+        raise LLMUnavailable("the LLM call timed out") from None
+
+
 def _read_body(resp: http.client.HTTPResponse, sock: Any, dl: Deadline, cap: int) -> bytes:
     """The body, read in chunks, each read bounded by what is left of the deadline."""
     out = bytearray()
     while True:
-        if sock is not None:
-            sock.settimeout(dl.left())
-        try:
-            chunk = resp.read1(CHUNK)
-        except TimeoutError:
-            dl.left()
-            raise LLMUnavailable("the LLM call timed out") from None
+        chunk = _chunk(resp, sock, dl)
         if not chunk:
             return bytes(out)
         out += chunk
@@ -107,13 +113,7 @@ def _sse(resp: http.client.HTTPResponse, sock: Any, dl: Deadline, cap: int,
     n = size = 0
     buf = b""
     while True:
-        if sock is not None:
-            sock.settimeout(dl.left())
-        try:
-            chunk = resp.read1(CHUNK)
-        except TimeoutError:
-            dl.left()
-            raise LLMUnavailable("the LLM call timed out") from None
+        chunk = _chunk(resp, sock, dl)
         if not chunk:
             break
         size += len(chunk)
