@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,50 @@ def features_cell():
     import cellspec
 
     return cellspec.load_cell(str(FEATURES))
+
+
+@contextlib.contextmanager
+def loopback_server(on_accept: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that hands each connection to ``on_accept`` and holds it
+    open until the end (a peer that says nothing unless ``on_accept`` does); yields its
+    port. The accept loop and the connections end with the block."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            held.append(c)
+            on_accept(c)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join(2)
+        for c in held:
+            c.close()
+        srv.close()
+
+
+# a one-robot cell with a supply area, ``{robot}`` the robot's model (or URDF) clause
+ROBOT_CELL = """import physical
+
+cell c {{
+    units m
+    workspace x [0.30, 0.70] y [-0.25, 0.25] z [0.00, 0.30]
+    surface table z 0
+    part cube size (0.05, 0.05, 0.05) mass 0.1
+    robot arm {robot} base (0, 0, 0) gripper parallel opening 0.08 depth 0.02
+    supply feeder x [0.30, 0.40] y [-0.45, -0.35] z [0.00, 0.10]
+}}
+"""

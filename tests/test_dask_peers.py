@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import REPO, STATION
+from conftest import REPO, STATION, loopback_server
 
 from cellspec.cli import main
 
@@ -25,37 +24,15 @@ RULES = REPO / "rules" / "cells" / "sort_cubes.cell"
 def peer(mode: str) -> Iterator[str]:
     """A TCP peer on 127.0.0.1: ``garbage`` sends 0xff bytes, ``silent`` says nothing,
     ``close`` hangs up at once. Yields its tcp:// address."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                continue
-            if mode == "close":
-                c.close()
-                continue
-            held.append(c)
-            if mode == "garbage":
-                with contextlib.suppress(OSError):
-                    c.sendall(b"\xff" * 4096)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        yield f"tcp://127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        stop.set()
-        t.join(2)
-        for c in held:
+    def on_accept(c: socket.socket) -> None:
+        if mode == "close":
             c.close()
-        srv.close()
+        elif mode == "garbage":
+            with contextlib.suppress(OSError):
+                c.sendall(b"\xff" * 4096)
+
+    with loopback_server(on_accept) as port:
+        yield f"tcp://127.0.0.1:{port}"
 
 
 def _run(capsys, args: list[str]) -> tuple[int, str, float]:

@@ -6,22 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROBOT_CELL
 
 from cellspec.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PANDA = (ROOT / "rules" / "cells" / "panda_table.cell").read_text()
-CELL = """import physical
-
-cell c {{
-    units m
-    workspace x [0.30, 0.70] y [-0.25, 0.25] z [0.00, 0.30]
-    surface table z 0
-    part cube size (0.05, 0.05, 0.05) mass 0.1
-    robot arm {robot} base (0, 0, 0) gripper parallel opening 0.08 depth 0.02
-    supply feeder x [0.30, 0.40] y [-0.45, -0.35] z [0.00, 0.10]
-}}
-"""
+CELL = ROBOT_CELL
 
 
 def _run(capsys, *args: str | Path) -> tuple[int, str]:

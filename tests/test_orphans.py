@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, STATION
+from conftest import REPO, STATION, loopback_server
 
 from cellspec.core.proc import preexec_die_with_parent, set_pdeathsig
 
@@ -61,32 +60,9 @@ def wait_until(cond, timeout: float) -> bool:
 def silent_server() -> Iterator[tuple[str, threading.Event]]:
     """An HTTP 'model server' on 127.0.0.1 that accepts connections and never answers:
     its base URL and an event set when a client has connected."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    connected, stop = threading.Event(), threading.Event()
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                continue
-            held.append(c)
-            connected.set()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}/v1", connected
-    finally:
-        stop.set()
-        t.join(2)
-        for c in held:
-            c.close()
-        srv.close()
+    connected = threading.Event()
+    with loopback_server(lambda c: connected.set()) as port:
+        yield f"http://127.0.0.1:{port}/v1", connected
 
 
 def _env() -> dict[str, str]:

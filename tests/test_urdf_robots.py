@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pybullet_data
 import pytest
+from conftest import ROBOT_CELL
 
 import cellspec
 from cellspec.robots.custom import spec_of
@@ -22,17 +23,7 @@ from cellspec.robots.models import robot_spec
 from cellspec.robots.twin import Twin
 
 DATA = Path(pybullet_data.getDataPath())
-CELL = """import physical
-
-cell c {{
-    units m
-    workspace x [0.30, 0.70] y [-0.25, 0.25] z [0.00, 0.30]
-    surface table z 0
-    part cube size (0.05, 0.05, 0.05) mass 0.1
-    robot arm {robot} base (0, 0, 0) gripper parallel opening 0.08 depth 0.02
-    supply feeder x [0.30, 0.40] y [-0.45, -0.35] z [0.00, 0.10]
-}}
-"""
+CELL = ROBOT_CELL
 GENERIC = {
     "kuka_iiwa": f'urdf "{DATA}/kuka_iiwa/model.urdf" tcp lbr_iiwa_link_7 offset (0, 0, 0.045)',
     "panda": f'urdf "{DATA}/franka_panda/panda.urdf" tcp panda_link8',
