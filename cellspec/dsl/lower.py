@@ -43,8 +43,27 @@ def lower_rule(b: CellBuilder, st: Any, cell: dict[str, Any]) -> Rule | None:
         return None
     top = tuple(ir.top_domains(body))
     _check_message(b, st, top, body)
+    weight = _weight(b, st)
+    if weight is None:
+        return None
     return Rule(name=st.name, message=unescape(st.message), severity=st.severity or "error",
-                body=body, source=b.src(st))
+                body=body, source=b.src(st), weight=weight)
+
+
+def _weight(b: CellBuilder, st: Any) -> int | None:
+    """The rule's weight: 1 unless a preference says ``weight W`` (a positive whole number);
+    None after reporting a bad one to ``b``."""
+    text = getattr(st, "weight", None) or ""
+    if not text:
+        return 1
+    if st.severity != "preference":
+        b.err(st, f"rule {st.name}: `weight` applies only to `severity preference` "
+                  f"(this rule is {st.severity or 'error'})")
+        return None
+    if not text.isdigit() or int(text) < 1:
+        b.err(st, f"rule {st.name}: weight must be a positive whole number, not {text}")
+        return None
+    return int(text)
 
 
 def _check_message(b: CellBuilder, st: Any, top: tuple[str, ...], body: ir.Node) -> None:

@@ -184,9 +184,12 @@ class Rule(_Frozen):
 
     name: str
     message: str
-    severity: Literal["error", "warning"]
+    severity: Literal["error", "warning", "preference"]
     body: Node
     source: Source
+    # a preference's weight (a positive whole number, default 1); each binding of the outer
+    # variables that violates the body costs ``weight``. Errors and warnings keep 1.
+    weight: int = 1
 
     @property
     def top_vars(self) -> tuple[str, ...]:

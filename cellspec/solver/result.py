@@ -20,7 +20,7 @@ class Violation(BaseModel):
     parts: tuple[str, ...]
     message: str
     source: str
-    severity: Literal["error", "warning"] = "error"
+    severity: Literal["error", "warning", "preference"] = "error"
     zones: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
