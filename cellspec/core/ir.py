@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from cellspec.core.relations import BUILTINS
+from cellspec.core.relations import names as relation_names
+
 NUMERIC_ATTRS: dict[str, str] = {
     "x": "centre x",
     "y": "centre y",
@@ -27,60 +30,21 @@ NUMERIC_ATTRS: dict[str, str] = {
 }
 SYMBOL_ATTRS: dict[str, str] = {"type": "part type name", "gripper": "vacuum or parallel"}
 
-# Built-in relations: argument kinds. "part" is a part variable, "zone" a keep-out
-# name, `workspace` or a keep-out variable, "surface_or_part" a surface name or a
-# part variable, "length" a constant in metres, "axis" x or y, "robot" a robot name or
-# a robot variable (`forall r in robot`, language version 2).
-RELATIONS: dict[str, tuple[str, ...]] = {
-    "contact": ("part", "part"),
-    "overlaps": ("part", "part"),
-    "supports": ("part", "part"),
-    "above": ("part", "part"),
-    "on": ("part", "surface_or_part"),
-    "near": ("part", "part", "length"),
-    "inside": ("part", "zone"),
-    "intersects": ("part", "zone"),
-    "before": ("part", "part"),
-    "flanks": ("part", "part", "axis"),
-    "grounded": ("part",),
-    "stable": ("part",),
-    "placed_stable": ("part",),
-    "reachable": ("part", "robot"),
-}
-RELATION_DOCS: dict[str, str] = {
-    "contact": "boxes touch or overlap: on every axis the gap is at most eps",
-    "overlaps": "interiors intersect by more than eps on every axis",
-    "supports": "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
-    "above": "above(p, q): p's bottom is at or above q's top (within eps), "
-    "footprints overlap > eps",
-    "on": "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
-    "near": "near(p, q, d): on every axis the gap between the boxes is at most d",
-    "inside": "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
-    "intersects": "intersects(p, z): p's box enters zone z by more than eps",
-    "before": "before(p, q): p comes before q in the layout's order",
-    "flanks": "flanks(q, p, a): q stands beside p along axis a, within the parallel gripper's "
-    "finger clearance, at p's grasp height; q blocks a grip of p along a",
-    "grounded": "grounded(p): p rests on one of the cell's surfaces",
-    "stable": "stable(p): p does not topple or slide off what carries it: contact forces, "
-    "pushing only and within the cell's friction, balance the weight of p's structure with "
-    "every centre of mass moved by the cell's stability margin in any horizontal direction; "
-    "touching side faces push without friction (they never clamp); a part resting on "
-    "nothing is gravity's to report (cellspec/solver/stability.py)",
-    "placed_stable": "placed_stable(p): when p is placed (the layout's order), the structure it "
-    "joins stands as stable() defines, with the margin: every stage of construction",
-    "reachable": "reachable(p, r): p's grasp point (the centre of its top face) is within "
-    "robot r's declared reach of its base (straight-line distance) and inside r's "
-    "`reachable` box when the cell declares one; a robot with neither reaches everywhere",
-}
+# Built-in relations (cellspec/core/relations.py): argument kinds. "part" is a part
+# variable, "zone" a keep-out name, `workspace` or a keep-out variable, "surface_or_part" a
+# surface name or a part variable, "length" a constant in metres, "axis" x or y, "robot" a
+# robot name or a robot variable (`forall r in robot`, language version 2).
+RELATIONS: dict[str, tuple[str, ...]] = {r.name: r.args for r in BUILTINS.values()}
+RELATION_DOCS: dict[str, str] = {r.name: r.doc for r in BUILTINS.values()}
 # what the quantifier domains range over (`forall v in DOMAIN`; parts without `in`)
 DOMAIN_DOCS: dict[str, str] = {
     "part": "the layout's parts (`forall p:`, `forall p in TYPE:` for one part type)",
     "keepout": "the cell's keep-out zones (`forall k in keepout:`)",
     "robot": "the cell's robots (`forall r in robot:`, language version 2)",
 }
-PAIR_RELATIONS = frozenset({"contact", "overlaps", "supports", "near", "flanks"})
-COLUMN_RELATIONS = frozenset({"above"})
-ORDER_RELATIONS = frozenset({"before", "placed_stable"})
+PAIR_RELATIONS = relation_names(lambda r: r.family == "pair")
+COLUMN_RELATIONS = relation_names(lambda r: r.family == "column")
+ORDER_RELATIONS = relation_names(lambda r: r.reads_order)
 
 
 @dataclass(frozen=True)

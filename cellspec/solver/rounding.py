@@ -20,26 +20,18 @@ from fractions import Fraction
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir, shapes
+from cellspec.core import ir, relations, shapes
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, Instance
 from cellspec.solver.rounding_cmp import cmp_notes
 
-# which relations of the rules each check decides (a rule reading none of them cannot change
-# its verdict because of that check)
+# the checks of the analysis; which relations of the rules each decides (a rule reading none
+# of them cannot change its verdict because of that check) is each relation's own
+# ``rounding`` (cellspec/core/relations.py)
+CHECKS = ("contact", "overlaps", "supports", "workspace", "reachable", "near", "footprint",
+          "above", "flanks", "inside", "intersects", "on")
 ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
-    "contact": frozenset({"contact"}),
-    "overlaps": frozenset({"overlaps"}),
-    "supports": frozenset({"supports", "on", "stable", "placed_stable"}),
-    "workspace": frozenset({"inside"}),
-    "reachable": frozenset({"reachable"}),
-    "near": frozenset({"near"}),
-    "footprint": frozenset({"supports", "above", "on", "stable", "placed_stable"}),
-    "above": frozenset({"above"}),
-    "flanks": frozenset({"flanks"}),
-    "inside": frozenset({"inside"}),
-    "intersects": frozenset({"intersects"}),
-    "on": frozenset({"on", "grounded", "stable", "placed_stable"}),
+    **{c: relations.names(lambda r, c=c: c in r.rounding) for c in CHECKS},
     "comparison": frozenset({"<cmp>"}),  # an attribute comparison the rules read
 }
 PAIR_CHECKS = ("contact", "overlaps", "supports", "above", "near", "flanks")

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance, lin_to_int
 from cellspec.solver.reference import Reference, _compare
 from cellspec.solver.rounding import cell_lengths, exact_boxes, exact_surface, exact_zone
 
 MAX_EXACT_PARTS = 200  # the reference evaluator is brute force
-NOT_EXACT = frozenset({"stable", "placed_stable"})
+NOT_EXACT = relations.names(lambda r: r.lp)
 
 
 class _Scaled(Reference):

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.solver.instance import lin_to_int
 
 # pair relations whose rows the backend computes in numpy (both orientations)
-PAIR_RELATIONS = ("contact", "overlaps", "supports", "above", "near")
+PAIR_RELATIONS = relations.names(lambda r: r.pushdown and r.family in ("pair", "column"))
 
 OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -169,7 +169,7 @@ def projection(rest: list, sels: list[tuple[Selection, list]], q: str, p: str,
 # a literal of one part decided per part in numpy: (kind, ...) with kind one of
 # rel (grounded, stable, placed_stable: (name,); on, inside, intersects: (name, place)),
 # proj (a Projection's name), type / gripper (value), cmp ((attr, k)..., op, rhs)
-UNARY_RELATIONS = ("grounded", "stable", "placed_stable", "on", "inside", "intersects")
+UNARY_RELATIONS = relations.names(lambda r: r.pushdown and r.family not in ("pair", "column"))
 
 
 @dataclass(frozen=True)

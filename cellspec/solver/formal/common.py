@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
@@ -16,9 +16,9 @@ from cellspec.solver.smt.backend import seed_z3
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_BINDINGS = 5_000_000
 # relations decided by the stability LP, which Z3 does not encode
-STABILITY_RELATIONS = frozenset({"stable", "placed_stable"})
+STABILITY_RELATIONS = relations.names(lambda r: r.lp)
 # relations Z3 decides for fixed positions only (robust and lint move the parts)
-FIXED_ONLY_RELATIONS = frozenset({"reachable"})
+FIXED_ONLY_RELATIONS = relations.names(lambda r: r.smt and r.moving is not None)
 
 
 def moving_refusal(rules: list[Rule], what: str) -> str | None:
@@ -28,9 +28,17 @@ def moving_refusal(rules: list[Rule], what: str) -> str | None:
     if not bad:
         return None
     named = ", ".join(f"'{r.name}' ({r.source})" for r in bad)
-    return (f"unsupported: {what} cannot decide rule {named}: it uses reachable(p, r), whose "
-            "distance to the robot's base is not linear in the parts' positions (check the "
+    used = [rel for rel in relations.BUILTINS.values() if rel.name in FIXED_ONLY_RELATIONS
+            and any(ir.uses_relation(r.body, {rel.name}) for r in bad)]
+    why = "; ".join(f"{rel.name}({', '.join(_ARG_VARS[a] for a in rel.args)}), whose "
+                    f"{rel.moving}" for rel in used)
+    return (f"unsupported: {what} cannot decide rule {named}: it uses {why} (check the "
             "layout itself with `cellspec check`)")
+
+
+# how a refusal writes a relation's arguments: reachable(p, r)
+_ARG_VARS = {"part": "p", "robot": "r", "zone": "z", "surface_or_part": "s", "length": "d",
+             "axis": "a"}
 
 
 def timeout_ms(timeout: float | None) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.shapes import flanks_margin
 from cellspec.core.status import InternalError
@@ -28,8 +28,7 @@ from cellspec.solver.smt.shapes import LinShapes, NotLinear, lin_shapes
 
 # the relations this backend encodes (geometry.py semantics); anything else, e.g. a
 # relation computed by another solver such as stable(p), is refused by name
-RELATIONS = frozenset({"contact", "overlaps", "supports", "above", "on", "near", "inside",
-                       "intersects", "before", "flanks", "grounded", "reachable"})
+RELATIONS = relations.names(lambda r: r.smt)
 FEATURES = frozenset({"forall", "exists", "count", "linear arithmetic", "type", "gripper",
                       *RELATIONS})
 

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, lin_to_int
 from cellspec.solver.reference import free_vars
 from cellspec.solver.smt import shapes as shp
 from cellspec.solver.smt.formula import UNK, Builder, add, const, scale
 
-PAIR_RELS = frozenset({"contact", "overlaps", "supports", "above", "near", "flanks"})
+PAIR_RELS = relations.names(lambda r: r.family in ("pair", "column"))
 # corner index: x0 x1 y0 y1 z0 z1
 _ATTR_COL = {"top": 5, "zmax": 5, "bottom": 4, "zmin": 4, "xmin": 0, "xmax": 1, "ymin": 2,
              "ymax": 3}

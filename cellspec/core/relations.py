@@ -1,0 +1,142 @@
+"""The built-in relations of the rule language, one :class:`Relation` each, in one table.
+
+A relation carries everything the rest of the package asks about it: its argument kinds
+and its sentence for the docs and the language server, its meaning on the grid (a
+function of cellspec/core/geometry.py on integer boxes) and on shapes (the same function
+of cellspec/core/shapes.py on yawed boxes and cylinders), the builtins.lp program part
+that defines it in ASP, whether Z3 encodes it, which rounding checks can change its truth,
+whether the checks that move parts decide it, and whether the numpy kernel decides it
+before clingo grounds. Every backend's list of what it supports, the IR's arity table and
+the rounding analysis read this table; adding a relation is one entry here (plus the
+functions and encodings it names, and its tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cellspec.core import geometry as g
+from cellspec.core import shapes as sh
+
+# what two parts of a relation have to do with each other, which says how every backend
+# enumerates it: "pair" (candidate pairs of the broad phase, within the relation margin),
+# "column" (pairs whose footprints come close, at any height), "zone" (a part and a zone),
+# "surface" (a part and the cell's surfaces), "part" (one part), "robot" (a part and a
+# robot), "order" (the placement order)
+FAMILIES = ("pair", "column", "zone", "surface", "part", "robot", "order")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One built-in relation and what each part of the package needs to know about it."""
+
+    name: str
+    args: tuple[str, ...]  # argument kinds (core/ir.py: part, zone, surface_or_part, ...)
+    doc: str  # one sentence: docs/language.md, the language server's hover
+    family: str  # one of FAMILIES
+    # meaning on the grid (integer boxes, geometry.py) and on shapes (shapes.py); a zone
+    # relation's functions take a box zone, ``half`` the pair for a half-space zone
+    grid: Callable[..., Any] | None = None
+    shape: Callable[..., Any] | None = None
+    half: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+    # the builtins.lp program part that defines it ("" for none: its atoms come from the
+    # numpy kernel or another solver); tests/test_relations.py checks the file against it
+    asp: str = ""
+    # the numpy kernel decides it before clingo grounds (asp/pushdown.py): a pair
+    # relation's rows become selections, a one-part relation's atoms per-part facts
+    pushdown: bool = False
+    smt: bool = True  # Z3 encodes it (solver/smt/ground.py); False: refused by name
+    lp: bool = False  # decided by the stability LP (solver/stability.py)
+    reads_order: bool = False  # needs the layout's placement order
+    # why the checks that move parts (robust, lint, diff) cannot decide it ("whose ..."),
+    # None: they do
+    moving: str | None = None
+    # the rounding checks (solver/rounding.py) whose change can change its truth
+    rounding: tuple[str, ...] = ()
+
+    @property
+    def arity(self) -> int:
+        """The number of arguments."""
+        return len(self.args)
+
+
+_STAB = ("supports", "footprint", "on")  # what a stability verdict reads of the grid
+
+BUILTINS: dict[str, Relation] = {r.name: r for r in (
+    Relation("contact", ("part", "part"),
+             "boxes touch or overlap: on every axis the gap is at most eps",
+             "pair", g.contact, sh.contact, asp="contact", pushdown=True,
+             rounding=("contact",)),
+    Relation("overlaps", ("part", "part"),
+             "interiors intersect by more than eps on every axis",
+             "pair", g.overlaps, sh.overlaps, asp="overlaps", pushdown=True,
+             rounding=("overlaps",)),
+    Relation("supports", ("part", "part"),
+             "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
+             "pair", g.supports, sh.supports, asp="supports", pushdown=True,
+             rounding=("supports", "footprint")),
+    Relation("above", ("part", "part"),
+             "above(p, q): p's bottom is at or above q's top (within eps), "
+             "footprints overlap > eps",
+             "column", g.above, sh.above, asp="above", pushdown=True,
+             rounding=("footprint", "above")),
+    Relation("on", ("part", "surface_or_part"),
+             "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
+             "surface", g.on_surface, sh.on_surface, asp="surfaces", pushdown=True,
+             rounding=_STAB),
+    Relation("near", ("part", "part", "length"),
+             "near(p, q, d): on every axis the gap between the boxes is at most d",
+             "pair", g.near, sh.near, asp="near", pushdown=True, rounding=("near",)),
+    Relation("inside", ("part", "zone"),
+             "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
+             "zone", g.inside_box, sh.inside_box, (g.inside_half, sh.inside_half),
+             asp="zones", pushdown=True, rounding=("workspace", "inside")),
+    Relation("intersects", ("part", "zone"),
+             "intersects(p, z): p's box enters zone z by more than eps",
+             "zone", g.intersects_box, sh.intersects_box,
+             (g.intersects_half, sh.intersects_half), asp="zones", pushdown=True,
+             rounding=("intersects",)),
+    Relation("before", ("part", "part"),
+             "before(p, q): p comes before q in the layout's order",
+             "order", reads_order=True),
+    Relation("flanks", ("part", "part", "axis"),
+             "flanks(q, p, a): q stands beside p along axis a, within the parallel "
+             "gripper's finger clearance, at p's grasp height; q blocks a grip of p along a",
+             "pair", g.flanks, sh.flanks, asp="flanks", rounding=("flanks",)),
+    Relation("grounded", ("part",),
+             "grounded(p): p rests on one of the cell's surfaces",
+             "surface", g.on_surface, sh.on_surface, asp="surfaces", pushdown=True,
+             rounding=("on",)),
+    Relation("stable", ("part",),
+             "stable(p): p does not topple or slide off what carries it: contact forces, "
+             "pushing only and within the cell's friction, balance the weight of p's "
+             "structure with every centre of mass moved by the cell's stability margin in "
+             "any horizontal direction; touching side faces push without friction (they "
+             "never clamp); a part resting on nothing is gravity's to report "
+             "(cellspec/solver/stability.py)",
+             "part", pushdown=True, smt=False, lp=True, rounding=_STAB),
+    Relation("placed_stable", ("part",),
+             "placed_stable(p): when p is placed (the layout's order), the structure it "
+             "joins stands as stable() defines, with the margin: every stage of construction",
+             "part", pushdown=True, smt=False, lp=True, reads_order=True, rounding=_STAB),
+    Relation("reachable", ("part", "robot"),
+             "reachable(p, r): p's grasp point (the centre of its top face) is within "
+             "robot r's declared reach of its base (straight-line distance) and inside r's "
+             "`reachable` box when the cell declares one; a robot with neither reaches "
+             "everywhere",
+             "robot", g.reachable,
+             moving="distance to the robot's base is not linear in the parts' positions",
+             rounding=("reachable",)),
+)}
+
+
+def names(keep: Callable[[Relation], bool]) -> frozenset[str]:
+    """The names of the built-in relations ``keep`` accepts (a backend's declaration)."""
+    return frozenset(r.name for r in BUILTINS.values() if keep(r))
+
+
+def get(name: str) -> Relation:
+    """The built-in relation called ``name`` (KeyError for an unknown one)."""
+    return BUILTINS[name]
