@@ -14,6 +14,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.kernel import BoxKernel, kernel_of
 from cellspec.core.shapes import ShapesU, shapes_u
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
@@ -66,6 +67,11 @@ class Instance:
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    def kernel(self) -> BoxKernel:
+        """The parts' geometry kernel (cellspec/core/kernel.py): their boxes when every part
+        is plain, else their shapes; callers never branch on which."""
+        return kernel_of(self.boxes, self.shapes)
 
 
 def shape_rows(cell: Cell, layout: Layout, size: np.ndarray

@@ -169,23 +169,16 @@ class MessageContext:
             return "no order given"
         near = self._near(i)
         earlier = near[inst.order_pos[near] < inst.order_pos[i]]
-        B = inst.boxes
+        kern = inst.kernel()
         mine = np.full(len(earlier), i)
         if inst.grippers[i] == "vacuum":
-            if self.shapes is not None:
-                on_top = earlier[sh.supports(self.shapes, mine, earlier, inst.eps)]
-            else:
-                on_top = earlier[g.supports(B[i][None, :], B[earlier], inst.eps)]
+            on_top = earlier[kern.pair("supports", mine, earlier, inst.eps)]
             names = ", ".join(inst.ids[k] for k in on_top) or "nothing"
             return f"its top is covered by {names}"
         parts = []
         for axis in "xy":
-            if self.shapes is not None:  # along i's own axes
-                hit = earlier[sh.flanks(self.shapes, earlier, mine, axis, inst.opening,
-                                        inst.depth, inst.eps)]
-            else:
-                hit = earlier[g.flanks(B[earlier], B[i][None, :], axis, inst.opening,
-                                       inst.depth, inst.eps)]
+            hit = earlier[kern.flanks(earlier, mine, axis, inst.opening, inst.depth,
+                                      inst.eps)]  # along i's own axes
             names = ", ".join(inst.ids[k] for k in hit[:4]) + (" …" if len(hit) > 4 else "")
             label = f"its own {axis}" if self._shaped(i) else axis
             parts.append(f"{label} by {names}" if len(hit) else f"{label} free")

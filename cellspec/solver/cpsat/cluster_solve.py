@@ -16,7 +16,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat import exact
 from cellspec.solver.cpsat.clusters import Cluster
-from cellspec.solver.cpsat.placement import _components, _Geo
+from cellspec.solver.cpsat.placement import _Geo
 from cellspec.solver.cpsat.results import ClusterInfo
 from cellspec.solver.cpsat.rotate import PartTurns, chosen
 from cellspec.solver.instance import build_instance
@@ -115,10 +115,10 @@ def greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
             return None
         sub = dataclasses.replace(sub_layout(layout, parts), pos=pos.copy())
         inst = build_instance(cell, sub)
-        b, eps = inst.boxes, inst.eps
+        b = inst.boxes
         sup = exact.supports_one(inst)
         if comp_all is None:
-            comp_all = _components(b, eps) if inst.shapes is None else exact.components(inst)
+            comp_all = exact.components(inst)
         load = {where[p]}  # p and what rests on it, transitively
         grow = True
         while grow:

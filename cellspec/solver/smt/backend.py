@@ -18,7 +18,6 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.core.shapes import flanks_margin
 from cellspec.core.status import InternalError
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance
@@ -99,8 +98,8 @@ def _margin(inst: Instance, rules, boxes: np.ndarray) -> int:
     """The broad-phase margin; a yawed part's own size is smaller than its enclosing box's,
     so the fingers of a grip along its own axis may reach further (shapes.flanks_margin)."""
     m = pair_margin(rules, boxes, inst.eps, inst.opening, inst.depth)
-    if inst.shapes is not None and any(ir.uses_relation(r.body, {"flanks"}) for r in rules):
-        m = max(m, flanks_margin(inst.shapes, inst.eps, inst.opening, inst.depth) + 1)
+    if any(ir.uses_relation(r.body, {"flanks"}) for r in rules):
+        m = max(m, inst.kernel().flanks_margin(inst.eps, inst.opening, inst.depth) + 1)
     return m
 
 
