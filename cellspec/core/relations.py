@@ -49,6 +49,7 @@ class Relation:
     pushdown: bool = False
     smt: bool = True  # Z3 encodes it (solver/smt/ground.py); False: refused by name
     lp: bool = False  # decided by the stability LP (solver/stability.py)
+    symmetric: bool = False  # a pair relation with r(p, q) = r(q, p): one orientation decides
     reads_order: bool = False  # needs the layout's placement order
     # why the checks that move parts (robust, lint, diff) cannot decide it ("whose ..."),
     # None: they do
@@ -61,6 +62,17 @@ class Relation:
         """The number of arguments."""
         return len(self.args)
 
+    @property
+    def param(self) -> str | None:
+        """A pair relation's third argument kind: "length" (near's distance replaces eps),
+        "axis" (flanks' grip axis), or None."""
+        return self.args[2] if self.family in ("pair", "column") and self.arity == 3 else None
+
+    @property
+    def two_parts(self) -> bool:
+        """A pair or column relation: decided on two parts by the kernels' ``pair``."""
+        return self.family in ("pair", "column")
+
 
 _STAB = ("supports", "footprint", "on")  # what a stability verdict reads of the grid
 
@@ -68,11 +80,11 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("contact", ("part", "part"),
              "boxes touch or overlap: on every axis the gap is at most eps",
              "pair", g.contact, sh.contact, asp="contact", pushdown=True,
-             rounding=("contact",)),
+             symmetric=True, rounding=("contact",)),
     Relation("overlaps", ("part", "part"),
              "interiors intersect by more than eps on every axis",
              "pair", g.overlaps, sh.overlaps, asp="overlaps", pushdown=True,
-             rounding=("overlaps",)),
+             symmetric=True, rounding=("overlaps",)),
     Relation("supports", ("part", "part"),
              "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
              "pair", g.supports, sh.supports, asp="supports", pushdown=True,
@@ -88,7 +100,8 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
              rounding=_STAB),
     Relation("near", ("part", "part", "length"),
              "near(p, q, d): on every axis the gap between the boxes is at most d",
-             "pair", g.near, sh.near, asp="near", pushdown=True, rounding=("near",)),
+             "pair", g.near, sh.near, asp="near", pushdown=True, symmetric=True,
+             rounding=("near",)),
     Relation("inside", ("part", "zone"),
              "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
              "zone", g.inside_box, sh.inside_box, (g.inside_half, sh.inside_half),

@@ -18,11 +18,10 @@ from fractions import Fraction
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
-from cellspec.core import shapes as sh
+from cellspec.core import ir, relations
 from cellspec.dsl.model import Rule
 from cellspec.solver import stability
-from cellspec.solver.instance import BoxU, Instance, lin_to_int
+from cellspec.solver.instance import Instance, lin_to_int
 
 ViolationKey = tuple[str, tuple[str, ...]]
 MAX_PARTS = 2000  # dense n x n relation matrices: keep them small
@@ -54,6 +53,7 @@ class Reference:
     def __init__(self, inst: Instance):
         self.inst = inst
         self.B = inst.boxes
+        self.kern = inst.kernel()
         self._pair: dict[tuple, np.ndarray] = {}
         self._zone: dict[tuple, np.ndarray] = {}
         self._attr: dict[str, np.ndarray] = {}
@@ -64,53 +64,22 @@ class Reference:
         key = (name, *extra)
         m = self._pair.get(key)
         if m is None:
-            A = self.B[:, None, :]
-            Bm = self.B[None, :, :]
             e = self.inst.eps
-            if name == "flanks":
-                m = g.flanks(A, Bm, extra[0], self.inst.opening, self.inst.depth, e)
-            elif name in ("contact", "overlaps", "supports", "above", "near"):
-                m = getattr(g, name)(A, Bm, extra[0] if name == "near" else e)
+            r = relations.get(name)
+            if r.param == "axis":
+                m = self.kern.dense_flanks(extra[0], self.inst.opening, self.inst.depth, e)
+            elif r.two_parts:
+                m = self.kern.dense(name, extra[0] if r.param == "length" else e)
             else:
                 raise KeyError(name)
-            if self.inst.shapes is not None:
-                m = self._exact(name, extra, m)
             self._pair[key] = m
         return m
-
-    def _exact(self, name: str, extra: tuple, m: np.ndarray) -> np.ndarray:
-        """The dense matrix ``m`` re-decided by the shapes kernel on every pair that involves
-        a part that is not plain (only where the enclosing boxes allow it, except flanks)."""
-        inst, shapes = self.inst, self.inst.shapes
-        assert shapes is not None
-        mixed = ~(shapes.plain[:, None] & shapes.plain[None, :])
-        np.fill_diagonal(mixed, False)
-        if name == "flanks":
-            reach = sh.flanks_margin(shapes, inst.eps, inst.opening, inst.depth)
-            cand = mixed & g.near(self.B[:, None, :], self.B[None, :, :], reach)
-        else:
-            cand = mixed & m
-        i, j = np.nonzero(cand)
-        out = m.copy()
-        if name == "flanks":
-            out[i, j] = sh.flanks(shapes, i, j, extra[0], inst.opening, inst.depth, inst.eps)
-        else:
-            out[i, j] = getattr(sh, name)(shapes, i, j, extra[0] if name == "near" else inst.eps)
-        return out
 
     def zone(self, name: str, zone: str) -> np.ndarray:
         key = (name, zone)
         m = self._zone.get(key)
         if m is None:
-            z = self.inst.zones[zone]
-            e = self.inst.eps
-            fn_name = ("inside" if name == "inside" else "intersects") + (
-                "_box" if isinstance(z, BoxU) else "_half")
-            args = (z.lo, z.hi) if isinstance(z, BoxU) else (z,)
-            if self.inst.shapes is None:
-                m = getattr(g, fn_name)(self.B, *args, e)
-            else:
-                m = getattr(sh, fn_name)(self.inst.shapes, np.arange(self.inst.n), *args, e)
+            m = self.kern.zone(name, self.inst.zones[zone], self.inst.eps)
             self._zone[key] = m
         return m
 
@@ -184,13 +153,14 @@ class Reference:
     def rel(self, node: ir.Rel, env: dict[str, object]) -> bool:
         name = node.name
         args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
-        if name in ("contact", "overlaps", "supports", "above"):
+        r = relations.get(name)
+        if r.two_parts:
+            if r.param == "length":
+                d = int(g.to_u(args[2].value))  # floor: gaps are whole units
+                return bool(self.pair(name, (d,))[args[0], args[1]])
+            if r.param == "axis":
+                return bool(self.pair(name, (args[2].name,))[args[0], args[1]])
             return bool(self.pair(name)[args[0], args[1]])
-        if name == "near":
-            d = int(g.to_u(args[2].value))  # floor: gaps are whole units
-            return bool(self.pair("near", (d,))[args[0], args[1]])
-        if name == "flanks":
-            return bool(self.pair("flanks", (args[2].name,))[args[0], args[1]])
         if name == "before":
             op = self.inst.order_pos
             return bool(op[args[0]] < op[args[1]])

@@ -16,25 +16,28 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations, shapes
+from cellspec.core.kernel import BoxKernel, ShapeKernel
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, Instance
 from cellspec.solver.rounding_cmp import cmp_notes
 
-# the checks of the analysis; which relations of the rules each decides (a rule reading none
-# of them cannot change its verdict because of that check) is each relation's own
-# ``rounding`` (cellspec/core/relations.py)
-CHECKS = ("contact", "overlaps", "supports", "workspace", "reachable", "near", "footprint",
-          "above", "flanks", "inside", "intersects", "on")
+# the checks of the analysis and which relations of the rules each decides (a rule reading
+# none of them cannot change its verdict because of that check): each relation names its own
+# (``rounding``, cellspec/core/relations.py); a pair relation's check is named after it
+CHECKS = tuple(dict.fromkeys(c for r in relations.BUILTINS.values() for c in r.rounding))
 ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
     **{c: relations.names(lambda r, c=c: c in r.rounding) for c in CHECKS},
     "comparison": frozenset({"<cmp>"}),  # an attribute comparison the rules read
 }
 PAIR_CHECKS = ("contact", "overlaps", "supports", "above", "near", "flanks")
+# pair checks analysed whether or not the rules name them (the stability rules read them)
+ALWAYS_ANALYSED = ("contact", "overlaps", "supports")
 DECIMALS = 12  # coordinates are read as decimals of at most this many digits (1e-12 m)
 
 
@@ -215,7 +218,10 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
 
 
 class _Analysis:
-    """The off-grid analysis: the grid against the layout as written, check by check."""
+    """The off-grid analysis: the grid against the layout as written, check by check, each
+    decided by two geometry kernels (cellspec/core/kernel.py): ``grid`` (the instance's)
+    and ``written`` (the parts as written: float shapes at the positions and yaws as given,
+    or the boxes on a grid ``scale`` times finer)."""
 
     def __init__(self, inst: Instance, used: set[str], near: set[int], limit: int,
                  changed: list[str]):
@@ -223,16 +229,28 @@ class _Analysis:
                                                                      changed)
         self.out: list[str] = []
         self.involved: set[int] = set()
-        self.fshapes: shapes.ShapesU | None = None
+        self.grid = inst.kernel()
+        self.written: BoxKernel
         if inst.shapes is not None:  # float shapes at the positions and yaws as given
             self.exact = np.empty_like(inst.boxes, dtype=np.float64)
-            self.fshapes = _float_shapes(inst, self.exact)
+            self.written = ShapeKernel(_float_shapes(inst, self.exact))
             self.scale, self.ex = 1, None
             self.what = "rounding to the 0.1 mm grid (and of the yaws to rational rotations)"
+            # the zones, surfaces and robots the float shapes are decided against: the grid's
+            self.zone_as_written: Callable[[str], Any] = inst.zones.__getitem__
+            self.surface_as_written: Callable[[str], int] = inst.surfaces.__getitem__
+            self.reach_as_written: Callable[[g.ReachU], tuple[np.ndarray, g.ReachU]] = \
+                lambda r: (self.exact, r)
         else:
             self.ex = exact_boxes(inst.pos_m, _kernel_size(inst), cell_lengths(inst))
             self.exact, self.scale = self.ex.boxes, self.ex.scale
+            self.written = BoxKernel(self.exact)
             self.what = "rounding to the 0.1 mm grid"
+            s = self.scale
+            self.zone_as_written = lambda zn: exact_zone(inst, zn, s)
+            self.surface_as_written = lambda sn: exact_surface(inst, sn, s)
+            self.reach_as_written = lambda r: (self.exact.astype(object),  # long squares
+                                               _scaled_reach(r, s))
 
     def note(self, name: str, diff: np.ndarray, text: Callable[..., str],
              *cols: np.ndarray) -> None:
@@ -256,15 +274,7 @@ class _Analysis:
         self._surfaces()
         for robot, reach in sorted((inst.reach or {}).items()):
             a = g.reachable(inst.boxes, reach)
-            if self.fshapes is None:
-                s = self.scale
-                r2 = None if reach.reach2 is None else reach.reach2 * s * s
-                lo = None if reach.lo is None else tuple(v * s for v in reach.lo)
-                hi = None if reach.hi is None else tuple(v * s for v in reach.hi)
-                b = g.reachable(self.exact.astype(object), g.ReachU(
-                    tuple(v * s for v in reach.base), r2, lo, hi))  # type: ignore[arg-type]
-            else:
-                b = g.reachable(self.exact, reach)
+            b = g.reachable(*self.reach_as_written(reach))
             self.note("reachable", np.nonzero(a != b)[0],
                       lambda k, r=robot: f"reachable({inst.ids[k]}, {r})")
         self.out += cmp_notes(inst, cmps, self.exact, self.scale, self.limit, self.changed,
@@ -284,28 +294,26 @@ class _Analysis:
                             "dense")
             return False
         i, j = np.concatenate([i0, j0]), np.concatenate([j0, i0])  # both orders
-        checks: list[tuple[str, str, tuple]] = [("contact", "contact", (e,)),
-                                                ("overlaps", "overlaps", (e,)),
-                                                ("supports", "supports", (e,)),
-                                                ("above", "above", (e,))]
-        checks += [("near", "near", (d,)) for d in sorted(self.near)]
-        checks += [("flanks", "flanks", (ax, inst.opening, inst.depth, e)) for ax in "xy"]
-        for name, fn, args in checks:
-            if name in ("above", "near", "flanks") and not ROUNDING_RELATIONS[name] & self.used:
-                continue  # the others are always analysed (the stability rules read them)
-            half = name in ("contact", "overlaps", "near")  # symmetric: one order suffices
-            ii, jj = (i0, j0) if half else (i, j)
-            if self.fshapes is not None and inst.shapes is not None:
-                if name == "flanks":
-                    a = shapes.flanks(inst.shapes, ii, jj, *args)
-                    b = shapes.flanks(self.fshapes, ii, jj, *args)
-                else:
-                    a = getattr(shapes, fn)(inst.shapes, ii, jj, *args)
-                    b = getattr(shapes, fn)(self.fshapes, ii, jj, *args)
+        checks: list[tuple[relations.Relation, tuple]] = []
+        for r in relations.BUILTINS.values():  # the pair relations, each with its parameters
+            if r.param == "length":
+                checks += [(r, (d,)) for d in sorted(self.near)]
+            elif r.param == "axis":
+                checks += [(r, (ax, inst.opening, inst.depth, e)) for ax in "xy"]
+            elif r.two_parts:
+                checks.append((r, (e,)))
+        for r, args in checks:
+            name = r.name
+            if name not in ALWAYS_ANALYSED and not ROUNDING_RELATIONS[name] & self.used:
+                continue  # the rules read nothing it decides
+            ii, jj = (i0, j0) if r.symmetric else (i, j)  # symmetric: one order suffices
+            if r.param == "axis":
+                a = self.grid.flanks(ii, jj, *args)
+                b = self.written.flanks(ii, jj, *_scaled(args, s))
             else:
-                a = getattr(g, fn)(inst.boxes[ii], inst.boxes[jj], *args)
-                b = getattr(g, fn)(self.exact[ii], self.exact[jj], *_scaled(args, s))
-            label = name if name != "flanks" else f"flanks along {args[0]}"
+                a = self.grid.pair(name, ii, jj, *args)
+                b = self.written.pair(name, ii, jj, *_scaled(args, s))
+            label = name if r.param != "axis" else f"{name} along {args[0]}"
             self.note(name, np.nonzero(np.asarray(a != b, dtype=bool))[0],
                       lambda k, a=a, b=b, ii=ii, jj=jj, lb=label:
                       f"{lb}({inst.ids[ii[k]]}, {inst.ids[jj[k]]}): it is {bool(a[k])} on "
@@ -314,21 +322,12 @@ class _Analysis:
 
     def _zones(self) -> None:
         inst, s, e = self.inst, self.scale, self.inst.eps
-        every = np.arange(inst.n)
         for zname, z in inst.zones.items():
             for rel in ("inside", "intersects"):
                 if rel not in self.used and not (zname == "workspace" and rel == "inside"):
                     continue
-                kind = "_box" if isinstance(z, BoxU) else "_half"
-                args: tuple = (z.lo, z.hi) if isinstance(z, BoxU) else (z,)
-                if self.fshapes is not None and inst.shapes is not None:
-                    a = getattr(shapes, rel + kind)(inst.shapes, every, *args, e)
-                    b = getattr(shapes, rel + kind)(self.fshapes, every, *args, e)
-                else:
-                    a = getattr(g, rel + kind)(inst.boxes, *args, e)
-                    ez = exact_zone(inst, zname, s)
-                    sargs = (ez.lo, ez.hi) if isinstance(ez, BoxU) else (ez,)
-                    b = getattr(g, rel + kind)(self.exact, *sargs, e * s)
+                a = self.grid.zone(rel, z, e)
+                b = self.written.zone(rel, self.zone_as_written(zname), e * s)
                 name = "workspace" if zname == "workspace" and rel == "inside" else rel
                 self.note(name, np.nonzero(np.asarray(a != b, dtype=bool))[0],
                           lambda k, a=a, b=b, r=rel, zn=zname:
@@ -339,14 +338,19 @@ class _Analysis:
         inst, s, e = self.inst, self.scale, self.inst.eps
         for sname, z in inst.surfaces.items():
             a = g.on_surface(inst.boxes, z, e)
-            if self.fshapes is not None:
-                b = g.on_surface(self.exact, z, e)
-            else:
-                b = g.on_surface(self.exact, exact_surface(inst, sname, s), e * s)
+            b = g.on_surface(self.exact, self.surface_as_written(sname), e * s)
             self.note("on", np.nonzero(np.asarray(a != b, dtype=bool))[0],
                       lambda k, a=a, b=b, sn=sname:
                       f"on({inst.ids[k]}, {sn}): it is {bool(a[k])} on the grid, "
                       f"{bool(b[k])} exactly")
+
+
+def _scaled_reach(reach: g.ReachU, s: int) -> g.ReachU:
+    """A robot's reach on the exact grid ``s`` times finer than U."""
+    r2 = None if reach.reach2 is None else reach.reach2 * s * s
+    lo = None if reach.lo is None else tuple(v * s for v in reach.lo)
+    hi = None if reach.hi is None else tuple(v * s for v in reach.hi)
+    return g.ReachU(tuple(v * s for v in reach.base), r2, lo, hi)  # type: ignore[arg-type]
 
 
 def _scaled(args: tuple, s: int) -> tuple:

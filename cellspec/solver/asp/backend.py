@@ -11,7 +11,7 @@ from importlib import resources
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import shapes
+from cellspec.core import relations
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
@@ -65,31 +65,28 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
     out: list[str] = pushed_facts(kern, prog, _unary)
     for part in sorted(prog.parts, key=str):
         name = part[0]
-        if name in ("contact", "overlaps"):  # symmetric: one orientation, and a rule
-            m = kern.mask(name, i, j)
-            out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
-            out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
-        elif name == "supports":
-            out.append("#defined supports/2.")
-            out.append(_rows("supports", _pairs_both(i, j, kern.mask("supports", i, j),
-                                                      kern.mask("supports", j, i))))
-        elif name == "above" and cols is not None:
-            ci, cj = cols
-            out.append("#defined above/2.")
-            out.append(_rows("above", _pairs_both(ci, cj, kern.mask("above", ci, cj),
-                                                   kern.mask("above", cj, ci))))
-        elif name == "near":
+        r = relations.BUILTINS.get(name)
+        param = None if r is None else r.param
+        if r is not None and r.two_parts and param is None:
+            if r.symmetric:  # one orientation, and a rule
+                m = kern.mask(name, i, j)
+                out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
+                out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
+            elif r.family != "column" or cols is not None:  # both orientations
+                out.append(f"#defined {name}/2.")
+                out.append(_rows(name, kern.pair_rows(name, None)))
+        elif param == "length":  # symmetric, with its distance
             d = int(part[1])
-            m = kern.mask("near", i, j, d)
+            m = kern.mask(name, i, j, d)
             rows = np.stack([i[m], j[m]], axis=1)
-            out.append(f"#defined near/3. near(J,I,{d}) :- near(I,J,{d}).")
-            out.append(_rows("near", np.hstack([rows, np.full((len(rows), 1), d)])))
-        elif name == "flanks":
-            out.append("#defined flanks/3.")
+            out.append(f"#defined {name}/3. {name}(J,I,{d}) :- {name}(I,J,{d}).")
+            out.append(_rows(name, np.hstack([rows, np.full((len(rows), 1), d)])))
+        elif param == "axis":
+            out.append(f"#defined {name}/3.")
             for ax in ("x", "y"):
                 rows = _pairs_both(i, j, kern.flanks(i, j, ax), kern.flanks(j, i, ax))
                 if len(rows):
-                    out.append("\n".join(f"flanks({q},{p},{ax})." for q, p in rows.tolist()))
+                    out.append("\n".join(f"{name}({q},{p},{ax})." for q, p in rows.tolist()))
         elif name == "zones":
             out.append("#defined inside/2. #defined intersects/2.")
             for rel, zname in _zone_uses(prog, inst):
@@ -146,8 +143,8 @@ def _margin(inst: Instance, prog: CompiledProgram) -> int:
     """The broad-phase margin: the rules' relations on the boxes, and for flanks on yawed
     parts the fingers' clearance from their own (not their enclosing boxes') sizes."""
     m = prog.margin_for(inst.boxes, inst.eps, inst.opening, inst.depth)
-    if inst.shapes is not None and prog.flanks:
-        m = max(m, shapes.flanks_margin(inst.shapes, inst.eps, inst.opening, inst.depth))
+    if prog.flanks:
+        m = max(m, inst.kernel().flanks_margin(inst.eps, inst.opening, inst.depth))
     return m
 
 

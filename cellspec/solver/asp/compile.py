@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import Rule
 from cellspec.solver.asp import arith
@@ -26,8 +26,8 @@ from cellspec.solver.reference import free_vars
 
 MAX_DISJUNCTS = 256
 
-PAIR_PRED = {"contact": "contact", "overlaps": "overlaps", "supports": "supports",
-             "above": "above"}
+# the pair relations of two parts and nothing else, read as their own predicate name/2
+PAIR_PRED = relations.names(lambda r: r.two_parts and r.param is None)
 
 # unary relations true of nearly every part in a real cell: the backend hands clingo
 # their complement (the exceptions), and a literal reads it (``stable(p)`` is
@@ -344,12 +344,10 @@ class _Compiler:
         # a negative literal binds nothing (a complement's negative binds: see below)
         names = {a.name for a in r.args if isinstance(a, ir.VarArg)} if positive else set()
         if r.name in PAIR_PRED:
-            if r.name == "above":
-                self.prog.parts.add(("above",))
+            self.prog.parts.add((r.name,))
+            if relations.get(r.name).family == "column":
                 self.prog.columns = True
-            else:
-                self.prog.parts.add((r.name,))
-            return f"{neg}{PAIR_PRED[r.name]}({vs[0]},{vs[1]})", names, set(), []
+            return f"{neg}{r.name}({vs[0]},{vs[1]})", names, set(), []
         if r.name == "near":
             d = int(g.to_u(r.args[2].value))  # type: ignore[union-attr]
             self.prog.parts.add(("near", d))

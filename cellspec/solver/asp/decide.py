@@ -9,11 +9,11 @@ from collections.abc import Callable
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import shapes as sh
+from cellspec.core import relations
 from cellspec.solver import stability
 from cellspec.solver.asp.compile import CompiledProgram
 from cellspec.solver.asp.pushdown import OPS, Projection, Selection, Unary
-from cellspec.solver.instance import BoxU, Instance
+from cellspec.solver.instance import Instance
 
 
 def rows_text(pred: str, arr: np.ndarray) -> str:
@@ -38,28 +38,19 @@ class Kernel:
                  i: np.ndarray, j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None):
         self.inst, self.perm, self.boxes, self.i, self.j, self.cols = inst, perm, boxes, i, j, cols
         self.eps = inst.eps
-        self.shapes = None  # the exact shapes in ASP numbering, when some part is not plain
-        if inst.shapes is not None:
-            self.shapes = inst.shapes if perm is None else inst.shapes.take(perm)
+        self.kern = inst.kernel() if perm is None else inst.kernel().take(perm)  # ASP numbering
         self._rows: dict[tuple, np.ndarray] = {}
         self._proj: dict[str, np.ndarray] = {}
 
     def mask(self, rel: str, i: np.ndarray, j: np.ndarray, dist: int | None = None
              ) -> np.ndarray:
-        """``rel(i, j)`` on index arrays: geometry.py on the boxes when every part is plain,
-        else the exact shapes kernel (cellspec/core/shapes.py)."""
-        eps = self.eps if dist is None else dist
-        if self.shapes is None:
-            return getattr(g, rel)(self.boxes[i], self.boxes[j], eps)
-        return getattr(sh, rel)(self.shapes, i, j, eps)
+        """``rel(i, j)`` on index arrays, decided by the instance's kernel."""
+        return self.kern.pair(rel, i, j, self.eps if dist is None else dist)
 
     def flanks(self, q: np.ndarray, p: np.ndarray, axis: str) -> np.ndarray:
         """q blocks a parallel grip of p along ``axis`` (p's own axis for a yawed box)."""
         inst = self.inst
-        if self.shapes is None:
-            return g.flanks(self.boxes[q], self.boxes[p], axis, inst.opening, inst.depth,
-                            self.eps)
-        return sh.flanks(self.shapes, q, p, axis, inst.opening, inst.depth, self.eps)
+        return self.kern.flanks(q, p, axis, inst.opening, inst.depth, self.eps)
 
     def pair_rows(self, rel: str, dist: int | None) -> np.ndarray:
         """Every ordered pair (p, q) with ``rel(p, q)`` among the candidates (``above``: the
@@ -67,20 +58,16 @@ class Kernel:
         key = (rel, dist)
         if key in self._rows:
             return self._rows[key]
-        if rel == "above":
-            assert self.cols is not None, "above needs the column pairs"
-            ci, cj = self.cols
-            out = pairs_both(ci, cj, self.mask("above", ci, cj), self.mask("above", cj, ci))
+        r = relations.get(rel)
+        if r.family == "column":
+            assert self.cols is not None, f"{rel} needs the column pairs"
+            i, j = self.cols
         else:
             i, j = self.i, self.j
-            if rel == "supports":
-                out = pairs_both(i, j, self.mask("supports", i, j),
-                                 self.mask("supports", j, i))
-            else:
-                if rel == "near":
-                    assert dist is not None, "near needs its distance"
-                m = self.mask(rel, i, j, dist)
-                out = pairs_both(i, j, m, m)
+        if r.param == "length":
+            assert dist is not None, f"{rel} needs its distance"
+        fwd = self.mask(rel, i, j, dist)
+        out = pairs_both(i, j, fwd, fwd if r.symmetric else self.mask(rel, j, i, dist))
         self._rows[key] = out
         return out
 
@@ -108,13 +95,7 @@ class Kernel:
 
     def zone(self, rel: str, zname: str) -> np.ndarray:
         """inside(p, zone) or intersects(p, zone) of a named zone."""
-        z = self.inst.zones[zname]
-        kind = "box" if isinstance(z, BoxU) else "half"
-        fn_name = f"{'inside' if rel == 'inside' else 'intersects'}_{kind}"
-        args = (z.lo, z.hi) if isinstance(z, BoxU) else (z,)
-        if self.shapes is None:
-            return getattr(g, fn_name)(self.boxes, *args, self.eps)
-        return getattr(sh, fn_name)(self.shapes, np.arange(len(self.boxes)), *args, self.eps)
+        return self.kern.zone(rel, self.inst.zones[zname], self.eps)
 
     def _permuted(self, values: np.ndarray) -> np.ndarray:
         return values if self.perm is None else values[self.perm]

@@ -292,12 +292,13 @@ class Grounder:
                 if isinstance(other, int) and other in far.anchor:
                     return False
             return UNK
-        if name in ("contact", "overlaps", "supports", "above"):
+        r = relations.get(name) if name in relations.BUILTINS else None
+        if r is not None and r.two_parts:
+            if r.param == "length":
+                return self.pair_rel(name, args[0], args[1], int(g.to_u(args[2].value)))
+            if r.param == "axis":
+                return self.pair_rel(name, args[0], args[1], args[2].name)
             return self.pair_rel(name, args[0], args[1])
-        if name == "near":
-            return self.pair_rel("near", args[0], args[1], int(g.to_u(args[2].value)))
-        if name == "flanks":
-            return self.pair_rel("flanks", args[0], args[1], args[2].name)
         if name == "before":
             return self.p.before(args[0], args[1])
         if name in ("inside", "intersects"):

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core import relations
 from cellspec.core import shapes as ks
 from cellspec.solver.instance import BoxU
 from cellspec.solver.smt.formula import Builder, const, lin
@@ -188,8 +189,8 @@ def pair(b: Builder, L: LinShapes, name: str, i: int, j: int, box: Any, e: int) 
         return False
     closed = name in ("contact", "near")
     if L.cyl[i] or L.cyl[j]:
-        fn = {"contact": ks.contact, "near": ks.near, "overlaps": ks.overlaps,
-              "supports": ks.supports, "above": ks.above}[name]
+        fn = relations.get(name).shape
+        assert fn is not None, name
         ii, jj = np.array([i]), np.array([j])
         return b.and_((box, _kernel_or_refuse(L, (i, j), name,
                                               lambda: fn(L.sh, ii, jj, e)[0])))
