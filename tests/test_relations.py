@@ -79,6 +79,17 @@ def test_backends_declare_what_they_support_from_the_table():
                                                                        "placed_stable"}
 
 
+def test_pair_relations_are_decided_in_numpy_and_have_their_own_rounding_check():
+    from cellspec.solver.asp.backend import DECIDED
+
+    for r in R.values():
+        if r.two_parts:
+            assert r.name in DECIDED and r.name in r.rounding, r.name
+    assert {r.name for r in R.values() if r.symmetric} == {"contact", "overlaps", "near"}
+    assert R["near"].param == "length" and R["flanks"].param == "axis"
+    assert R["contact"].param is None and not R["on"].two_parts
+
+
 def test_rounding_sensitivity_is_the_relations_own():
     stab = {"stable", "placed_stable"}
     assert ROUNDING_RELATIONS == {

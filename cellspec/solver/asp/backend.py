@@ -51,8 +51,7 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = ("contact", "overlaps", "supports", "above", "near", "flanks", "zones", "on",
-           "grounded", "reach")
+DECIDED = (*sorted(relations.names(lambda r: r.two_parts)), "zones", "on", "grounded", "reach")
 
 
 def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
