@@ -91,7 +91,7 @@ def _uses_above(rules) -> bool:
 
 def _boxes(inst: Instance) -> np.ndarray:
     """The boxes the relations read: the parts', or the kernel's enclosing boxes of shapes."""
-    return inst.boxes if inst.shapes is None else np.asarray(inst.shapes.box, dtype=np.int64)
+    return np.asarray(inst.kernel().boxes, dtype=np.int64)
 
 
 def _margin(inst: Instance, rules, boxes: np.ndarray) -> int:
