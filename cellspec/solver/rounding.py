@@ -35,7 +35,6 @@ ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
     **{c: relations.names(lambda r, c=c: c in r.rounding) for c in CHECKS},
     "comparison": frozenset({"<cmp>"}),  # an attribute comparison the rules read
 }
-PAIR_CHECKS = ("contact", "overlaps", "supports", "above", "near", "flanks")
 # pair checks analysed whether or not the rules name them (the stability rules read them)
 ALWAYS_ANALYSED = ("contact", "overlaps", "supports")
 DECIMALS = 12  # coordinates are read as decimals of at most this many digits (1e-12 m)
