@@ -42,6 +42,7 @@ from cellspec.dsl.design import (
     SymmetricConstraint,
 )
 from cellspec.layout import Layout
+from cellspec.solver.asp.clingo_log import clingo_logger
 from cellspec.solver.cpsat.shapes import shape
 
 Q = 100_000  # integer units per metre: 0.01 mm
@@ -365,7 +366,7 @@ def _asp_facts(f: Facts) -> str:
 
 def decide(f: Facts) -> tuple[set[int], dict[int, int]]:
     """clingo's optimum: the clauses that hold and the assignment (structure -> group)."""
-    ctl = clingo.Control(["--opt-mode=opt", "--warn=none", "-t", "1"])
+    ctl = clingo.Control(["--opt-mode=opt", "-t", "1"], logger=clingo_logger)
     ctl.add("base", [], PROGRAM + _asp_facts(f))
     ctl.ground([("base", [])])
     best: list[clingo.Symbol] = []
