@@ -73,7 +73,7 @@ from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES  # noqa: E402
 from cellspec.testing.structures import (  # noqa: E402
     FAMILIES,
     SHAPE_FAMILIES,
-    Structure,
+    StructureCase,
     load_cell_variant,
     structures,
 )
@@ -81,7 +81,7 @@ from cellspec.testing.structures import (  # noqa: E402
 PUBLISHED_CRA = {"per_structure_s": 0.04, "staged_s": 0.12}  # compas_cra + IPOPT (issue 14)
 
 
-def sim_label(cell, s: Structure) -> tuple[str, float, str]:
+def sim_label(cell, s: StructureCase) -> tuple[str, float, str]:
     """The twin's answer: stand | fall | n/a (it could not execute), seconds, reason."""
     from cellspec.robots.sim import simulate
 
@@ -131,7 +131,7 @@ def _stability_seconds(cell, layout) -> tuple[float, int]:
     return time.perf_counter() - t, stab_lp.SOLVES[0] - n0
 
 
-def _lp_solvers(cell, structs: list[Structure]) -> dict:
+def _lp_solvers(cell, structs: list[StructureCase]) -> dict:
     """The stability analysis of every structure with each LP backend: ms per structure,
     and whether the verdicts agree."""
     out: dict = {}

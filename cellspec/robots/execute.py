@@ -67,7 +67,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class Fault:
+class InjectedFault:
     """An injected execution fault."""
 
     kind: str  # offset | slow | drop | block
@@ -92,7 +92,7 @@ MAX_BLOCK = 100.0  # metres: the largest |coordinate| of a blocked region
 
 
 def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ...],
-                 dofs: dict[str, int]) -> tuple[Fault, ...]:
+                 dofs: dict[str, int]) -> tuple[InjectedFault, ...]:
     """Parse ``--faults``; bad specs are bad input naming the valid forms."""
     if not spec:
         return ()
@@ -116,7 +116,7 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 if not abs(off) <= 2 * math.pi:
                     raise CellspecError(f"--faults {item}: the joint offset must be finite and "
                                         "at most 2π rad")
-                out.append(Fault("offset", robot=f[1], joint=j, value=off))
+                out.append(InjectedFault("offset", robot=f[1], joint=j, value=off))
             elif f[0] == "slow" and len(f) in (2, 3):
                 robot = f[1] if len(f) == 3 else None
                 if robot is not None and robot not in robots:
@@ -125,11 +125,11 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 if not (1.0 < v <= 100.0):
                     raise CellspecError(f"--faults {item}: the slow-down factor must be in "
                                         "(1, 100]")
-                out.append(Fault("slow", robot=robot, value=v))
+                out.append(InjectedFault("slow", robot=robot, value=v))
             elif f[0] == "drop" and len(f) == 2:
                 if f[1] not in parts:
                     raise CellspecError(f"--faults {item}: unknown part {f[1]!r}")
-                out.append(Fault("drop", part=f[1]))
+                out.append(InjectedFault("drop", part=f[1]))
             elif f[0] == "block" and len(f) == 2:
                 v = tuple(float(x) for x in f[1].split(","))
                 if len(v) != 6 or any(v[k] >= v[k + 3] for k in range(3)):
@@ -139,7 +139,7 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                     # pybullet cannot hold a box beyond this: it would silently not collide
                     raise CellspecError(f"--faults {item}: block coordinates must be finite "
                                         f"and within {MAX_BLOCK:g} m")
-                out.append(Fault("block", box=v))
+                out.append(InjectedFault("block", box=v))
             else:
                 raise CellspecError(f"--faults: cannot read {item!r} (forms: {forms})")
         except ValueError:
@@ -269,7 +269,7 @@ class Execution:
     reasons: tuple[str, ...]
     duration: float
     records: dict[str, Record]
-    faults: tuple[Fault, ...] = ()
+    faults: tuple[InjectedFault, ...] = ()
     turned: dict[str, float] = field(default_factory=dict)  # part -> degrees off its pose
 
     def to_json(self) -> dict[str, Any]:
@@ -457,7 +457,7 @@ class _ExecWorld:
 
 
 def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
-            faults: tuple[Fault, ...] = (), epsilon: float | None = None,
+            faults: tuple[InjectedFault, ...] = (), epsilon: float | None = None,
             on_end: Callable[[int], None] | None = None) -> Execution:
     """Run the timeline in a separate physics client and compare planned and executed joints.
 
@@ -480,7 +480,7 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
 
 # complexity: the execution loop with every fault kind inline (one timeline pass)
 def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
-         faults: tuple[Fault, ...], eps: float) -> Execution:
+         faults: tuple[InjectedFault, ...], eps: float) -> Execution:
     robots = list(tl.t)
     slow = {r: 1.0 for r in robots}
     offset = {r: np.zeros(len(tl.q[r][0])) for r in robots}

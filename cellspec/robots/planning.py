@@ -21,7 +21,7 @@ from cellspec.robots import motion
 from cellspec.robots.allocation import grip_kind, ik_near, too_wide
 from cellspec.robots.execute import Segment
 from cellspec.robots.reports import ActionReport, SimResult
-from cellspec.robots.tasks import Action, compile_action, part_shape, part_size, supply_for
+from cellspec.robots.tasks import PlaceAction, compile_action, part_shape, part_size, supply_for
 from cellspec.solver.cpsat.results import Step
 
 MOTION_TIME_LIMIT = 5.0
@@ -97,7 +97,7 @@ def _plan_one(twin: Any, cell: Cell, layout: Layout, res: SimResult,
 
 def _compile(twin: Any, cell: Cell, layout: Layout, k: int, s: Step, i: int,
              robot: str | None, size: Any, place: tuple[float, ...], seed: int
-             ) -> tuple[Action | None, tuple[str, str] | None]:
+             ) -> tuple[PlaceAction | None, tuple[str, str] | None]:
     """The compiled action, or the (check, why) that refuses it first: no robot with the
     gripper, jaws too narrow, no reachable supply, a pose beyond the robot's reach."""
     if robot is None:
@@ -123,7 +123,7 @@ def _compile(twin: Any, cell: Cell, layout: Layout, k: int, s: Step, i: int,
     return a, None
 
 
-def _solve_poses(twin: Any, robot: str, a: Action, key: str, home: np.ndarray, seed: int
+def _solve_poses(twin: Any, robot: str, a: PlaceAction, key: str, home: np.ndarray, seed: int
                  ) -> tuple[dict[str, np.ndarray], tuple[str, str] | None]:
     """IK of every pose in turn, each seeded from the previous (the part attached from the
     lift to the retreat); (joints per pose, None) or (so far, (check, why))."""

@@ -60,7 +60,14 @@ from cellspec.robots.concurrency import (
     concurrent_timeline,
     dispatch,
 )
-from cellspec.robots.execute import DWELL, Execution, Fault, Timeline, execute, time_parameterise
+from cellspec.robots.execute import (
+    DWELL,
+    Execution,
+    InjectedFault,
+    Timeline,
+    execute,
+    time_parameterise,
+)
 from cellspec.robots.planning import MOTION_TIME_LIMIT, plan_all
 from cellspec.robots.render import snapshot_client, snapshot_twin
 from cellspec.robots.reports import ActionReport, SimResult, SingleArm
@@ -75,7 +82,7 @@ __all__ = ["CLASH_ROUNDS", "IK_TRIES", "MOTION_TIME_LIMIT", "SEED", "ActionRepor
            "compare_single", "dispatch", "ik_near", "simulate", "too_wide"]
 
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
-             faults: tuple[Fault, ...] = (), seed: int = SEED,
+             faults: tuple[InjectedFault, ...] = (), seed: int = SEED,
              motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0,
              snapshots: str | None = None, arms: tuple[str, ...] | None = None,
              unverified: bool = False) -> SimResult:
@@ -148,7 +155,7 @@ def _verify_gate(cell: Cell, layout: Layout, steps: tuple[Step, ...] | None,
 
 
 def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
-              faults: tuple[Fault, ...], seed: int, motion_time_limit: float,
+              faults: tuple[InjectedFault, ...], seed: int, motion_time_limit: float,
               time_limit: float, snapshots: str | None,
               arms: tuple[str, ...] | None) -> SimResult:
     """Sequence (unless ``steps`` are given), allocate and plan, then execute."""
@@ -198,7 +205,8 @@ def _plan(cell: Cell, layout: Layout, steps: tuple[Step, ...], seed: int,
 
 
 def _execute(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
-             faults: tuple[Fault, ...], snapshots: str | None) -> tuple[Timeline, Execution]:
+             faults: tuple[InjectedFault, ...],
+             snapshots: str | None) -> tuple[Timeline, Execution]:
     """The timeline (concurrent when several arms can run without clashing, else one
     motion after another) executed in the physics with the faults."""
     idx = {pid: i for i, pid in enumerate(layout.ids)}

@@ -46,7 +46,7 @@ class Pose:
 
 
 @dataclass(frozen=True)
-class Action:
+class PlaceAction:
     """One placement compiled into TCP poses for one robot."""
 
     index: int
@@ -154,7 +154,7 @@ def grasp_orientation(cell: Cell, robot: str, axis: str | None, yaw: float = 0.0
 
 
 def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, axis: str | None,
-                   supply: BoxZone, yaw: float = 0.0, shape: str = "box") -> Action:
+                   supply: BoxZone, yaw: float = 0.0, shape: str = "box") -> PlaceAction:
     """The poses of one placement (no IK yet); the feeder presents the part at the supply
     with the yaw it has at its place, so one tool orientation serves both."""
     r = next(x for x in cell.robots if x.name == robot)
@@ -170,7 +170,7 @@ def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, a
     poses = (pose("approach", g + up), pose("grasp", g), pose("lift", g + up),
              pose("transport", pl + up), pose("place", pl), pose("release", pl),
              pose("retreat", pl + up))
-    return Action(index=index, robot=robot, part=part,
+    return PlaceAction(index=index, robot=robot, part=part,
                   size=(float(size[0]), float(size[1]), float(size[2])),
                   gripper=r.gripper.kind, axis=axis if r.gripper.kind == "parallel" else None,
                   supply=supply.name, pick=pick,

@@ -1,6 +1,6 @@
 """Seeded random block structures for the physics-agreement benchmark and its CI test.
 
-``structures(n, seed)`` returns ``n`` :class:`Structure` records (a family name, a
+``structures(n, seed)`` returns ``n`` :class:`StructureCase` records (a family name, a
 :class:`~cellspec.layout.Layout` with a buildable bottom-up ``order``, and a short
 description) drawn round-robin from ``FAMILIES``; the same ``(n, seed, families)`` gives
 the same structures. Every part is placed with the vacuum gripper (its top is free when
@@ -73,7 +73,7 @@ STATION = Path(__file__).resolve().parents[2] / "rules" / "cells" / "dual_arm_st
 
 
 @dataclass(frozen=True)
-class Structure:
+class StructureCase:
     """One generated structure: its family, a layout with an order, and what it is."""
 
     family: str
@@ -431,7 +431,7 @@ FAMILIES: dict[str, Callable[[np.random.Generator], tuple[_Builder, list[str] | 
 }
 
 
-def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[Structure]:
+def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[StructureCase]:
     """``n`` structures, round-robin over ``families`` (default all boxes: ``FAMILIES``;
     the shape families are named or passed as ``SHAPE_FAMILIES``), from ``seed``."""
     from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES
@@ -451,5 +451,5 @@ def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> 
                 break
         else:
             raise RuntimeError(f"{fam}: no overlap-free structure in 100 draws (seed {seed})")
-        out.append(Structure(fam, i, b.layout(order, f"<{fam} #{i}>"), note))
+        out.append(StructureCase(fam, i, b.layout(order, f"<{fam} #{i}>"), note))
     return out

@@ -43,7 +43,7 @@ def _int(v: Any, what: str) -> int:
     return int(v)
 
 
-class Cell:
+class CellGeometry:
     """The cell's workspace and part size as floats, and the side convention."""
 
     def __init__(self, cell: Any):
@@ -94,7 +94,7 @@ class Cell:
         return x0, x1, y0, y1
 
 
-class Struct:
+class DraftStructure:
     """One structure being composed."""
 
     def __init__(self, kind: str):
@@ -155,9 +155,9 @@ class Struct:
 
 def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
     """The spec text of a parsed command (TranslateError when it cannot be one)."""
-    c = Cell(cell)
+    c = CellGeometry(cell)
     limit = _limits(parsed.limits, c)
-    structs: list[Struct] = []
+    structs: list[DraftStructure] = []
     rels: list[str | None] = []
     gap = c.sx
     apart: float | None = None
@@ -211,7 +211,7 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
     return "design command {\n" + "\n".join(body) + "\n}\n"
 
 
-def _limits(limits: list[Phrase], c: Cell) -> float | None:
+def _limits(limits: list[Phrase], c: CellGeometry) -> float | None:
     out = None
     for p in limits:
         v = float(p.nums()[0])
@@ -228,8 +228,8 @@ def _limits(limits: list[Phrase], c: Cell) -> float | None:
 
 
 # complexity: one case per structure kind and phrase of the command grammar
-def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa: C901
-               command: str) -> Struct:
+def _structure(f: Frame, c: CellGeometry, limit: float | None, notes: list[str],  # noqa: C901
+               command: str) -> DraftStructure:
     ph = list(f.phrases)
     kind = f.kind or f.weak
     counts = [p for p in ph if p.rule == "count"]
@@ -254,7 +254,7 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
             and counts[0].nums() and counts[0].nums()[0] == 1:
         kind = "tower"  # "a single can at x X y Y": one part, a tower of one
         notes[:] = [n for n in notes if not n.startswith("parts with no structure named")]
-    s = Struct(DESIGN_KIND.get(kind, kind))
+    s = DraftStructure(DESIGN_KIND.get(kind, kind))
     used: set[int] = set()
     nouns = [(t.value, t.text) for q in ph for t in q.toks if t.cat in ("UNIT", "PART")]
     types = {c.part_type(v, w) for v, w in nouns}
@@ -377,7 +377,7 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
     return _finish(s, kind, c, limit, notes)
 
 
-def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
+def _placement(s: DraftStructure, ph: list[Phrase], used: set[int], c: CellGeometry, kind: str,
                notes: list[str]) -> None:
     for k, q in enumerate(ph):
         if k in used or q.rule not in ("at", "near", "corner", "middle", "edge", "half",
@@ -441,7 +441,7 @@ def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
                                  f"a packing; place a {kind} with 'at x X y Y'")
 
 
-def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
+def _objective(s: DraftStructure, q: Phrase, kind: str, notes: list[str]) -> None:
     t = q.toks[0]
     v = t.value
     if v in ("min_height", "min_footprint"):
@@ -471,7 +471,8 @@ def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
         notes.append(f"'{t.text}': the sizes given are used")
 
 
-def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]) -> Struct:
+def _finish(s: DraftStructure, kind: str, c: CellGeometry, limit: float | None,
+            notes: list[str]) -> DraftStructure:
     p = {k: v for k, v in s.params.items() if v is not None}
     for k, v in list(p.items()):
         if k not in ("along", "type"):
@@ -523,7 +524,7 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
     return s
 
 
-def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
+def _relate(structs: list[DraftStructure], rels: list[str | None], c: CellGeometry, gap: float,
             paired: bool) -> None:
     """Anchor structure k beside structure k+1 (relations, 'side by side', copies)."""
     for k in range(len(rels) - 1, -1, -1):
@@ -552,7 +553,7 @@ def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
             a.at = (b.at[0] + off[0], b.at[1] + off[1])
 
 
-def _call(s: Struct, c: Cell) -> str:
+def _call(s: DraftStructure, c: CellGeometry) -> str:
     if s.kind == "packing":
         x0, x1, y0, y1 = s.region or (c.x0, c.x1, c.y0, c.y1)
         call = (f"packing(n={s.params['n']}, region x [{fmt(x0)}, {fmt(x1)}] "
@@ -575,7 +576,7 @@ def _call(s: Struct, c: Cell) -> str:
     return call
 
 
-def _into(group: list[Struct], c: Cell) -> None:
+def _into(group: list[DraftStructure], c: CellGeometry) -> None:
     """Shift a group of copies placed by a place word (corner, edge, half) so that their
     footprints lie inside its area: the copies keep their spacing."""
     g0 = group[0]
