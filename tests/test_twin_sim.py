@@ -209,7 +209,8 @@ def test_three_cube_tower_passes(panda):
 
 def test_dispatch_keeps_precedences_and_the_shared_zone():
     from cellspec.layout import layout_from_obj
-    from cellspec.robots.sim import SimResult, dispatch
+    from cellspec.robots.concurrency import dispatch
+    from cellspec.robots.reports import SimResult
     from cellspec.robots.tasks import compile_action
     from cellspec.solver.cpsat.results import Step
     from cellspec.solver.cpsat.schedule import ScheduleResult, Slot
@@ -254,9 +255,9 @@ def test_dispatch_keeps_precedences_and_the_shared_zone():
 # -- follow-ups: carried parts in the concurrent check, reach at x 0.65, single arm ---------
 
 def test_concurrent_check_sees_a_carried_part_hit_the_other_arm():
+    from cellspec.robots.concurrency import arm_clash
     from cellspec.robots.execute import Timeline
     from cellspec.robots.ik import grasp_quat, solve_ik
-    from cellspec.robots.sim import arm_clash
     from cellspec.robots.twin import Twin
 
     with Twin(load_cell(STATION)) as twin:

@@ -29,8 +29,8 @@ the only failures are time limits, makes the verdict ``unknown`` (never ``pass``
 
 This module is the pipeline; its stages are modules of their own: allocation
 (:mod:`.allocation`), the planning pass (:mod:`.planning`), several arms at once
-(:mod:`.concurrency`) and the reports (:mod:`.reports`). Their public names are
-re-exported here.
+(:mod:`.concurrency`) and the reports (:mod:`.reports`); their names are imported from
+there.
 """
 
 from __future__ import annotations
@@ -45,20 +45,11 @@ from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.allocation import (
-    IK_TRIES,
     SEED,
     allocate,
-    ik_near,
-    too_wide,
 )
 from cellspec.robots.concurrency import (
-    CLASH_ROUNDS,
-    Clash,
-    Vec3,
-    arm_clash,
-    carried_intervals,
     concurrent_timeline,
-    dispatch,
 )
 from cellspec.robots.execute import (
     DWELL,
@@ -77,9 +68,7 @@ from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
 
-__all__ = ["CLASH_ROUNDS", "IK_TRIES", "MOTION_TIME_LIMIT", "SEED", "ActionReport", "Clash",
-           "SimResult", "SingleArm", "Vec3", "allocate", "arm_clash", "carried_intervals",
-           "compare_single", "dispatch", "ik_near", "simulate", "too_wide"]
+__all__ = ["compare_single", "simulate"]
 
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
              faults: tuple[InjectedFault, ...] = (), seed: int = SEED,
