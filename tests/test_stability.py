@@ -314,7 +314,7 @@ def _moved(rows, dx, ids):
 
 @pytest.fixture(scope="module")
 def bench_cell():
-    from cellspec.testing.structures import load_cell_variant
+    from structure_families import load_cell_variant
 
     return load_cell_variant()  # the station with the benchmark's part types, default margin
 
@@ -332,7 +332,7 @@ def test_heavy_stack_on_the_small_cube_passes_at_the_default_margin(bench_cell):
 
 
 def test_heavy_stack_on_the_small_cube_misses_a_2mm_margin_by_how_much(tmp_path):
-    from cellspec.testing.structures import load_cell_variant
+    from structure_families import load_cell_variant
 
     cell = load_cell_variant(margin=0.002)
     v = cellspec.check(cell, _lay(HEAVY_ON_SMALL, [r[0] for r in HEAVY_ON_SMALL]))

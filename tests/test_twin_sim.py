@@ -364,7 +364,7 @@ def test_heavy_load_on_a_light_part_stands_in_sim(tmp_path):
     1.3 mm inside its edge. check passes it and settle keeps it standing; sim, with
     pybullet's default 50 contact-solver iterations, dropped it (m4 0.22 m off). With the
     twin's 200 iterations every action passes."""
-    from cellspec.testing.structures import cell_text, structures
+    from structure_families import cell_text, structures
 
     s = structures(624, 0)[623]
     assert s.family == "mixed" and s.note == "stack of small, block, cube, block"
