@@ -33,13 +33,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 HZ = 240
 DT = 1.0 / HZ
@@ -327,7 +330,7 @@ def delta(rec: Record) -> tuple[float, float]:
 class _ExecWorld:
     """The execution client: robots, table, parts (dynamic), blocked regions."""
 
-    def __init__(self, twin: Any) -> None:
+    def __init__(self, twin: Twin) -> None:
         # lazy: the twin extra (pybullet), also through cellspec.robots
         import pybullet as p
 
@@ -341,7 +344,7 @@ class _ExecWorld:
             self.close()
             raise
 
-    def _build(self, twin: Any, p: Any) -> None:
+    def _build(self, twin: Twin, p: Any) -> None:
         # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import load_robot, surface_slabs
 
@@ -456,7 +459,7 @@ class _ExecWorld:
             pass
 
 
-def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
+def execute(twin: Twin, timeline: Timeline, parts: dict[str, dict[str, Any]],
             faults: tuple[InjectedFault, ...] = (), epsilon: float | None = None,
             on_end: Callable[[int], None] | None = None) -> Execution:
     """Run the timeline in a separate physics client and compare planned and executed joints.
@@ -479,7 +482,7 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
 
 
 # complexity: the execution loop with every fault kind inline (one timeline pass)
-def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
+def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
          faults: tuple[InjectedFault, ...], eps: float) -> Execution:
     robots = list(tl.t)
     slow = {r: 1.0 for r in robots}

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout, UnknownPartType
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 CLEARANCE = 0.08  # metres above the grasp and place poses for approach, lift, transport, retreat
 STEPS = ("approach", "grasp", "lift", "transport", "place", "release", "retreat")
@@ -190,7 +193,7 @@ def supplies_by_distance(cell: Cell, robot: str) -> list[BoxZone]:
     return sorted(cell.twin.supplies, key=d)
 
 
-def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0,
+def supply_for(twin: Twin, robot: str, size, axis: str | None, seed: int = 0,
                yaw: float = 0.0, shape: str = "box") -> tuple[BoxZone | None, str]:
     """The nearest supply whose approach and grasp poses the robot reaches (the part at
     ``yaw`` degrees, of ``shape``), or why none."""
@@ -216,7 +219,7 @@ def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0,
         "[..] z [..]`)"
 
 
-def check_supplies(twin: Any, sizes: list[tuple[float, float, float]], seed: int = 0) -> None:
+def check_supplies(twin: Twin, sizes: list[tuple[float, float, float]], seed: int = 0) -> None:
     """Bad input unless some robot reaches some supply for every part size."""
     cell: Cell = twin.cell
     if not cell.twin.supplies:
