@@ -28,13 +28,15 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the seeded fault layouts (tests/smt_faults.py)
+
+from smt_faults import fault_layout  # noqa: E402
 
 import cellspec  # noqa: E402
 from cellspec.layout import layout_from_obj  # noqa: E402
 from cellspec.solver.formal.explain import explain  # noqa: E402
 from cellspec.solver.formal.lint import lint  # noqa: E402
 from cellspec.solver.formal.robust import prove_robust  # noqa: E402
-from cellspec.solver.smt.fixtures import fault_layout  # noqa: E402
 
 CELL = """\
 import physical

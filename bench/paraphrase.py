@@ -12,21 +12,27 @@ with a reason. ``bad`` counts layouts that fail a rule (must be 0).
     python bench/paraphrase.py [--split dev|heldout|both] [--per 7] [--adapter offline]
     python bench/paraphrase.py --base-url http://127.0.0.1:8080/v1 --model M   # opt-in LLM
 
-The peer in the same run is the previous offline translator (``--peer legacy``, the
-phrase matcher kept in :mod:`cellspec.agent.legacy` when present). ONE JSON line
-on stdout, a table on stderr.
+The peer in the same run is the previous offline translator (``--peer``: the phrase
+matcher ``cellspec.agent.legacy``, which no longer ships; it runs from the package as it
+was at ``--peer-ref``, unpacked with ``git archive`` into a temporary directory and run in
+a subprocess on the same commands). ONE JSON line on stdout, a table on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import operator
+import os
 import random
 import re
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -34,7 +40,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+PEER_ENV = "PARAPHRASE_BENCH_CODE"  # set by --peer: the checkout whose cellspec runs
+sys.path.insert(0, os.environ.get(PEER_ENV, str(ROOT)))
+# the last commit with the legacy phrase matcher (cellspec/agent/legacy.py), the peer
+LEGACY_REF = "3471d4fef463dff4eb8d918008691233bfc7b100"
 
 CELL = ROOT / "rules" / "cells" / "dual_arm_station.cell"
 DATA = ROOT / "bench" / "paraphrase"
@@ -303,16 +312,40 @@ def run(cases: list[Case], make_adapter: Any) -> dict[str, Any]:
     return out
 
 
+def run_peer(ref: str, splits: tuple[str, ...], a: argparse.Namespace) -> dict[str, Any]:
+    """The legacy row on the same commands, run by this script in a subprocess on the
+    package as it was at ``ref`` (``git archive``: no checkout of this repository changes)."""
+    arch = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "cellspec"],
+                          capture_output=True, check=False)
+    if arch.returncode != 0:
+        raise SystemExit(f"--peer-ref {ref}: git archive failed: "
+                         f"{arch.stderr.decode(errors='replace').strip()}")
+    with tempfile.TemporaryDirectory(prefix="paraphrase-peer-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(arch.stdout)) as tf:
+            tf.extractall(tmp, filter="data")
+        env = dict(os.environ, **{PEER_ENV: tmp, "PYTHONPATH": tmp})
+        split = splits[0] if len(splits) == 1 else "both"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--adapter", "legacy",
+               "--split", split, "--per", str(a.per), "--seed", str(a.seed), "--show", "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"--peer-ref {ref}: the bench failed there:\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])["rows"]["legacy"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", choices=("dev", "heldout", "both"), default="both")
     ap.add_argument("--per", type=int, default=8, help="commands per template (8)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--adapter", choices=("offline", "legacy"), default="offline")
+    ap.add_argument("--adapter", choices=("offline", "legacy"), default="offline",
+                    help="legacy: only inside a --peer run (the matcher is not shipped)")
     ap.add_argument("--base-url", help="score an OpenAI-compatible server instead (opt-in)")
     ap.add_argument("--model", help="the model name on --base-url")
     ap.add_argument("--peer", action="store_true",
                     help="also run the legacy phrase matcher on the same commands")
+    ap.add_argument("--peer-ref", default=LEGACY_REF,
+                    help="the commit whose cellspec.agent.legacy is the peer")
     ap.add_argument("--show", type=int, default=12, help="failures shown per split")
     a = ap.parse_args()
     import cellspec
@@ -331,7 +364,11 @@ def main() -> int:
             ad.offline_fallback = False  # score the model alone, not the offline parser
             return lambda: ad
         if name == "legacy":
-            from cellspec.agent.legacy import LegacyAdapter
+            try:
+                from cellspec.agent.legacy import LegacyAdapter  # type: ignore[import-not-found]
+            except ImportError:
+                raise SystemExit("--adapter legacy: the phrase matcher is not in this "
+                                 "checkout; --peer runs it from --peer-ref") from None
 
             return LegacyAdapter
         from cellspec.agent.offline import OfflineAdapter
@@ -342,7 +379,7 @@ def main() -> int:
     main_name = "openai" if a.base_url else a.adapter
     rows[main_name] = run(cases, factory(main_name))
     if a.peer and main_name != "legacy":
-        rows["legacy"] = run(cases, factory("legacy"))
+        rows["legacy"] = run_peer(a.peer_ref, splits, a)
     out = {"bench": "paraphrase", "cell": CELL.name, "per_template": a.per, "seed": a.seed,
            "rows": rows}
     print(json.dumps(out, sort_keys=True))

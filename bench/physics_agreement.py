@@ -1,6 +1,6 @@
 """Physics agreement: does `check` pass only structures that stand? (issue 14)
 
-Seeded random structures of eight families (``cellspec.testing.structures``), each with a
+Seeded random structures of eight families (``tests/structure_families.py``), each with a
 buildable bottom-up order, are checked by ``cellspec.solver.verify.check`` and labelled by
 the physics oracle ``cellspec.robots.settle`` (pybullet, every stage of construction).
 Per family and per checked cell: the confusion matrix against settle:
@@ -30,7 +30,7 @@ from the threshold; at settle's 960 Hz a load exactly over an edge may stand sti
 structures that barely move are tried too).
 
 **Cylinder stacks** (issue 28): ``--families can_stack,rim_stack`` (or ``cylinders``)
-draws the families of ``cellspec.testing.cylinder_stacks`` (stacks near the rims of cans);
+draws the families of ``tests/cylinder_stacks.py`` (stacks near the rims of cans);
 shape families check and settle on ``cell_text(shapes=True)``, and the noise then also
 settles towers of aligned cans. ``--cylinder-margin M`` sets settle's collision margin of
 every part of a layout with a cylinder (``cellspec.robots.settle.CYLINDER_MARGIN``, m;
@@ -58,8 +58,17 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # structure families
 
 import numpy as np  # noqa: E402
+from cylinder_stacks import CYLINDER_FAMILIES  # noqa: E402
+from structure_families import (  # noqa: E402
+    FAMILIES,
+    SHAPE_FAMILIES,
+    StructureCase,
+    load_cell_variant,
+    structures,
+)
 
 from cellspec.core.errors import CellspecError  # noqa: E402
 from cellspec.robots import agreement as ag  # noqa: E402
@@ -69,19 +78,11 @@ from cellspec.solver import stability as stab  # noqa: E402
 from cellspec.solver import stability_lp as stab_lp  # noqa: E402
 from cellspec.solver.instance import build_instance  # noqa: E402
 from cellspec.solver.verify import check  # noqa: E402
-from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES  # noqa: E402
-from cellspec.testing.structures import (  # noqa: E402
-    FAMILIES,
-    SHAPE_FAMILIES,
-    Structure,
-    load_cell_variant,
-    structures,
-)
 
 PUBLISHED_CRA = {"per_structure_s": 0.04, "staged_s": 0.12}  # compas_cra + IPOPT (issue 14)
 
 
-def sim_label(cell, s: Structure) -> tuple[str, float, str]:
+def sim_label(cell, s: StructureCase) -> tuple[str, float, str]:
     """The twin's answer: stand | fall | n/a (it could not execute), seconds, reason."""
     from cellspec.robots.sim import simulate
 
@@ -131,7 +132,7 @@ def _stability_seconds(cell, layout) -> tuple[float, int]:
     return time.perf_counter() - t, stab_lp.SOLVES[0] - n0
 
 
-def _lp_solvers(cell, structs: list[Structure]) -> dict:
+def _lp_solvers(cell, structs: list[StructureCase]) -> dict:
     """The stability analysis of every structure with each LP backend: ms per structure,
     and whether the verdicts agree."""
     out: dict = {}

@@ -1,7 +1,7 @@
 """Physics agreement for yawed boxes and cylinders (issue 22): does `check` pass only shape
 structures that stand?
 
-The shape families of ``cellspec.testing.structures`` (``rotated_roof``, ``yawed_stack``,
+The shape families of ``tests/structure_families.py`` (``rotated_roof``, ``yawed_stack``,
 ``cylinders_on_blocks``), seeded, each with a bottom-up order, are checked and labelled by
 the physics oracle ``cellspec.robots.settle`` with the noise tests of
 ``bench/physics_agreement.py`` (``cellspec.robots.agreement``); the confusion matrix per
@@ -28,19 +28,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # structure families
 
 import numpy as np  # noqa: E402
-
-from cellspec.core.errors import CellspecError  # noqa: E402
-from cellspec.solver import stability as stab  # noqa: E402
-from cellspec.solver.instance import build_instance  # noqa: E402
-from cellspec.solver.verify import check  # noqa: E402
-from cellspec.testing.structures import (  # noqa: E402
+from structure_families import (  # noqa: E402
     FAMILIES,
     SHAPE_FAMILIES,
     load_cell_variant,
     structures,
 )
+
+from cellspec.core.errors import CellspecError  # noqa: E402
+from cellspec.solver import stability as stab  # noqa: E402
+from cellspec.solver.instance import build_instance  # noqa: E402
+from cellspec.solver.verify import check  # noqa: E402
 
 
 def stability_verdict(cell, layout) -> str:  # noqa: ANN001

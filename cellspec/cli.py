@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         """As argparse, but an unknown option after a verb shows that verb's usage."""
         ns, extras = self.parse_known_args(args, namespace)
         if extras:

@@ -36,7 +36,7 @@ ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$"
 Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
 
-class PartIn(BaseModel):
+class PartEntry(BaseModel):
     """One part as written in a layout file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -48,13 +48,13 @@ class PartIn(BaseModel):
     yaw: Finite | None = None  # degrees about the vertical axis (docs/shapes.md)
 
 
-class LayoutIn(BaseModel):
+class LayoutDocument(BaseModel):
     """A layout file: parts (AABB centres), optional units and placement order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     format: Literal["cellspec.layout/1"] | None = None  # optional: docs/formats.md
     units: Literal["m", "mm"] = "m"
-    parts: list[PartIn]
+    parts: list[PartEntry]
     order: list[StrictStr] | None = None
 
 
@@ -286,7 +286,7 @@ def layout_from_obj(obj: Any, path: str = "<layout>",
     diags: list[Diagnostic] = []
     lay = None
     try:
-        lay = LayoutIn.model_validate(obj)
+        lay = LayoutDocument.model_validate(obj)
     except ValidationError as exc:
         diags.extend(_schema_diags(exc, path))
     diags.extend(_value_diags(obj, path, part_types))

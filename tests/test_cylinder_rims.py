@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import pytest
 from conftest import write_cell
+from cylinder_stacks import CYLINDER_FAMILIES
+from structure_families import load_cell_variant, structures
 
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import layout_from_obj
 from cellspec.solver.verify import check
-from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES
-from cellspec.testing.structures import load_cell_variant, structures
 
 CELL = """import physical
 

@@ -116,11 +116,11 @@ def test_execute_failure_replans_and_does_not_loop(cell, monkeypatch):
     """A part dropped in the twin: Execute fails -> Replan (re-prompt) -> the same layout
     again -> Failed, naming the twin's reason; no layout leaves."""
     import cellspec.robots.sim as sim
-    from cellspec.robots.execute import Fault
+    from cellspec.robots.execute import InjectedFault
 
     real = sim.simulate
     monkeypatch.setattr(sim, "simulate", lambda *a, **kw: real(
-        *a, **kw, faults=(Fault("drop", part="tower1_2"),)))
+        *a, **kw, faults=(InjectedFault("drop", part="tower1_2"),)))
     o = run_orchestrated(TOWER, cell, OfflineAdapter(), execute=True)
     ex = next(p for p in o.phases if p.phase == "Execute")
     assert ex.status == "fail" and ex.next == "Replan" and "tower1_2" in ex.detail

@@ -6,10 +6,10 @@ enforced; the benchmark (bench/physics_agreement.py) reports them per family and
 from __future__ import annotations
 
 import pytest
+from structure_families import FAMILIES, load_cell_variant, structures
 
 from cellspec.robots import agreement as ag
 from cellspec.solver.verify import check
-from cellspec.testing.structures import FAMILIES, load_cell_variant, structures
 
 N = 104  # 13 per family
 SEED = 2026

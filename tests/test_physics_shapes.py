@@ -5,10 +5,10 @@ passes nothing that falls in the pybullet settle oracle (bench/physics_shapes.py
 from __future__ import annotations
 
 import pytest
+from structure_families import SHAPE_FAMILIES, load_cell_variant, structures
 
 from cellspec.robots import agreement as ag
 from cellspec.solver.verify import check
-from cellspec.testing.structures import SHAPE_FAMILIES, load_cell_variant, structures
 
 N = 30  # 10 per family
 SEED = 2026

@@ -208,7 +208,7 @@ HEAVY_ON_SMALL = {"parts": [
 
 @pytest.fixture(scope="module")
 def bench_cell():
-    from cellspec.testing.structures import load_cell_variant
+    from structure_families import load_cell_variant
 
     return load_cell_variant()
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 from conftest import STATION
+from smt_faults import fault_layout, inject_faults, tower_grid
 
 import cellspec
 from cellspec.layout import layout_from_obj
 from cellspec.solver.formal.explain import explain
-from cellspec.solver.smt.fixtures import fault_layout, inject_faults, tower_grid
 from cellspec.solver.verify import check
 
 REPO_EXAMPLES = STATION.parent.parent / "examples"

@@ -19,7 +19,7 @@ import cellspec
 from cellspec.layout import layout_from_obj
 from cellspec.solver.formal.robust import displaced_layout, prove_robust
 from cellspec.solver.instance import build_instance
-from cellspec.solver.reference import Reference
+from cellspec.solver.reference import ReferenceEvaluator
 from cellspec.solver.verify import check
 
 TWO_APART = {"parts": [{"id": "a", "type": "cube", "pos": [0.40, 0.20, 0.025]},
@@ -31,7 +31,7 @@ TOWER = {"parts": [{"id": "c1", "type": "cube", "pos": [0.40, 0.20, 0.025]},
 
 
 def _fails(cell, inst, rules) -> bool:
-    ref = Reference(inst)
+    ref = ReferenceEvaluator(inst)
     return any(ref.violations(r) for r in rules)
 
 

@@ -204,7 +204,7 @@ def test_lp_structure_bridge_stands_and_tips(stages_cell):
 
 
 def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust
 
     tower = _lay([("a", "cube", (0.40, 0.2, 0.025)), ("b", "cube", (0.40, 0.2, 0.075))],
                  ["a", "b"])
@@ -221,7 +221,7 @@ def test_robust_stability_is_proved_only_with_twice_the_tolerance(station):
 
 
 def test_robust_refuses_lp_structures_honestly(stages_cell):
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust
 
     rows = [("l", "cube", (0.35, 0.2, 0.025)), ("r", "cube", (0.45, 0.2, 0.025)),
             ("deck", "plank", (0.40, 0.2, 0.06))]
@@ -276,7 +276,7 @@ def test_bad_part_masses_exit_2(tmp_path, cli, mass, msg):
 def test_robust_never_proves_a_part_that_leans_on_its_neighbour(station):
     # LEAN passes only by b's side contact with d; a displacement may open that gap, and
     # the proof of robustness does not rely on side contacts: unknown, never proved
-    from cellspec.solver.formal import prove_robust
+    from cellspec.solver.formal.robust import prove_robust
 
     r = prove_robust(station, _lay(LEAN, ["a", "c", "d", "b"]), 0.0005)
     assert r.status == "unknown"
@@ -314,7 +314,7 @@ def _moved(rows, dx, ids):
 
 @pytest.fixture(scope="module")
 def bench_cell():
-    from cellspec.testing.structures import load_cell_variant
+    from structure_families import load_cell_variant
 
     return load_cell_variant()  # the station with the benchmark's part types, default margin
 
@@ -332,7 +332,7 @@ def test_heavy_stack_on_the_small_cube_passes_at_the_default_margin(bench_cell):
 
 
 def test_heavy_stack_on_the_small_cube_misses_a_2mm_margin_by_how_much(tmp_path):
-    from cellspec.testing.structures import load_cell_variant
+    from structure_families import load_cell_variant
 
     cell = load_cell_variant(margin=0.002)
     v = cellspec.check(cell, _lay(HEAVY_ON_SMALL, [r[0] for r in HEAVY_ON_SMALL]))

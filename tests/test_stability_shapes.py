@@ -220,7 +220,7 @@ def test_forest_analysis_agrees_with_the_lp_on_polygons(tmp_path_factory, rows):
 def test_shape_families_generate_analysable_structures():
     """The physics-agreement shape families: seeded, overlap-free, every structure decided
     by the stability analysis; the default families (bench/physics_agreement.py) unchanged."""
-    from cellspec.testing import structures as sx
+    import structure_families as sx
 
     assert "rotated_roof" not in sx.FAMILIES and set(sx.SHAPE_FAMILIES) == {
         "rotated_roof", "yawed_stack", "cylinders_on_blocks"}

@@ -4,7 +4,7 @@ reported, and an undecided structure never hides the violations found elsewhere.
 ``data/stability/dense_heap_abnormal.json`` is a seeded dense heap (10 parts on a 25 mm
 lattice, edges 0.05-0.1 mm apart; /tmp search over 600 heaps: 49 were undecided on main
 a9a49c7, every one GLOP's dual simplex returning ABNORMAL at once) in the benchmark's cell
-(``cellspec.testing.structures``). Its LPs carry lever arms of 5.6e-17 m (float round-off
+(``tests/structure_families.py``). Its LPs carry lever arms of 5.6e-17 m (float round-off
 of exact zeros): with them GLOP returns ABNORMAL; dropped (``TINY``) or retried another
 way, every LP is decided.
 """
@@ -15,6 +15,7 @@ import json
 
 import pytest
 from conftest import DATA, write_cell
+from structure_families import cell_text, load_cell_variant
 
 from cellspec.cli import main
 from cellspec.core.status import Reason
@@ -23,7 +24,6 @@ from cellspec.solver import stability as stab
 from cellspec.solver import stability_lp as lp
 from cellspec.solver.instance import build_instance
 from cellspec.solver.verify import check
-from cellspec.testing.structures import cell_text, load_cell_variant
 
 HEAP = DATA / "stability" / "dense_heap_abnormal.json"
 HEAP_VIOLATIONS = [("support_order", ("p5", "p1")), ("support_order", ("p7", "p5")),

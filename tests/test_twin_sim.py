@@ -209,7 +209,8 @@ def test_three_cube_tower_passes(panda):
 
 def test_dispatch_keeps_precedences_and_the_shared_zone():
     from cellspec.layout import layout_from_obj
-    from cellspec.robots.sim import SimResult, dispatch
+    from cellspec.robots.concurrency import dispatch
+    from cellspec.robots.reports import SimResult
     from cellspec.robots.tasks import compile_action
     from cellspec.solver.cpsat.results import Step
     from cellspec.solver.cpsat.schedule import ScheduleResult, Slot
@@ -254,9 +255,9 @@ def test_dispatch_keeps_precedences_and_the_shared_zone():
 # -- follow-ups: carried parts in the concurrent check, reach at x 0.65, single arm ---------
 
 def test_concurrent_check_sees_a_carried_part_hit_the_other_arm():
+    from cellspec.robots.concurrency import arm_clash
     from cellspec.robots.execute import Timeline
     from cellspec.robots.ik import grasp_quat, solve_ik
-    from cellspec.robots.sim import arm_clash
     from cellspec.robots.twin import Twin
 
     with Twin(load_cell(STATION)) as twin:
@@ -363,7 +364,7 @@ def test_heavy_load_on_a_light_part_stands_in_sim(tmp_path):
     1.3 mm inside its edge. check passes it and settle keeps it standing; sim, with
     pybullet's default 50 contact-solver iterations, dropped it (m4 0.22 m off). With the
     twin's 200 iterations every action passes."""
-    from cellspec.testing.structures import cell_text, structures
+    from structure_families import cell_text, structures
 
     s = structures(624, 0)[623]
     assert s.family == "mixed" and s.note == "stack of small, block, cube, block"

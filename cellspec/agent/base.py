@@ -14,13 +14,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.design import DesignBuilder, DesignSpec  # the dsl's one spec builder
 from cellspec.dsl.parser import parse_text
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 SPEC_FILE = "<spec>"
 
@@ -170,12 +173,12 @@ class Adapter(ABC):
                                        time.perf_counter() - t0, error is None, error))
 
     @abstractmethod
-    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+    def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
         """DSL text of one ``design`` statement (raise TranslateError when impossible);
         ``feedback``: the DSL's diagnostics on the previous answer."""
 
     @abstractmethod
-    def propose(self, spec: DesignSpec, cell: Any,
+    def propose(self, spec: DesignSpec, cell: Cell,
                 feedback: Feedback | None) -> dict[str, Any] | None:
         """A candidate layout JSON object, or None (the solver generates)."""
 

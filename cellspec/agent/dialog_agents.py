@@ -29,7 +29,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
 from cellspec.core.limits import check_llm_limits, check_output
 from cellspec.robots.roco_task import SortState, SortTask
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
 FAULTS = ("missing_action", "wrong_goal", "out_of_reach", "all_wait", "path_after_place",
@@ -77,10 +80,10 @@ class DialogAgents(Adapter):
 
     name = "dialog"
 
-    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+    def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
         raise CellspecError("dialog agents do not translate design commands")
 
-    def propose(self, spec, cell, feedback):  # type: ignore[no-untyped-def]
+    def propose(self, spec, cell, feedback):
         raise CellspecError("dialog agents do not propose layouts")
 
     def respond(self, view: AgentView) -> str:

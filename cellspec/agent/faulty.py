@@ -12,7 +12,7 @@ import json
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -21,6 +21,9 @@ from cellspec.agent.loop import reference
 from cellspec.agent.offline import OfflineAdapter
 from cellspec.agent.openai_adapter import ChatAdapter
 from cellspec.dsl.design import DesignSpec
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 FAULTS = ("none", "wrong_count", "overlap", "floating", "out_of_workspace", "malformed_json",
           "refusal", "truncated")
@@ -44,14 +47,14 @@ class FaultyAdapter(ChatAdapter):
         self._cell: Any = None
         self.propose_mode = "always"  # a stand-in proposer: its proposals are the point
 
-    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+    def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
         self.check_budget()
         t0 = time.perf_counter()
         out = OfflineAdapter().translate(command, cell)
         self.record("translate", t0)
         return out
 
-    def propose(self, spec: DesignSpec, cell: Any,
+    def propose(self, spec: DesignSpec, cell: Cell,
                 feedback: Feedback | None) -> dict[str, Any] | None:
         self._spec, self._cell = spec, cell
         return super().propose(spec, cell, feedback)

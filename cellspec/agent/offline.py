@@ -28,7 +28,7 @@ was understood.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.agent.base import Adapter, Feedback, TranslateError, parse_spec
 from cellspec.agent.nl.compose import compose
@@ -37,10 +37,13 @@ from cellspec.agent.nl.lexer import MAX_COMMAND, check_text, tokenize
 from cellspec.agent.nl.parser import parse_tokens
 from cellspec.solver.cpsat.generate import generate
 
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
+
 __all__ = ["MAX_COMMAND", "OfflineAdapter", "translate_offline"]
 
 
-def translate_offline(command: str, cell: Any) -> str:
+def translate_offline(command: str, cell: Cell) -> str:
     """The spec text of ``command`` on ``cell`` (TranslateError when it has none)."""
     check_text(command)
     notes: list[str] = []
@@ -58,14 +61,14 @@ class OfflineAdapter(Adapter):
     name = "offline"
     model = "offline"
 
-    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+    def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
         return translate_offline(command, cell)
 
-    def propose(self, spec: Any, cell: Any, feedback: Feedback | None) -> dict[str, Any] | None:
+    def propose(self, spec: Any, cell: Cell, feedback: Feedback | None) -> dict[str, Any] | None:
         return None
 
 
-def _fill(text: str, cell: Any, notes: list[str]) -> str | None:
+def _fill(text: str, cell: Cell, notes: list[str]) -> str | None:
     """``fill the front strip|left half with cubes``: the most parts the solver places in
     that region, one layer (found by the generator, largest count first)."""
     m = re.fullmatch(r"fill (?:up )?the (front|back|left|right) (strip|half|edge)"

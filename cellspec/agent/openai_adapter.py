@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -79,6 +79,9 @@ from cellspec.core.limits import (
 )
 from cellspec.dsl.design import DesignSpec
 
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
+
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -124,7 +127,7 @@ def request_hash(model: str, messages: list[dict[str, Any]], schema_name: str,
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def cell_summary(cell: Any) -> str:
+def cell_summary(cell: Cell) -> str:
     ws = cell.workspace
     types = ", ".join(f"{n} size ({', '.join(f'{float(v):g}' for v in t.size)})"
                       for n, t in cell.part_types.items())
@@ -309,7 +312,7 @@ class ChatAdapter(Adapter):
         assert isinstance(out, RouteOut)
         return out.next
 
-    def translate(self, command: str, cell: Any, feedback: str | None = None) -> str:
+    def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
         """DSL text of one design statement, parsed by the design parser before it is
         returned. ``hybrid`` (the default): the offline parser's spec when it parses the
         command (no model call: it uses every word or refuses); else the model, with its
@@ -378,22 +381,22 @@ class ChatAdapter(Adapter):
 
     tformat: str | None = None  # the translation's answer format: grammar | json
 
-    def translate_format(self, command: str, cell: Any) -> str:
+    def translate_format(self, command: str, cell: Cell) -> str:
         """``grammar`` (GBNF: llama.cpp servers) or ``json`` (the design language as a JSON
         schema with enums), negotiated once per run."""
         return self.tformat or "json"
 
-    def _translate_messages(self, fmt: str, command: str, cell: Any) -> list[dict[str, Any]]:
+    def _translate_messages(self, fmt: str, command: str, cell: Cell) -> list[dict[str, Any]]:
         system = dsl_prompt(cell) if fmt == "grammar" else translate_prompt(cell)
         return [{"role": "system", "content": system},
                 {"role": "user", "content": command + self._world()}]
 
-    def _translate_schema(self, fmt: str, cell: Any) -> DictSchema:
+    def _translate_schema(self, fmt: str, cell: Cell) -> DictSchema:
         if fmt == "grammar":
             return GrammarSchema(GRAMMAR_NAME, {}, grammar=dsl_grammar(cell))
         return DictSchema(DRAFT_NAME, draft_schema(cell))
 
-    def _check_lines(self, command: str, answer: Any, cell: Any
+    def _check_lines(self, command: str, answer: Any, cell: Cell
                      ) -> tuple[str | None, list[str], str | None]:
         """A grammar answer: (DSL text, complaints, the model's ``cannot`` reason)."""
         if not isinstance(answer, str):
@@ -414,7 +417,7 @@ class ChatAdapter(Adapter):
                 return render(obj, cell), [], None
         return text, complaints, None
 
-    def _check_draft(self, command: str, obj: dict[str, Any], cell: Any
+    def _check_draft(self, command: str, obj: dict[str, Any], cell: Cell
                      ) -> tuple[str | None, list[str]]:
         """(the DSL text, []) for an answer that renders, parses and is grounded in the
         command; (None or the text, the complaints) otherwise."""
@@ -448,7 +451,7 @@ class ChatAdapter(Adapter):
         return ("\nworld model (task-relevant subgraph: entities, relations with confidence "
                 "and lifecycle):\n" + self.world_context.rstrip("\n"))
 
-    def _fallback(self, command: str, cell: Any, why: str, offline: str | None = None,
+    def _fallback(self, command: str, cell: Cell, why: str, offline: str | None = None,
                   offline_why: str = "") -> str:
         """The offline parser's spec when the model's answer cannot be used (recorded),
         else TranslateError naming both reasons (an honest refusal)."""
@@ -485,7 +488,7 @@ class ChatAdapter(Adapter):
         return self.propose_mode == "always" or (self.propose_mode == "auto"
                                                  and self.use_tools)
 
-    def propose(self, spec: DesignSpec, cell: Any,
+    def propose(self, spec: DesignSpec, cell: Cell,
                 feedback: Feedback | None) -> dict[str, Any] | None:
         if not self.proposes():
             return None
@@ -554,7 +557,7 @@ class OpenAIAdapter(ChatAdapter):
         self.seed = seed
         self.record_path = Path(record) if record else None
 
-    def translate_format(self, command: str, cell: Any) -> str:
+    def translate_format(self, command: str, cell: Cell) -> str:
         """``grammar`` first for a loopback server (llama.cpp's ``grammar`` field; a refusal
         or an answer that ignores it switches to ``json``), ``json`` for a remote one."""
         if self.tformat is None:
@@ -716,7 +719,7 @@ class ReplayAdapter(ChatAdapter):
             except (ValueError, KeyError, TypeError, RecursionError):
                 raise CellspecError(f"{p}:{k}: not a cassette entry") from None
 
-    def translate_format(self, command: str, cell: Any) -> str:
+    def translate_format(self, command: str, cell: Cell) -> str:
         """The format the cassette was recorded in: ``grammar`` when it answers the
         grammar request of this command, else ``json``."""
         msgs = self._translate_messages("grammar", command, cell)

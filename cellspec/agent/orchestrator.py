@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import cellspec.layout
 from cellspec.agent.base import Adapter, Feedback, LLMUnavailable
@@ -65,6 +65,9 @@ from cellspec.core.status import Status
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.verify import check
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 PHASES = ("Plan", "Design", "Inspect", "HumanReview", "PreExecute", "Execute", "Replan",
           "Done", "Failed")
@@ -232,7 +235,7 @@ def _read_edit(path: Path) -> tuple[Layout | None, str | None]:
 class Orchestrator:
     """Runs one command through the phases; see the module docstring."""
 
-    def __init__(self, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
+    def __init__(self, cell: Cell, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
                  time_limit: float = 10.0, reviewer: Reviewer | None = None,
                  execute: bool = False, router: Router | None = None) -> None:
         self.cell = cell
@@ -524,7 +527,7 @@ def _fingerprint(layout: Layout) -> str:
                                                     strict=True)))
 
 
-def run_orchestrated(command: str, cell: Any, adapter: Adapter, **kw: Any
+def run_orchestrated(command: str, cell: Cell, adapter: Adapter, **kw: Any
                      ) -> OrchestratorResult:
     """Run one command through the orchestrator (see :class:`Orchestrator`)."""
     return Orchestrator(cell, adapter, **kw).run(command)

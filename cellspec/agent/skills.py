@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -36,6 +36,9 @@ from cellspec.layout import UnknownPartType, layout_from_obj
 from cellspec.solver.cpsat.repair import with_blocked
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 GRANULAR = ("workspace", "no_overlap", "gravity", "grip_access")
 GRID = 0.0001  # 0.1 mm: every coordinate a skill writes is on this grid
@@ -130,7 +133,7 @@ def _r(v: float) -> float:
 class SkillRegistry:
     """The skills of one cell; ``dispatch(name, args) -> result JSON``."""
 
-    def __init__(self, cell: Any, time_limit: float = 10.0) -> None:
+    def __init__(self, cell: Cell, time_limit: float = 10.0) -> None:
         self.cell = cell
         self.time_limit = time_limit
         self.calls: list[tuple[str, bool]] = []
@@ -218,7 +221,7 @@ class SkillRegistry:
             obj["order"] = list(lay.order)
         return layout_from_obj(obj, "<skill>")
 
-    def _verdict(self, cell: Any, layout: Any) -> dict[str, Any]:
+    def _verdict(self, cell: Cell, layout: Any) -> dict[str, Any]:
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
         out = {"verdict": v.verdict, "reason": v.reason,
                "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
@@ -374,7 +377,7 @@ class SkillRegistry:
         return {"layout": obj, "moved": sorted(new), **self._verdict(self.cell, lay)}
 
 
-def _sizes(cell: Any, layout: Any) -> np.ndarray:
+def _sizes(cell: Cell, layout: Any) -> np.ndarray:
     """Each part's box size in metres (a layout leaves NaN where the type gives it)."""
     try:
         return layout.resolve(cell)
@@ -383,7 +386,7 @@ def _sizes(cell: Any, layout: Any) -> np.ndarray:
                          "cell defines: " + ", ".join(cell.part_types) + ")") from None
 
 
-def _finger_room(cell: Any) -> float:
+def _finger_room(cell: Cell) -> float:
     """Room a parallel gripper's finger needs beside a part (0 with vacuum only)."""
     ps = [r.gripper for r in cell.robots if r.gripper is not None
           and r.gripper.kind == "parallel" and r.gripper.opening is not None]
@@ -393,7 +396,7 @@ def _finger_room(cell: Any) -> float:
     return max(0.005, max(float(g.opening) for g in ps) - s + 0.002)
 
 
-def _offsets(cell: Any, layout: Any) -> list[tuple[float, float]]:
+def _offsets(cell: Cell, layout: Any) -> list[tuple[float, float]]:
     """Rigid offsets (5 mm grid) keeping the layout's footprint in the workspace, nearest
     first (L1, then dx, then dy): the candidates of the smallest clearing shift."""
     ws = cell.workspace
@@ -422,7 +425,7 @@ def _offsets(cell: Any, layout: Any) -> list[tuple[float, float]]:
     return out
 
 
-def _free_spot(cell: Any, boxes: list[tuple[np.ndarray, np.ndarray]], s: np.ndarray,
+def _free_spot(cell: Cell, boxes: list[tuple[np.ndarray, np.ndarray]], s: np.ndarray,
                clear: float, z0: float, centre: tuple[float, float]
                ) -> tuple[float, float] | None:
     """The free table spot (2.5 mm grid) nearest ``centre`` for a part of size ``s`` whose

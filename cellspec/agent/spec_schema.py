@@ -20,11 +20,14 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.agent.nl.lexer import lexicon
 from cellspec.dsl import design as _design
 from cellspec.dsl.design import GOALS, KINDS, WORD_PARAMS
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 DRAFT_NAME = "SpecDraft"  # the schema's name (json_schema mode, the cassette key)
 MAX_STRUCTURES = 4
@@ -80,7 +83,7 @@ def kind_schema(kind: str, types: list[str]) -> dict[str, Any]:
     return _obj(props)
 
 
-def draft_schema(cell: Any) -> dict[str, Any]:
+def draft_schema(cell: Cell) -> dict[str, Any]:
     """The whole answer's schema: structures (one ``anyOf`` branch per kind of the
     language), a height limit in levels or metres, and ``cannot``."""
     types = list(cell.part_types)
@@ -108,16 +111,16 @@ def _fmt(d: Decimal) -> str:
     return s.rstrip("0").rstrip(".") if "." in s else s
 
 
-def part_height(cell: Any, structures: list[dict[str, Any]]) -> Decimal:
+def part_height(cell: Cell, structures: list[dict[str, Any]]) -> Decimal:
     """The height of one level: the tallest part type the structures use (their own, or
     the cell's first)."""
     pp = part_param()
-    names = {s.get(pp) for s in structures if pp} & set(cell.part_types)
+    names = {s[pp] for s in structures if pp and s.get(pp) is not None} & set(cell.part_types)
     types = [cell.part_types[n] for n in names] or list(cell.part_types.values())[:1]
     return max(Decimal(repr(float(t.size[2]))) for t in types)
 
 
-def render(obj: Any, cell: Any) -> str:
+def render(obj: Any, cell: Cell) -> str:
     """DSL text of one ``design`` statement from a model answer (DraftError: it does not
     fit the schema); the design parser then checks it as any spec."""
     if not isinstance(obj, dict) or not isinstance(obj.get("structures"), list):
@@ -163,7 +166,7 @@ def render(obj: Any, cell: Any) -> str:
     return "design command {\n" + "\n".join(lines) + "\n}\n"
 
 
-def max_height(obj: dict[str, Any], cell: Any) -> Decimal | None:
+def max_height(obj: dict[str, Any], cell: Cell) -> Decimal | None:
     """The answer's height limit in metres (levels times the part height), or None."""
     hs = []
     if obj.get("max_levels") is not None:
@@ -245,7 +248,7 @@ def command_numbers(command: str) -> set[Decimal]:
     return out
 
 
-def _answer_numbers(obj: dict[str, Any], cell: Any) -> tuple[set[Decimal], set[Decimal]]:
+def _answer_numbers(obj: dict[str, Any], cell: Cell) -> tuple[set[Decimal], set[Decimal]]:
     """(every number of the answer, those that differ from the language's defaults)."""
     every: set[Decimal] = set()
     chosen: set[Decimal] = set()
@@ -275,7 +278,7 @@ def _scaled(nums: set[Decimal]) -> set[Decimal]:
     return nums | {(n / 100).normalize() for n in nums} | {(n / 1000).normalize() for n in nums}
 
 
-def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noqa: C901
+def grounding(command: str, obj: dict[str, Any], cell: Cell) -> list[str]:  # noqa: C901
     """What in the answer the command does not say, or what the command says that the
     answer does not carry (empty: the answer is grounded in the command's words)."""
     v = _vocab()
@@ -340,7 +343,7 @@ def grounding(command: str, obj: dict[str, Any], cell: Any) -> list[str]:  # noq
     return out
 
 
-def unknown_part_word(command: str, cell: Any) -> str | None:
+def unknown_part_word(command: str, cell: Cell) -> str | None:
     """A word right after a count that is neither one of the cell's part types nor a word
     of the lexicon (``3 cans`` on a cell of cubes), or None: a model answering such a
     command with the cell's own parts would build a substitute."""
@@ -402,7 +405,7 @@ def _example(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(", ", ": "))
 
 
-def _prompt_facts(cell: Any) -> tuple[str, str, str]:
+def _prompt_facts(cell: Cell) -> tuple[str, str, str]:
     """What both translation prompts say of the language and the cell: the kinds with their
     parameters, the lexicon's synonyms of each kind, the cell's part types with sizes."""
     raw = lexicon().raw
@@ -416,7 +419,7 @@ def _prompt_facts(cell: Any) -> tuple[str, str, str]:
     return kinds, syn, types
 
 
-def translate_prompt(cell: Any) -> str:
+def translate_prompt(cell: Cell) -> str:
     """The system prompt of a translation: the kinds of the design language with their
     parameters, the lexicon's synonyms, the cell's part types and limits, a few examples."""
     kinds, syn, types = _prompt_facts(cell)
@@ -447,7 +450,7 @@ def _g(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def dsl_grammar(cell: Any) -> str:
+def dsl_grammar(cell: Cell) -> str:
     """A GBNF grammar of the answer: up to four structure lines of the design language
     (every kind of :data:`KINDS` with its parameters, word parameters as alternatives,
     the part type as one of the cell's), then an optional height limit; or ``cannot:``
@@ -504,7 +507,7 @@ DSL_EXAMPLES: tuple[tuple[str, str], ...] = (
 )  # no `cannot:` example: the 0.5B model copied it for 14 of 24 commands (docs/models.md)
 
 
-def dsl_prompt(cell: Any) -> str:
+def dsl_prompt(cell: Cell) -> str:
     """The system prompt of a grammar-constrained translation: the kinds with their
     parameters, the lexicon's synonyms, the cell, examples written in the language."""
     kinds, syn, types = _prompt_facts(cell)
@@ -535,7 +538,7 @@ def looks_like_lines(text: str) -> bool:
         for x in lines))
 
 
-def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
+def from_lines(text: str, cell: Cell) -> tuple[str | None, str | None, dict[str, Any] | None]:
     """(DSL text, None, the answer as a draft for :func:`grounding`) of a grammar answer,
     or (None, the model's reason, None) for ``cannot:``; the draft is read back from the
     parsed spec (DraftError or CellspecError when it does not parse)."""
@@ -571,7 +574,7 @@ def from_lines(text: str, cell: Any) -> tuple[str | None, str | None, dict[str, 
     return render(obj, cell), None, obj
 
 
-def strip_invented(command: str, obj: dict[str, Any], cell: Any) -> list[str]:
+def strip_invented(command: str, obj: dict[str, Any], cell: Cell) -> list[str]:
     """Take out of the answer what only adds a number the command does not say: an anchor
     whose x or y is invented, an invented height limit or spacing (small models copy the
     prompt's examples). Nothing is added or changed, so the answer only loses meaning the

@@ -71,7 +71,7 @@ except ImportError:  # pragma: no cover - batch then runs --serial only
     _WorkerPlugin = object  # type: ignore[assignment,misc]
 
 
-class CellPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
+class CellPlugin(_WorkerPlugin):
     """Installs one cell on every worker of the cluster, including workers that join later
     (or restart after a crash), so chunks carry only the cell's key."""
 

@@ -17,6 +17,7 @@ from cellspec.core.limits import check_llm_limits, check_output, check_seconds, 
 
 if TYPE_CHECKING:
     from cellspec.agent.base import Adapter
+    from cellspec.dsl.model import Cell
 
 
 MAX_T_MAX = 50  # proposals per command: more is a runaway loop, not persistence
@@ -160,7 +161,7 @@ def _progress(line: str) -> None:
     print(f"design: {line}", file=sys.stderr, flush=True)
 
 
-def check_executable(cell: Any) -> None:
+def check_executable(cell: Cell) -> None:
     """Bad input (exit 2, before any work) when ``--execute`` cannot run on the cell: the twin
     needs robots to place the parts and a supply area to pick them from."""
     s = cell.source
@@ -193,7 +194,7 @@ def _world_context(a: argparse.Namespace, adapter: Adapter) -> None:
     if not hasattr(adapter, "world_context"):
         raise CellspecError(f"--world: the {adapter.name} adapter has no prompt to put the "
                             "world model in (use --adapter openai or replay)")
-    adapter.world_context = prompt_context(a.world, a.world_action)[0]  # type: ignore[attr-defined]
+    adapter.world_context = prompt_context(a.world, a.world_action)[0]
 
 
 def run(a: argparse.Namespace) -> int:

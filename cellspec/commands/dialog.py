@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def make_agents(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def make_agents(a: argparse.Namespace):
     """The dialog agents the options ask for."""
     # lazy: CLI start-up time (every verb loads for --help; loads the translators)
     from cellspec.agent.base import Budget
@@ -124,7 +124,7 @@ def run(a: argparse.Namespace) -> int:
     return EXIT_OK if rec["outcome"] == "success" else EXIT_FAIL
 
 
-def _compute(a: argparse.Namespace) -> dict:  # type: ignore[type-arg]
+def _compute(a: argparse.Namespace) -> dict:
     """The verb's work (in the bounded worker): the episode record as plain data."""
     quiet_pybullet()
     # lazy: CLI start-up time (every verb loads for --help; loads the translators, textX, the twin)
@@ -156,7 +156,7 @@ def _compute(a: argparse.Namespace) -> dict:  # type: ignore[type-arg]
     return rec
 
 
-def _print(a: argparse.Namespace, rec: dict, text: str) -> None:  # type: ignore[type-arg]
+def _print(a: argparse.Namespace, rec: dict, text: str) -> None:
     """The transcript: JSON, or the pretty summary."""
     if a.format == "json":
         print(text)

@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.commands.bounded import LimitHit, print_unknown, remaining, run_bounded
 from cellspec.commands.common import (
@@ -25,6 +25,9 @@ from cellspec.core.extras import require_extra
 from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_seconds, parse_memory
 from cellspec.robots import quiet_pybullet
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 MAX_SECONDS = 86400.0  # a time limit beyond a day is a typo (and overflows solver timers)
 SOLVER_TIME_LIMIT = 10.0  # seconds per solver call (verify gate, sequencer, scheduler)
@@ -271,7 +274,7 @@ def _check_options(a: argparse.Namespace) -> None:
         raise CellspecError("--faults: no fault given (leave the option out for none)")
 
 
-def _gantt(path: Path, cell: Any, layout: Any, res: Any
+def _gantt(path: Path, cell: Cell, layout: Any, res: Any
            ) -> tuple[list[dict] | None, bytes | None]:
     """The schedule's bars (for the JSON) and its chart as PNG bytes, drawn into ``path``
     (a private file of the worker); no bytes when there is no schedule."""

@@ -15,7 +15,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
 from textx import get_location
 
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
@@ -23,7 +22,7 @@ from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.build import halfspace_zone
 from cellspec.dsl.defs import NUMBER
 from cellspec.dsl.load import display_path, parse_text, path_key, read_rule_file
-from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone
+from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone, _Frozen
 
 # kind -> parameter -> default (None: required). Every kind also takes ``type=NAME``.
 KINDS: dict[str, dict[str, int | str | None]] = {
@@ -53,10 +52,6 @@ CONSTRAINTS = {"max height H": "every part's top at most H m above the table",
                           "clear gap, the larger of the x and y gaps, within 1 mm)"}
 MAX_PARAM = 1000
 MAX_PARTS = 5000
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
 
 class CountConstraint(_Frozen):

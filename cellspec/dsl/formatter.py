@@ -297,25 +297,54 @@ class _Emitter:
         self.block_fresh = False
         self.empty_block = False
 
-    # complexity: one branch per token kind of the canonical style
-    def _token(self, i: int, t: Token) -> None:  # noqa: C901
+    def _token(self, i: int, t: Token) -> None:
+        """One significant token: a top-level statement's keyword, or the line break
+        before it (if any), its spacing, and the block it opens or closes."""
         text = t.text
         if not self.stack and t.kind == "name" and text in _TOP:
-            if self.cur is None and not self.lines:
-                blank = 0
-            elif self.after_top_comment:
-                blank = 1 if t.nl >= 2 else 0
-            else:
-                blank = 0 if self.prev_stmt == text in _GROUPED else 1
-            self._newline(0, blank)
-            self.stmt = self.prev_stmt = text
-            self.after_top_comment = False
-            self.rule_body = False
-            self._put(text)
-            self._done(t)
+            self._top(t)
             return
-
         ctx = self.stack[-1] if self.stack else None
+        self._break(i, t, ctx)
+        glue_before, glue_after = self._glue(t, ctx)
+        self._put(text, glue_before)
+        self.glue = glue_after
+        if text == "{":
+            self._open(ctx)
+            self._done(t)
+            if self.stack[-1] == "inline":
+                self.glue = True
+            else:
+                self.block_fresh = True
+                nxt = self.toks[i + 1] if i + 1 < len(self.toks) else None
+                self.empty_block = nxt is not None and nxt.text == "}"
+                self.glue = self.empty_block
+            return
+        if text == "}" and self.stack:
+            self.stack.pop()
+            self.empty_block = False
+        self._done(t)
+
+    def _top(self, t: Token) -> None:
+        """A top-level statement's keyword, on a line of its own after the blank line its
+        group asks for."""
+        text = t.text
+        if self.cur is None and not self.lines:
+            blank = 0
+        elif self.after_top_comment:
+            blank = 1 if t.nl >= 2 else 0
+        else:
+            blank = 0 if self.prev_stmt == text in _GROUPED else 1
+        self._newline(0, blank)
+        self.stmt = self.prev_stmt = text
+        self.after_top_comment = False
+        self.rule_body = False
+        self._put(text)
+        self._done(t)
+
+    def _break(self, i: int, t: Token, ctx: str | None) -> None:
+        """The line break (with its indent and blank line) the token starts, if any."""
+        text = t.text
         brk, indent, blank = False, self._level() + 1, 0
         closing_block = text == "}" and ctx in _BLOCKS
         if closing_block:
@@ -349,6 +378,11 @@ class _Emitter:
             if raw_indent:
                 self.cur = " " * raw_indent
 
+
+    def _glue(self, t: Token, ctx: str | None) -> tuple[bool, bool]:
+        """Whether the token sticks to the one before and to the one after; tracks the
+        nesting depth, the rule body and the half-space that a ':' starts."""
+        text = t.text
         spaced = text == "=" and self.stmt == "const"  # `const W = 0.05`
         glue_before = text in (",", ")", "]", ".", "=") and not spaced
         glue_after = text in ("(", "[", ".", "=") and not spaced
@@ -380,30 +414,17 @@ class _Emitter:
         elif text in ("+", "-"):
             glue_after = not self._binary_sign(ctx)
 
-        self._put(text, glue_before)
-        self.glue = glue_after
+        return glue_before, glue_after
 
-        if text == "{":
-            if self.stmt in ("cell", "test", "design") and not self.stack:
-                kind = self.stmt
-            elif ctx == "test" and self.last_sig is not None and self.last_sig.text == "layout":
-                kind = "layout"
-            else:
-                kind = "inline"
-            self.stack.append(kind)
-            self._done(t)
-            if kind == "inline":
-                self.glue = True
-            else:
-                self.block_fresh = True
-                nxt = self.toks[i + 1] if i + 1 < len(self.toks) else None
-                self.empty_block = nxt is not None and nxt.text == "}"
-                self.glue = self.empty_block
-            return
-        if text == "}" and self.stack:
-            self.stack.pop()
-            self.empty_block = False
-        self._done(t)
+    def _open(self, ctx: str | None) -> None:
+        """The kind of block a '{' opens (cell, test, design, layout or inline)."""
+        if self.stmt in ("cell", "test", "design") and not self.stack:
+            kind = self.stmt
+        elif ctx == "test" and self.last_sig is not None and self.last_sig.text == "layout":
+            kind = "layout"
+        else:
+            kind = "inline"
+        self.stack.append(kind)
 
     def _done(self, t: Token) -> None:
         self.last_sig = t

@@ -297,7 +297,7 @@ def _first_loc(t: Any) -> tuple[int, int] | None:
     if isinstance(t, tuple):
         for x in t:
             if isinstance(x, tuple) and len(x) == 2 and all(isinstance(v, int) for v in x):
-                return x  # type: ignore[return-value]
+                return x
             r = _first_loc(x)
             if r:
                 return r

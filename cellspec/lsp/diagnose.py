@@ -24,7 +24,7 @@ _PROBE_NOISE = re.compile(r"^unknown (domain|part type|keep-out|zone|surface)|"
 
 
 @dataclass(frozen=True)
-class Item:
+class DiagnosticItem:
     """One diagnostic: 0-based line and column (code points), severity, message."""
 
     line: int
@@ -45,19 +45,19 @@ def _span(text_lines: list[str], line: int, col: int) -> tuple[int, int, int]:
     return ln, c, c + (len(m.group(0)) if m else 1)
 
 
-def analyse(text: str, path: str) -> list[Item]:
+def analyse(text: str, path: str) -> list[DiagnosticItem]:
     """Every syntax and semantic diagnostic of the document (never raises)."""
     shown = display_path(path) if path else "<untitled>"
     rows = text.split("\n")
     # a code point is at most 4 bytes: only a buffer that may be over the limit is encoded
     size = len(text.encode("utf-8", "replace")) if 4 * len(text) > MAX_LIVE_BYTES else 0
     if size > MAX_LIVE_BYTES:
-        return [Item(0, 0, 1, "error",
+        return [DiagnosticItem(0, 0, 1, "error",
                      f"file is {size} bytes: live diagnostics stop at {MAX_LIVE_BYTES} "
                      "bytes, the limit of a .cell file (cellspec check and test refuse it "
                      "too)")]
     if "\x00" in text:
-        return [Item(0, 0, 1, "error", "binary content (NUL bytes): not a .cell file")]
+        return [DiagnosticItem(0, 0, 1, "error", "binary content (NUL bytes): not a .cell file")]
     try:
         diags = _load(text, path, shown)
     except RecursionError:
@@ -65,15 +65,16 @@ def analyse(text: str, path: str) -> list[Item]:
     except Exception as exc:  # a loader bug must not take the editor session down
         diags = [Diagnostic(shown, 0, 0, f"internal error (please report): "
                             f"{type(exc).__name__}: {exc}")]
-    out: list[Item] = import_warnings(text, path) if path else []
+    out: list[DiagnosticItem] = import_warnings(text, path) if path else []
     for d in diags:
         if d.file and d.file != shown:  # an error inside an imported file
             ln, c, e = _import_span(rows, d)
-            out.append(Item(ln, c, e, "error", f"in {d.file}:{d.line}:{d.col}: {d.message}"))
+            out.append(DiagnosticItem(ln, c, e, "error",
+                                      f"in {d.file}:{d.line}:{d.col}: {d.message}"))
             continue
         ln, c, e = _span(rows, d.line, d.col)
         sev = "information" if d.message.startswith("save the file") else "error"
-        out.append(Item(ln, c, e, sev, d.message))
+        out.append(DiagnosticItem(ln, c, e, sev, d.message))
     return out
 
 
@@ -119,7 +120,7 @@ def _import_span(rows: list[str], d: Diagnostic) -> tuple[int, int, int]:
     return 0, 0, max(1, len(rows[0]) if rows else 1)
 
 
-def import_warnings(text: str, path: str) -> list[Item]:
+def import_warnings(text: str, path: str) -> list[DiagnosticItem]:
     """Cheap lint of the imports: a file imported twice, or already imported through
     another import (its rules are loaded once either way, so the line does nothing)."""
     idx = build_index(text, path)
@@ -131,11 +132,11 @@ def import_warnings(text: str, path: str) -> list[Item]:
         t = resolve(ref, path)
         if t is not None and t.exists():
             targets.append((ref, name, t.resolve()))
-    out: list[Item] = []
+    out: list[DiagnosticItem] = []
     seen: dict[Path, int] = {}
     for ref, name, t in targets:
         if t in seen:
-            out.append(Item(ref.line, ref.col, ref.end_col, "warning",
+            out.append(DiagnosticItem(ref.line, ref.col, ref.end_col, "warning",
                             f"'{name}' is already imported on line {seen[t] + 1}"))
             continue
         seen[t] = ref.line
@@ -147,7 +148,7 @@ def import_warnings(text: str, path: str) -> list[Item]:
                 continue
             closure = {Path(d.path).resolve() for d in ws.closure(sub)[1:]}
             if t in closure:
-                out.append(Item(ref.line, ref.col, ref.end_col, "warning",
+                out.append(DiagnosticItem(ref.line, ref.col, ref.end_col, "warning",
                                 f"unused import: '{name}' is already imported through "
                                 f"'{oname}' (line {oref.line + 1})"))
                 break

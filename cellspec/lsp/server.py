@@ -59,7 +59,7 @@ class CellServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("cellspec", __version__)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellspec-lsp")
-        self.items: dict[str, list[diagnose.Item]] = {}  # uri -> last analysis
+        self.items: dict[str, list[diagnose.DiagnosticItem]] = {}  # uri -> last analysis
         self.results: dict[tuple[str, str], tuple[str, str]] = {}  # (uri, test) -> outcome
         self.ws = index.Workspace(self._text_of)
 

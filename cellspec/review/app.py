@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from cellspec.review.replay import Replay
 from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import ROTATE_STEP_DEG, EditResult, ReviewSession
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 MAX_VIOLATION_ROWS = 25  # violations with their own select button; the rest are summarised
 MAX_MD_ROWS = 100
@@ -56,7 +59,7 @@ class ReviewApp:
         self.plan = plan
         self.robots = robots
         self.robot_note = ""
-        self.twin: Any = None
+        self.twin: Twin | None = None
         self.robot_shapes: dict[str, Any] = {}
         self.robot_handles: dict[str, Any] = {}
         self.replay: Any = None

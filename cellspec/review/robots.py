@@ -21,6 +21,8 @@ from cellspec.review.scene import yaw_wxyz
 if TYPE_CHECKING:
     import viser
 
+    from cellspec.robots.twin import Twin
+
 ROBOT_COLOUR = (120, 130, 150)
 
 _GEOM_SPHERE, _GEOM_BOX, _GEOM_CYLINDER, _GEOM_MESH, _GEOM_CAPSULE = 2, 3, 4, 5, 7
@@ -68,7 +70,7 @@ def _primitive(kind: int, dims: Any, filename: str) -> tuple[np.ndarray, np.ndar
 class RobotShapes:
     """The collision shapes of one robot body in a twin, posed at any configuration."""
 
-    def __init__(self, twin: Any, robot: str) -> None:
+    def __init__(self, twin: Twin, robot: str) -> None:
         """Read the shapes of ``robot`` from the twin's pybullet client once."""
         p = require("pybullet", extra="twin")  # the twin extra; says so when missing
 
@@ -128,7 +130,7 @@ def open_twin(cell: Cell) -> tuple[Any, str | None]:
         return None, f"robot models could not be loaded ({type(exc).__name__}: {exc})"
 
 
-def draw_robots(server: viser.ViserServer, cell: Cell, twin: Any = None,
+def draw_robots(server: viser.ViserServer, cell: Cell, twin: Twin | None = None,
                 why: str | None = None) -> tuple[str, dict[str, RobotShapes], dict[str, Any]]:
     """Draw every robot at its home pose from the twin's models; without a twin, draw a
     labelled base marker and say why. Returns (a note for the panel, the shapes and the

@@ -63,7 +63,7 @@ class Label:
 
 
 def obvious_standers(cylinders: bool = False) -> list[tuple[str, Layout]]:
-    """Structures that stand beyond doubt (part types of ``cellspec.testing.structures``;
+    """Structures that stand beyond doubt (part types of ``tests/structure_families.py``;
     with ``cylinders`` also towers of 2-4 aligned cans, whose cell has the ``can``)."""
     out = []
 

@@ -8,7 +8,7 @@ Used by the planning pass (:mod:`cellspec.robots.planning`) and the concurrent d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
 from cellspec.solver.cpsat.sequence import order_problem
 from cellspec.solver.instance import build_instance
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 SEED = 0
 IK_TRIES = 4  # IK seeds tried when the solution nearest the previous pose does not converge
@@ -61,7 +64,7 @@ def plan_joint_time(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
     return joint_time(a, b, vel * SPEED)
 
 
-def ik_near(twin: Any, robot: str, pos: Any, quat: Any, prev: np.ndarray, *, seed: int,
+def ik_near(twin: Twin, robot: str, pos: Any, quat: Any, prev: np.ndarray, *, seed: int,
             ignore: tuple[str, ...] = (), vacuum: bool = False) -> Any:
     """IK seeded from the previous pose; when that attempt fails, the solution nearest to
     it (in time at the velocity limits) among ``IK_TRIES`` seeded restarts."""
@@ -79,7 +82,7 @@ def ik_near(twin: Any, robot: str, pos: Any, quat: Any, prev: np.ndarray, *, see
     return best
 
 
-def too_wide(twin: Any, robot: str, size: Any, axis: str | None) -> str | None:
+def too_wide(twin: Twin, robot: str, size: Any, axis: str | None) -> str | None:
     """Why the robot's parallel jaws cannot close on the part (its width across the jaws,
     along the grip axis, exceeds the opening), or None (it fits, or a vacuum cup). The
     twin's fingers are kinematic and the grasped part is exempt from collision checks at
@@ -95,7 +98,7 @@ def too_wide(twin: Any, robot: str, size: Any, axis: str | None) -> str | None:
             f"jaw opening {g.opening:g} m")
 
 
-def _candidates(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+def _candidates(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
                 use: list[Any]) -> dict[str, list[str]]:
     """Per part the robots that may place it (gripper kind; jaws wide enough, when any)."""
     idx = {pid: i for i, pid in enumerate(layout.ids)}
@@ -111,7 +114,7 @@ def _candidates(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
     return cands
 
 
-def _arm_times(twin: Any, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTimes | None:
+def _arm_times(twin: Twin, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTimes | None:
     """Robot r's pick and place times for the step (IK of every pose from home, at the
     plan's speed), or None when it reaches no supply or some pose has no IK."""
     i = layout.ids.index(s.part)
@@ -139,7 +142,7 @@ def _arm_times(twin: Any, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTim
                     place_shared=in_zone(cell, a.place))
 
 
-def allocate(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+def allocate(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
              time_limit: float = 10.0, arms: tuple[str, ...] | None = None
              ) -> tuple[dict[str, str | None], Any]:
     """Each part's robot: the only candidate, or CP-SAT's allocation among several

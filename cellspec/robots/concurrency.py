@@ -8,7 +8,7 @@ Part of the ``cellspec sim`` pipeline (:mod:`cellspec.robots.sim`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from cellspec.robots.collision import CollisionChecker
 from cellspec.robots.execute import DWELL, Timeline, segment_times, time_parameterise
 from cellspec.robots.reports import SimResult
 from cellspec.solver.cpsat.results import Step
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 CLASH_ROUNDS = 6  # tries to resolve arm-arm contacts of a concurrent timeline
 
@@ -116,7 +119,7 @@ class Clash(NamedTuple):
     placed: str | None = None
 
 
-def arm_clash(twin: Any, tl: Timeline, every: float = 0.05,
+def arm_clash(twin: Twin, tl: Timeline, every: float = 0.05,
               parts: dict[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None,
               shapes: dict[str, tuple[float, str]] | None = None) -> Clash | None:
     """The first contact between arms along a concurrent timeline (sampled every ``every``
@@ -193,7 +196,7 @@ def _wait(clash: Clash, ctl: Timeline, res: SimResult) -> tuple[int, int] | None
     return (second[0], first[0])
 
 
-def concurrent_timeline(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+def concurrent_timeline(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
                         res: SimResult, sched: Any, start: dict[str, np.ndarray],
                         vel: dict[str, np.ndarray]) -> tuple[Timeline | None, str]:
     """The arms' concurrent timeline free of clashes (up to ``CLASH_ROUNDS`` waits added),

@@ -41,7 +41,7 @@ def custom_spec(robot: Robot) -> RobotSpec:
     assert robot.urdf is not None and robot.tcp_link is not None
     chain = read_chain(robot.urdf, robot.tcp_link)
     off = tuple(float(v) for v in robot.tcp_offset) if robot.tcp_offset else (0.0, 0.0, 0.0)
-    return _spec(chain, off)  # type: ignore[arg-type]
+    return _spec(chain, off)
 
 
 @lru_cache(maxsize=16)

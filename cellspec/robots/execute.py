@@ -33,13 +33,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cellspec.core import progress
 from cellspec.core.errors import CellspecError
 from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 HZ = 240
 DT = 1.0 / HZ
@@ -67,7 +70,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class Fault:
+class InjectedFault:
     """An injected execution fault."""
 
     kind: str  # offset | slow | drop | block
@@ -92,7 +95,7 @@ MAX_BLOCK = 100.0  # metres: the largest |coordinate| of a blocked region
 
 
 def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ...],
-                 dofs: dict[str, int]) -> tuple[Fault, ...]:
+                 dofs: dict[str, int]) -> tuple[InjectedFault, ...]:
     """Parse ``--faults``; bad specs are bad input naming the valid forms."""
     if not spec:
         return ()
@@ -116,7 +119,7 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 if not abs(off) <= 2 * math.pi:
                     raise CellspecError(f"--faults {item}: the joint offset must be finite and "
                                         "at most 2π rad")
-                out.append(Fault("offset", robot=f[1], joint=j, value=off))
+                out.append(InjectedFault("offset", robot=f[1], joint=j, value=off))
             elif f[0] == "slow" and len(f) in (2, 3):
                 robot = f[1] if len(f) == 3 else None
                 if robot is not None and robot not in robots:
@@ -125,11 +128,11 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                 if not (1.0 < v <= 100.0):
                     raise CellspecError(f"--faults {item}: the slow-down factor must be in "
                                         "(1, 100]")
-                out.append(Fault("slow", robot=robot, value=v))
+                out.append(InjectedFault("slow", robot=robot, value=v))
             elif f[0] == "drop" and len(f) == 2:
                 if f[1] not in parts:
                     raise CellspecError(f"--faults {item}: unknown part {f[1]!r}")
-                out.append(Fault("drop", part=f[1]))
+                out.append(InjectedFault("drop", part=f[1]))
             elif f[0] == "block" and len(f) == 2:
                 v = tuple(float(x) for x in f[1].split(","))
                 if len(v) != 6 or any(v[k] >= v[k + 3] for k in range(3)):
@@ -139,7 +142,7 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                     # pybullet cannot hold a box beyond this: it would silently not collide
                     raise CellspecError(f"--faults {item}: block coordinates must be finite "
                                         f"and within {MAX_BLOCK:g} m")
-                out.append(Fault("block", box=v))
+                out.append(InjectedFault("block", box=v))
             else:
                 raise CellspecError(f"--faults: cannot read {item!r} (forms: {forms})")
         except ValueError:
@@ -269,7 +272,7 @@ class Execution:
     reasons: tuple[str, ...]
     duration: float
     records: dict[str, Record]
-    faults: tuple[Fault, ...] = ()
+    faults: tuple[InjectedFault, ...] = ()
     turned: dict[str, float] = field(default_factory=dict)  # part -> degrees off its pose
 
     def to_json(self) -> dict[str, Any]:
@@ -327,7 +330,7 @@ def delta(rec: Record) -> tuple[float, float]:
 class _ExecWorld:
     """The execution client: robots, table, parts (dynamic), blocked regions."""
 
-    def __init__(self, twin: Any) -> None:
+    def __init__(self, twin: Twin) -> None:
         # lazy: the twin extra (pybullet), also through cellspec.robots
         import pybullet as p
 
@@ -341,7 +344,7 @@ class _ExecWorld:
             self.close()
             raise
 
-    def _build(self, twin: Any, p: Any) -> None:
+    def _build(self, twin: Twin, p: Any) -> None:
         # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.twin import load_robot, surface_slabs
 
@@ -456,8 +459,8 @@ class _ExecWorld:
             pass
 
 
-def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
-            faults: tuple[Fault, ...] = (), epsilon: float | None = None,
+def execute(twin: Twin, timeline: Timeline, parts: dict[str, dict[str, Any]],
+            faults: tuple[InjectedFault, ...] = (), epsilon: float | None = None,
             on_end: Callable[[int], None] | None = None) -> Execution:
     """Run the timeline in a separate physics client and compare planned and executed joints.
 
@@ -479,8 +482,8 @@ def execute(twin: Any, timeline: Timeline, parts: dict[str, dict[str, Any]],
 
 
 # complexity: the execution loop with every fault kind inline (one timeline pass)
-def _run(w: _ExecWorld, twin: Any, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
-         faults: tuple[Fault, ...], eps: float) -> Execution:
+def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
+         faults: tuple[InjectedFault, ...], eps: float) -> Execution:
     robots = list(tl.t)
     slow = {r: 1.0 for r in robots}
     offset = {r: np.zeros(len(tl.q[r][0])) for r in robots}

@@ -51,7 +51,7 @@ tool centre point, z along the approach direction (out of the flange), x the dir
 in which parallel jaws close. The spec's ``tool_link`` is that link.
 
 The ``RobotSpec`` record itself lives in :mod:`cellspec.robots.spec` (imported by this
-table and by the URDF writer, which no longer import each other); it is re-exported here.
+table and by the URDF writer, which no longer import each other); import it from there.
 """
 
 from __future__ import annotations
@@ -69,8 +69,7 @@ from cellspec.core.names import did_you_mean
 from cellspec.dsl.model import ROBOT_MODELS, Cell
 from cellspec.robots.spec import TOOL_LINK, AbbKinematics, DHKinematics, RobotSpec
 
-__all__ = ["MODELS", "TOOL_LINK", "AbbKinematics", "DHKinematics", "RobotSpec", "check_models",
-           "robot_spec"]
+__all__ = ["MODELS", "check_models", "robot_spec"]
 
 MODELS: tuple[str, ...] = ROBOT_MODELS
 

@@ -9,7 +9,7 @@ the report names every failing action. Part of the pipeline in :mod:`cellspec.ro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,8 +21,11 @@ from cellspec.robots import motion
 from cellspec.robots.allocation import grip_kind, ik_near, too_wide
 from cellspec.robots.execute import Segment
 from cellspec.robots.reports import ActionReport, SimResult
-from cellspec.robots.tasks import Action, compile_action, part_shape, part_size, supply_for
+from cellspec.robots.tasks import PlaceAction, compile_action, part_shape, part_size, supply_for
 from cellspec.solver.cpsat.results import Step
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 MOTION_TIME_LIMIT = 5.0
 
@@ -36,7 +39,7 @@ def _p(v: Any) -> str:
     return f"({v[0]:.3f}, {v[1]:.3f}, {v[2]:.3f})"
 
 
-def plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
+def plan_all(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
              alloc: dict[str, str | None], seed: int, mtl: float) -> SimResult:
     """Plan every action of the sequence on its allocated robot (``mtl``: the motion
     planner's time limit per motion); the result holds a report per action, and the
@@ -54,7 +57,7 @@ def plan_all(twin: Any, cell: Cell, layout: Layout, steps: tuple[Step, ...],
     return res
 
 
-def _plan_one(twin: Any, cell: Cell, layout: Layout, res: SimResult,
+def _plan_one(twin: Twin, cell: Cell, layout: Layout, res: SimResult,
               homes: dict[str, np.ndarray], k: int, s: Step, i: int, robot: str | None,
               seed: int, mtl: float) -> None:
     """Plan action k (part i on ``robot``) and add its report (and, when it passes, its
@@ -95,9 +98,9 @@ def _plan_one(twin: Any, cell: Cell, layout: Layout, res: SimResult,
     res.actions.append(ActionReport(k, robot, s.part, True))
 
 
-def _compile(twin: Any, cell: Cell, layout: Layout, k: int, s: Step, i: int,
+def _compile(twin: Twin, cell: Cell, layout: Layout, k: int, s: Step, i: int,
              robot: str | None, size: Any, place: tuple[float, ...], seed: int
-             ) -> tuple[Action | None, tuple[str, str] | None]:
+             ) -> tuple[PlaceAction | None, tuple[str, str] | None]:
     """The compiled action, or the (check, why) that refuses it first: no robot with the
     gripper, jaws too narrow, no reachable supply, a pose beyond the robot's reach."""
     if robot is None:
@@ -123,7 +126,7 @@ def _compile(twin: Any, cell: Cell, layout: Layout, k: int, s: Step, i: int,
     return a, None
 
 
-def _solve_poses(twin: Any, robot: str, a: Action, key: str, home: np.ndarray, seed: int
+def _solve_poses(twin: Twin, robot: str, a: PlaceAction, key: str, home: np.ndarray, seed: int
                  ) -> tuple[dict[str, np.ndarray], tuple[str, str] | None]:
     """IK of every pose in turn, each seeded from the previous (the part attached from the
     lift to the retreat); (joints per pose, None) or (so far, (check, why))."""
@@ -149,7 +152,7 @@ def _solve_poses(twin: Any, robot: str, a: Action, key: str, home: np.ndarray, s
     return qs, None
 
 
-def _plan_legs(twin: Any, robot: str, k: int, part: str, key: str,
+def _plan_legs(twin: Twin, robot: str, k: int, part: str, key: str,
                qs: dict[str, np.ndarray], home: np.ndarray, seed: int, mtl: float
                ) -> tuple[list[Segment], str | None]:
     """The RRT-Connect motions of the action's legs; (segments, None) or (so far, why)."""

@@ -15,7 +15,7 @@ from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.execute import Execution, Segment, Timeline
-from cellspec.robots.tasks import Action
+from cellspec.robots.tasks import PlaceAction
 from cellspec.solver.cpsat.results import Step
 
 
@@ -72,7 +72,7 @@ class SimResult:
     reason: str | None
     actions: list[ActionReport]
     steps: tuple[Step, ...] = ()
-    compiled: list[Action] = field(default_factory=list)
+    compiled: list[PlaceAction] = field(default_factory=list)
     joints: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     segments: list[Segment] = field(default_factory=list)
     timeline: Timeline | None = None

@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 
 from cellspec.dsl.model import Cell
-from cellspec.robots.roco_parse import Parsed, RocoParser, Target
+from cellspec.robots.roco_parse import RocoParse, RocoParser, Target
 from cellspec.robots.roco_task import MAX_FAILED_WAYPOINTS, STEP_STD_THRESHOLD, SortState, SortTask
 
 SOURCES = ("roco", "cellspec")
 
 
 @dataclass(frozen=True)
-class Failure:
+class CheckFailure:
     """One failed check: which, the robots it names, the sub-step, who defines it."""
 
     check: str
@@ -59,9 +59,9 @@ class RocoResult:
     """The verdict on one response: RoCo's failures first, then cellspec's."""
 
     ok: bool
-    failures: tuple[Failure, ...]
+    failures: tuple[CheckFailure, ...]
     feedback: str  # RoCo's feedback text (empty on pass)
-    parsed: Parsed
+    parsed: RocoParse
     qs: tuple[dict[str, tuple[float, ...]], ...] = ()  # IK solution per sub-step
     roco_ok: bool = True  # RoCo's own verdict (its checks alone)
     stats: dict[str, Any] = field(default_factory=dict)
@@ -157,7 +157,7 @@ class RocoChecker:
     # -- one step ----------------------------------------------------------------------
     def _step(self, state: SortState, poses: dict[str, tuple[float, float, float]],
               waiting: set[str], label: str, step: int
-              ) -> tuple[str, Failure | None, dict[str, tuple[float, ...]]]:
+              ) -> tuple[str, CheckFailure | None, dict[str, tuple[float, ...]]]:
         """RoCo's ``single_step_feedback``: reach, then IK, then collision, all robots."""
         # lazy: the twin extra (pybullet), through cellspec.robots
         from cellspec.robots.ik import grasp_quat, solve_ik
@@ -168,7 +168,7 @@ class RocoChecker:
         if bad:
             reach = "".join(f"{a} {_ps(poses[a])}; " for a in bad)
             return (text + f" - Reachability failed: Out of reach: {reach}\n  ",
-                    Failure("reach", tuple(bad), step, "out of reach: " + "; ".join(
+                    CheckFailure("reach", tuple(bad), step, "out of reach: " + "; ".join(
                         f"{a} at {_ps(poses[a])} (reach box {self._box(a)})" for a in bad)), {})
         qs: dict[str, tuple[float, ...]] = {}
         bad = []
@@ -190,13 +190,14 @@ class RocoChecker:
         if bad:
             ik = "".join(f"{a} {_ps(poses[a])}; " for a in bad)
             return (text + f" - IK failed: on {ik}\n  ",
-                    Failure("ik", tuple(bad), step, "no joint solution: " + "; ".join(why)), qs)
+                    CheckFailure("ik", tuple(bad), step,
+                                 "no joint solution: " + "; ".join(why)), qs)
         pairs = self._collisions(qs)
         if pairs:
             coll = "collided object pairs: " + ", ".join(f"{x}-{y}" for x, y in pairs)
             robots = tuple(a for a in poses if any(a in pr for pr in pairs))
             return (text + f" - Collision detected: {coll}\n  ",
-                    Failure("collision", robots, step, coll), qs)
+                    CheckFailure("collision", robots, step, coll), qs)
         return "", None, qs
 
     def _box(self, a: str) -> str:
@@ -226,7 +227,7 @@ class RocoChecker:
         """Parse and check a response in RoCo's order; cellspec's checks after RoCo's."""
         parsed = self.parser.parse(state, response)
         if not parsed.ok:
-            f = Failure(parsed.check, parsed.robots, None, parsed.reason
+            f = CheckFailure(parsed.check, parsed.robots, None, parsed.reason
                         + (f" (RoCo's own parser raises {parsed.crash} here)"
                            if parsed.crash else ""))
             return RocoResult(False, (f,), parse_failure_feedback(
@@ -243,14 +244,14 @@ class RocoChecker:
         return RocoResult(not extra, tuple(extra), "", parsed, tuple(qs_all), roco_ok=True)
 
     def _check_step(self, state: SortState, step: dict[str, Target], i: int
-                    ) -> tuple[str, tuple[Failure, ...] | None, dict[str, tuple[float, ...]]]:
+                    ) -> tuple[str, tuple[CheckFailure, ...] | None, dict[str, tuple[float, ...]]]:
         """RoCo's ``give_feedback`` on one sub-step (LLMPathPlan)."""
         parts = self.task.task_parts({a: t.action for a, t in step.items()})
         if parts:
             text = "".join(t for _, t in parts)
             robots = tuple(dict.fromkeys(a for a, _ in parts if a))
             return (f"Task Constraints:\n faild, {text}\n",
-                    (Failure("task", robots, i, text),), {})
+                    (CheckFailure("task", robots, i, text),), {})
         waiting = {a for a, t in step.items()  # at its current pose: WAIT, a repeated MOVE
                    if np.allclose(t.pos, state.ee[a], atol=1e-9)}
         poses = {a: t.pos for a, t in step.items()}
@@ -269,14 +270,14 @@ class RocoChecker:
                 failed += 1
                 first = first or fl
         if failed > self.max_failed:
-            return text, (Failure("waypoints", first.robots if first else (), i,
+            return text, (CheckFailure("waypoints", first.robots if first else (), i,
                                   f"{failed} waypoint step(s) failed (at most "
                                   f"{self.max_failed}); first: {first.check if first else ''}"
                                   f" {first.text if first else ''}"),), qs
         pf, robots = self._path_feedback(state, step)
         if pf:
             return text + f"- Path feedback: failed, {pf}\n", (
-                Failure("spacing", robots, i, pf),), qs
+                CheckFailure("spacing", robots, i, pf),), qs
         return text, None, qs
 
     def _path_feedback(self, state: SortState, step: dict[str, Target]
@@ -299,10 +300,10 @@ class RocoChecker:
                 robots.append(a)
         return fb, tuple(robots)
 
-    def _ours(self, state: SortState, parsed: Parsed) -> list[Failure]:
+    def _ours(self, state: SortState, parsed: RocoParse) -> list[CheckFailure]:
         """cellspec's checks beyond RoCo's: one robot per cube, and a released cube lands
         where no other cube is (RoCo lets cubes be dropped onto or into each other)."""
-        out: list[Failure] = []
+        out: list[CheckFailure] = []
         picks: dict[str, list[str]] = {}
         drops: list[tuple[str, str, tuple[float, float, float]]] = []
         for step in parsed.steps:
@@ -313,7 +314,7 @@ class RocoChecker:
                     drops.append((a, t.grasp[0], t.pos))
         for obj, who in picks.items():
             if len(who) > 1:
-                out.append(Failure("same_object", tuple(who), None, f"{' and '.join(who)} "
+                out.append(CheckFailure("same_object", tuple(who), None, f"{' and '.join(who)} "
                                    f"both PICK {obj}; only one robot can hold it", "cellspec"))
         moved = {o for _, o, _ in drops} | set(picks)
         spots = [(o, state.centres[o]) for o in self.task.objects if o not in moved]
@@ -324,7 +325,7 @@ class RocoChecker:
                 s2 = self.task.size(o2)
                 if (abs(pos[0] - c[0]) < (s[0] + s2[0]) / 2
                         and abs(pos[1] - c[1]) < (s[1] + s2[1]) / 2):
-                    out.append(Failure("occupied", (a,), None, f"{a} releases {obj} at "
+                    out.append(CheckFailure("occupied", (a,), None, f"{a} releases {obj} at "
                                        f"{_ps(pos)}, over {o2} at {_ps(c)}: the cubes' "
                                        "footprints overlap", "cellspec"))
                     break

@@ -52,7 +52,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Parsed:
+class RocoParse:
     """RoCo's ``parse`` result: ok, the reason when not, and the sub-steps."""
 
     ok: bool
@@ -122,14 +122,14 @@ class RocoParser:
         self.direct = direct_waypoints
         self.use_preplace = use_preplace
 
-    def parse(self, state: SortState, response: str) -> Parsed:
+    def parse(self, state: SortState, response: str) -> RocoParse:
         """Parse one response against the current state (RoCo's ``parse``)."""
         try:
             return self._parse(state, response)
         except _Fail as f:
-            return Parsed(False, f.reason, crash=f.crash, check=f.check, robots=f.robots)
+            return RocoParse(False, f.reason, crash=f.crash, check=f.check, robots=f.robots)
 
-    def _parse(self, state: SortState, response: str) -> Parsed:
+    def _parse(self, state: SortState, response: str) -> RocoParse:
         if len(response) > MAX_RESPONSE_CHARS:
             raise _Fail(f"Response is longer than {MAX_RESPONSE_CHARS} characters.")
         if "\x00" in response:
@@ -178,7 +178,7 @@ class RocoParser:
                 raise _Fail("Planned PATH must have exact same number of steps for all agents",
                             check="path_length", robots=tuple(step))
             steps.append(step)
-        return Parsed(True, "", tuple(steps), "\n".join(valid))
+        return RocoParse(True, "", tuple(steps), "\n".join(valid))
 
     # -- one line ----------------------------------------------------------------------
     def _single_line(self, agent: str, state: SortState, line: str) -> list[Target]:

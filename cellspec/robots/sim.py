@@ -29,8 +29,8 @@ the only failures are time limits, makes the verdict ``unknown`` (never ``pass``
 
 This module is the pipeline; its stages are modules of their own: allocation
 (:mod:`.allocation`), the planning pass (:mod:`.planning`), several arms at once
-(:mod:`.concurrency`) and the reports (:mod:`.reports`). Their public names are
-re-exported here.
+(:mod:`.concurrency`) and the reports (:mod:`.reports`); their names are imported from
+there.
 """
 
 from __future__ import annotations
@@ -45,22 +45,20 @@ from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.robots.allocation import (
-    IK_TRIES,
     SEED,
     allocate,
-    ik_near,
-    too_wide,
 )
 from cellspec.robots.concurrency import (
-    CLASH_ROUNDS,
-    Clash,
-    Vec3,
-    arm_clash,
-    carried_intervals,
     concurrent_timeline,
-    dispatch,
 )
-from cellspec.robots.execute import DWELL, Execution, Fault, Timeline, execute, time_parameterise
+from cellspec.robots.execute import (
+    DWELL,
+    Execution,
+    InjectedFault,
+    Timeline,
+    execute,
+    time_parameterise,
+)
 from cellspec.robots.planning import MOTION_TIME_LIMIT, plan_all
 from cellspec.robots.render import snapshot_client, snapshot_twin
 from cellspec.robots.reports import ActionReport, SimResult, SingleArm
@@ -70,12 +68,10 @@ from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
 
-__all__ = ["CLASH_ROUNDS", "IK_TRIES", "MOTION_TIME_LIMIT", "SEED", "ActionReport", "Clash",
-           "SimResult", "SingleArm", "Vec3", "allocate", "arm_clash", "carried_intervals",
-           "compare_single", "dispatch", "ik_near", "simulate", "too_wide"]
+__all__ = ["compare_single", "simulate"]
 
 def simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None = None,
-             faults: tuple[Fault, ...] = (), seed: int = SEED,
+             faults: tuple[InjectedFault, ...] = (), seed: int = SEED,
              motion_time_limit: float = MOTION_TIME_LIMIT, time_limit: float = 10.0,
              snapshots: str | None = None, arms: tuple[str, ...] | None = None,
              unverified: bool = False) -> SimResult:
@@ -148,7 +144,7 @@ def _verify_gate(cell: Cell, layout: Layout, steps: tuple[Step, ...] | None,
 
 
 def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
-              faults: tuple[Fault, ...], seed: int, motion_time_limit: float,
+              faults: tuple[InjectedFault, ...], seed: int, motion_time_limit: float,
               time_limit: float, snapshots: str | None,
               arms: tuple[str, ...] | None) -> SimResult:
     """Sequence (unless ``steps`` are given), allocate and plan, then execute."""
@@ -198,7 +194,8 @@ def _plan(cell: Cell, layout: Layout, steps: tuple[Step, ...], seed: int,
 
 
 def _execute(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
-             faults: tuple[Fault, ...], snapshots: str | None) -> tuple[Timeline, Execution]:
+             faults: tuple[InjectedFault, ...],
+             snapshots: str | None) -> tuple[Timeline, Execution]:
     """The timeline (concurrent when several arms can run without clashing, else one
     motion after another) executed in the physics with the faults."""
     idx = {pid: i for i, pid in enumerate(layout.ids)}

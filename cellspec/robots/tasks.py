@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout, UnknownPartType
+
+if TYPE_CHECKING:
+    from cellspec.robots.twin import Twin
 
 CLEARANCE = 0.08  # metres above the grasp and place poses for approach, lift, transport, retreat
 STEPS = ("approach", "grasp", "lift", "transport", "place", "release", "retreat")
@@ -46,7 +49,7 @@ class Pose:
 
 
 @dataclass(frozen=True)
-class Action:
+class PlaceAction:
     """One placement compiled into TCP poses for one robot."""
 
     index: int
@@ -154,7 +157,7 @@ def grasp_orientation(cell: Cell, robot: str, axis: str | None, yaw: float = 0.0
 
 
 def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, axis: str | None,
-                   supply: BoxZone, yaw: float = 0.0, shape: str = "box") -> Action:
+                   supply: BoxZone, yaw: float = 0.0, shape: str = "box") -> PlaceAction:
     """The poses of one placement (no IK yet); the feeder presents the part at the supply
     with the yaw it has at its place, so one tool orientation serves both."""
     r = next(x for x in cell.robots if x.name == robot)
@@ -170,7 +173,7 @@ def compile_action(cell: Cell, index: int, robot: str, part: str, size, place, a
     poses = (pose("approach", g + up), pose("grasp", g), pose("lift", g + up),
              pose("transport", pl + up), pose("place", pl), pose("release", pl),
              pose("retreat", pl + up))
-    return Action(index=index, robot=robot, part=part,
+    return PlaceAction(index=index, robot=robot, part=part,
                   size=(float(size[0]), float(size[1]), float(size[2])),
                   gripper=r.gripper.kind, axis=axis if r.gripper.kind == "parallel" else None,
                   supply=supply.name, pick=pick,
@@ -190,7 +193,7 @@ def supplies_by_distance(cell: Cell, robot: str) -> list[BoxZone]:
     return sorted(cell.twin.supplies, key=d)
 
 
-def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0,
+def supply_for(twin: Twin, robot: str, size, axis: str | None, seed: int = 0,
                yaw: float = 0.0, shape: str = "box") -> tuple[BoxZone | None, str]:
     """The nearest supply whose approach and grasp poses the robot reaches (the part at
     ``yaw`` degrees, of ``shape``), or why none."""
@@ -216,7 +219,7 @@ def supply_for(twin: Any, robot: str, size, axis: str | None, seed: int = 0,
         "[..] z [..]`)"
 
 
-def check_supplies(twin: Any, sizes: list[tuple[float, float, float]], seed: int = 0) -> None:
+def check_supplies(twin: Twin, sizes: list[tuple[float, float, float]], seed: int = 0) -> None:
     """Bad input unless some robot reaches some supply for every part size."""
     cell: Cell = twin.cell
     if not cell.twin.supplies:

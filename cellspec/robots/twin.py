@@ -38,7 +38,8 @@ from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
 from cellspec.robots.custom import spec_of
 from cellspec.robots.home import tool_down_home
-from cellspec.robots.models import RobotSpec, check_models
+from cellspec.robots.models import check_models
+from cellspec.robots.spec import RobotSpec
 from cellspec.robots.tasks import part_shape, part_size
 from cellspec.robots.urdf import GripperGeom, robot_urdf
 

@@ -201,7 +201,7 @@ class ReferenceChecker:
             raise CellspecError(f"the reference backend evaluates every pair densely and is "
                                 f"meant for small layouts (at most {ref.MAX_PARTS} parts, this "
                                 f"one has {inst.n}); use the clingo backend")
-        r = ref.Reference(inst)
+        r = ref.ReferenceEvaluator(inst)
         out: list[tuple[int, tuple]] = []
         for k, rule in enumerate(rules):
             out.extend((k, b) for b in r.violations(rule))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import clingo
 import numpy as np
@@ -42,7 +42,11 @@ from cellspec.dsl.design import (
     SymmetricConstraint,
 )
 from cellspec.layout import Layout
+from cellspec.solver.asp.clingo_log import clingo_logger
 from cellspec.solver.cpsat.shapes import shape
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 Q = 100_000  # integer units per metre: 0.01 mm
 GAP_TOL = Fraction(1, 1000)  # m: `apart D` holds within this
@@ -118,7 +122,7 @@ def _src(s: Any, command: str | None) -> str:
     return f"{s.file}:{s.line}:{s.col}"
 
 
-def _template(cell: Any, st: StructureSpec) -> tuple[str, list[tuple[int, int, int]],
+def _template(cell: Cell, st: StructureSpec) -> tuple[str, list[tuple[int, int, int]],
                                                       tuple[int, int, int]] | None:
     """(part type, part centres (0.01 mm, low corner at 0), part size) of a template."""
     tname = str(st.params.get("type") or "")
@@ -136,7 +140,7 @@ def _template(cell: Any, st: StructureSpec) -> tuple[str, list[tuple[int, int, i
         tuple(q(v) for v in size)  # type: ignore[return-value]
 
 
-def clauses(cell: Any, spec: DesignSpec, command: str | None = None) -> list[Clause]:
+def clauses(cell: Cell, spec: DesignSpec, command: str | None = None) -> list[Clause]:
     """The intent clauses of ``spec`` in ``cell`` (see the module docstring)."""
     out: list[Clause] = []
 
@@ -221,7 +225,7 @@ def _constraint(c: Any, k: int, name: str, add: Any) -> None:
                          q(b.hi[2])), f"{name} keeps clear of {c.zone.name}", c.source)
 
 
-def facts(cell: Any, layout: Layout, spec: DesignSpec, cls: list[Clause]) -> Facts:
+def facts(cell: Cell, layout: Layout, spec: DesignSpec, cls: list[Clause]) -> Facts:
     """The layout's parts grouped by contact (numpy), for :func:`decide` and
     :func:`reference`."""
     size = layout.resolve(cell)
@@ -365,7 +369,7 @@ def _asp_facts(f: Facts) -> str:
 
 def decide(f: Facts) -> tuple[set[int], dict[int, int]]:
     """clingo's optimum: the clauses that hold and the assignment (structure -> group)."""
-    ctl = clingo.Control(["--opt-mode=opt", "--warn=none", "-t", "1"])
+    ctl = clingo.Control(["--opt-mode=opt", "-t", "1"], logger=clingo_logger)
     ctl.add("base", [], PROGRAM + _asp_facts(f))
     ctl.ground([("base", [])])
     best: list[clingo.Symbol] = []
@@ -514,7 +518,7 @@ def _detail(c: Clause, mem: dict[int, list[Part]], holds: bool) -> str:
     return "holds" if holds else "does not hold"
 
 
-def evaluate(cell: Any, layout: Layout, spec: DesignSpec, command: str | None = None,
+def evaluate(cell: Cell, layout: Layout, spec: DesignSpec, command: str | None = None,
              backend: str = "clingo") -> list[ClauseResult]:
     """Every intent clause of ``spec`` decided on ``layout`` (clingo, or ``reference``)."""
     cls = clauses(cell, spec, command)
@@ -541,7 +545,7 @@ def _fmt(v: float) -> str:
     return f"{v:.4f}".rstrip("0").rstrip(".")
 
 
-def why_not(cell: Any, spec: DesignSpec, results: list[ClauseResult],
+def why_not(cell: Cell, spec: DesignSpec, results: list[ClauseResult],
             placed: tuple[Any, ...] = ()) -> str:
     """Why the solver's build breaks the spec, in the user's numbers: a position outside
     the workspace or inside a keep-out with the nearest position the solver found

@@ -47,7 +47,7 @@ def free_vars(node: ir.Node) -> set[str]:
     return set()
 
 
-class Reference:
+class ReferenceEvaluator:
     """Evaluates rules on one instance with dense numpy relation matrices."""
 
     def __init__(self, inst: Instance):

@@ -23,14 +23,14 @@ from cellspec.core import geometry as g
 from cellspec.core import ir, relations
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance, lin_to_int
-from cellspec.solver.reference import Reference, _compare
+from cellspec.solver.reference import ReferenceEvaluator, _compare
 from cellspec.solver.rounding import cell_lengths, exact_boxes, exact_surface, exact_zone
 
 MAX_EXACT_PARTS = 200  # the reference evaluator is brute force
 NOT_EXACT = relations.names(lambda r: r.lp)
 
 
-class _Scaled(Reference):
+class _Scaled(ReferenceEvaluator):
     """The reference evaluator on an instance whose lengths are ``scale`` times finer than
     U (comparison constants and ``near`` distances are scaled to match)."""
 

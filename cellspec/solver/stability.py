@@ -47,11 +47,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core.status import Reason
 from cellspec.solver import stability_lp as lp
-from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
-    Contacts,
-    contacts,
-    side_contacts,
-)
+from cellspec.solver.stability_contacts import Contacts, contacts
 
 DEFAULT_FRICTION = Fraction(1, 2)
 DEFAULT_MARGIN = Fraction(1, 1000)  # m: the smallest whole mm with 0 false passes on

@@ -28,7 +28,7 @@ class Contacts:
     rect: np.ndarray
     z: np.ndarray
     surf: list[str | None]
-    sides: np.ndarray = field(default=None)  # type: ignore[assignment]
+    sides: np.ndarray = field(default=None)
     by_upper: _Index = field(default=None)  # type: ignore[assignment]
     by_lower: _Index = field(default=None)  # type: ignore[assignment]
     # side contacts (s, 8) in U: (a, b, axis, u0, u1, z0, z1, plane): a's face at ``plane``

@@ -147,6 +147,19 @@ def _corners(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     return a, b
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """Where one load case's equations go: the first row of each balanced part (-1 for
+    the others), the row count, and the offsets of Fz, Mx and My within a part's rows."""
+
+    row_of: np.ndarray
+    bal: np.ndarray  # the balanced parts
+    nrows: int
+    iz: int
+    imx: int
+    imy: int
+
+
 def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray,
                               np.ndarray, np.ndarray, int]:
     """One load case's equilibrium block: triplets (rows, cols, vals) of the equations,
@@ -154,114 +167,146 @@ def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
     per row for (sx, sy), and the friction inequality triplets and count.
 
     Rows per balanced part: Fz, Mx, My (vertical model) or Fx, Fy, Fz, Mx, My, Mz (with
-    side contacts); moments about the part's own centre."""
+    side contacts); moments about the part's own centre. Columns in this order: the
+    normal forces at the contacts' vertices, their friction forces, the side forces."""
     full = len(g.sd) > 0
     neq = 6 if full else 3
     m = len(g.masses)
     row_of = np.full(m, -1, dtype=np.int64)
     bal = np.nonzero(g.balanced)[0]
     row_of[bal] = np.arange(len(bal)) * neq
-    nrows = len(bal) * neq
-    iz, imx, imy = (2, 3, 4) if full else (0, 1, 2)
+    rows = _Rows(row_of, bal, len(bal) * neq, *((2, 3, 4) if full else (0, 1, 2)))
     T = _Triplets()
     F = _Triplets()  # friction rows: sum t - mu sum f <= 0
     col = 0
-    hz = g.hz
-    k = len(hz)
+    k = len(g.hz)
     if k:
-        up = hz[:, 0].astype(np.int64)
-        lo = hz[:, 1].astype(np.int64)
-        if g.px is None:
-            cx, cy = _corners(hz[:, 2], hz[:, 3], hz[:, 4], hz[:, 5])  # (k, 4)
-        else:
-            cx, cy = g.px, g.py  # (k, V): polygon vertices
-        nv = cx.shape[1]
-        fcol = col + np.arange(nv * k).reshape(k, nv)
-        col += nv * k
-        for body, sign in ((up, 1.0), (lo, -1.0)):
-            ok = _in_balance(body, g.balanced)
-            if not ok.any():
-                continue
-            b = body[ok]
-            base = row_of[b][:, None]
-            c = g.centres[b]
-            dx = cx[ok] - c[:, 0:1]
-            dy = cy[ok] - c[:, 1:2]
-            fc = fcol[ok]
-            T.add(base + iz, fc, sign)
-            T.add(base + imx, fc, sign * dy)
-            T.add(base + imy, fc, -sign * dx)
+        fcol = col + np.arange(_vertices(g) * k).reshape(k, -1)
+        col += fcol.size
+        _normal_forces(g, rows, T, fcol)
         if full:
             tcol = col + np.arange(4 * k).reshape(k, 4)  # tx+, tx-, ty+, ty-
             col += 4 * k
-            xm = (hz[:, 2] + hz[:, 3]) / 2
-            ym = (hz[:, 4] + hz[:, 5]) / 2
-            zc = hz[:, 6]
-            for body, sign in ((up, 1.0), (lo, -1.0)):
-                ok = _in_balance(body, g.balanced)
-                if not ok.any():
-                    continue
-                b = body[ok]
-                base = row_of[b]
-                c = g.centres[b]
-                dx, dy, dz = xm[ok] - c[:, 0], ym[ok] - c[:, 1], zc[ok] - c[:, 2]
-                tc = tcol[ok]
-                for j, (ax, sg) in enumerate(((0, 1.0), (0, -1.0), (1, 1.0), (1, -1.0))):
-                    s = sign * sg
-                    if ax == 0:  # F = (t, 0, 0): M = (0, dz t, -dy t)
-                        T.add(base + 0, tc[:, j], s)
-                        T.add(base + 4, tc[:, j], s * dz)
-                        T.add(base + 5, tc[:, j], -s * dy)
-                    else:  # F = (0, t, 0): M = (-dz t, 0, dx t)
-                        T.add(base + 1, tc[:, j], s)
-                        T.add(base + 3, tc[:, j], -s * dz)
-                        T.add(base + 5, tc[:, j], s * dx)
-            fr = np.arange(k)
-            F.add(fr[:, None], tcol, 1.0)
-            F.add(fr[:, None], fcol, -g.friction)
+            _friction_forces(g, rows, T, F, fcol, tcol)
     if full:
-        sd = g.sd
-        s_n = len(sd)
-        a = sd[:, 0].astype(np.int64)
-        b = sd[:, 1].astype(np.int64)
-        axis = sd[:, 2].astype(np.int64)
-        cu, cz = _corners(sd[:, 3], sd[:, 4], sd[:, 5], sd[:, 6])  # (s, 4)
-        ncol = col + np.arange(4 * s_n).reshape(s_n, 4)
-        col += 4 * s_n
-        plane = sd[:, 7][:, None]
-        for body, sign in ((b, 1.0), (a, -1.0)):  # the face pushes b along +axis, a along -axis
-            ok = g.balanced[body]
-            if not ok.any():
-                continue
-            bb = body[ok]
-            base = row_of[bb][:, None]
-            c = g.centres[bb]
-            ax = axis[ok][:, None]
-            # the point: along axis at plane, the other horizontal axis at u, height z
-            px = np.where(ax == 0, plane[ok], cu[ok])
-            py = np.where(ax == 0, cu[ok], plane[ok])
-            dx, dy, dz = px - c[:, 0:1], py - c[:, 1:2], cz[ok] - c[:, 2:3]
-            nc = ncol[ok]
-            xs = np.broadcast_to(ax == 0, nc.shape)
-            # along x: F = (n, 0, 0), M = (0, dz n, -dy n);
-            # along y: F = (0, n, 0), M = (-dz n, 0, dx n)
-            r_f = np.where(xs, 0, 1)
-            T.add(base + r_f, nc, sign)
-            T.add(np.where(xs, base + 4, base + 3), nc, np.where(xs, sign * dz, -sign * dz))
-            T.add(base + 5, nc, np.where(xs, -sign * dy, sign * dx))
+        ncol = col + np.arange(4 * len(g.sd)).reshape(len(g.sd), 4)
+        col += 4 * len(g.sd)
+        _side_forces(g, rows, T, ncol)
     r, c, v = T.arrays()
-    rhs = np.zeros(nrows)
-    shift_x = np.zeros(nrows)  # coefficient of the shift t per row, times sx
-    shift_y = np.zeros(nrows)
-    w = g.masses[bal] * GRAVITY
-    rb = row_of[bal]
-    rhs[rb + iz] = w
-    # sum m_contacts = (W dy, -W dx, 0) with d = t (sx, sy): rows A x - (W sy t) = 0 (Mx),
-    # A x - (-W sx t) = 0 (My)
-    shift_y[rb + imx] = w
-    shift_x[rb + imy] = -w
+    rhs, shift_x, shift_y = _loads(g, rows)
     fr_, fc_, fv_ = F.arrays()
     return r, c, v, col, rhs, shift_x, shift_y, np.stack([fr_, fc_]), fv_, k if full else 0
+
+
+def _vertices(g: Group) -> int:
+    """Vertices per horizontal contact: a rectangle's 4 corners or the polygons' V."""
+    return 4 if g.px is None else int(g.px.shape[1])
+
+
+def _normal_forces(g: Group, rows: _Rows, T: _Triplets, fcol: np.ndarray) -> None:
+    """The normal force at each vertex of each horizontal contact: up on the upper part,
+    down on the lower one (Fz and the moments it makes about each part's centre)."""
+    hz = g.hz
+    up = hz[:, 0].astype(np.int64)
+    lo = hz[:, 1].astype(np.int64)
+    if g.px is None:
+        cx, cy = _corners(hz[:, 2], hz[:, 3], hz[:, 4], hz[:, 5])  # (k, 4)
+    else:
+        cx, cy = g.px, g.py  # (k, V): polygon vertices
+    for body, sign in ((up, 1.0), (lo, -1.0)):
+        ok = _in_balance(body, g.balanced)
+        if not ok.any():
+            continue
+        b = body[ok]
+        base = rows.row_of[b][:, None]
+        c = g.centres[b]
+        dx = cx[ok] - c[:, 0:1]
+        dy = cy[ok] - c[:, 1:2]
+        fc = fcol[ok]
+        T.add(base + rows.iz, fc, sign)
+        T.add(base + rows.imx, fc, sign * dy)
+        T.add(base + rows.imy, fc, -sign * dx)
+
+
+def _friction_forces(g: Group, rows: _Rows, T: _Triplets, F: _Triplets, fcol: np.ndarray,
+                     tcol: np.ndarray) -> None:
+    """The friction forces of each horizontal contact (+-x, +-y at its centre) and their
+    Coulomb bound: their sum at most mu times the normal forces."""
+    hz = g.hz
+    k = len(hz)
+    up = hz[:, 0].astype(np.int64)
+    lo = hz[:, 1].astype(np.int64)
+    xm = (hz[:, 2] + hz[:, 3]) / 2
+    ym = (hz[:, 4] + hz[:, 5]) / 2
+    zc = hz[:, 6]
+    for body, sign in ((up, 1.0), (lo, -1.0)):
+        ok = _in_balance(body, g.balanced)
+        if not ok.any():
+            continue
+        b = body[ok]
+        base = rows.row_of[b]
+        c = g.centres[b]
+        dx, dy, dz = xm[ok] - c[:, 0], ym[ok] - c[:, 1], zc[ok] - c[:, 2]
+        tc = tcol[ok]
+        for j, (ax, sg) in enumerate(((0, 1.0), (0, -1.0), (1, 1.0), (1, -1.0))):
+            s = sign * sg
+            if ax == 0:  # F = (t, 0, 0): M = (0, dz t, -dy t)
+                T.add(base + 0, tc[:, j], s)
+                T.add(base + 4, tc[:, j], s * dz)
+                T.add(base + 5, tc[:, j], -s * dy)
+            else:  # F = (0, t, 0): M = (-dz t, 0, dx t)
+                T.add(base + 1, tc[:, j], s)
+                T.add(base + 3, tc[:, j], -s * dz)
+                T.add(base + 5, tc[:, j], s * dx)
+    fr = np.arange(k)
+    F.add(fr[:, None], tcol, 1.0)
+    F.add(fr[:, None], fcol, -g.friction)
+
+
+def _side_forces(g: Group, rows: _Rows, T: _Triplets, ncol: np.ndarray) -> None:
+    """The normal forces at the corners of each side contact: the face pushes b along
+    +axis and a along -axis."""
+    sd = g.sd
+    a = sd[:, 0].astype(np.int64)
+    b = sd[:, 1].astype(np.int64)
+    axis = sd[:, 2].astype(np.int64)
+    cu, cz = _corners(sd[:, 3], sd[:, 4], sd[:, 5], sd[:, 6])  # (s, 4)
+    plane = sd[:, 7][:, None]
+    for body, sign in ((b, 1.0), (a, -1.0)):
+        ok = g.balanced[body]
+        if not ok.any():
+            continue
+        bb = body[ok]
+        base = rows.row_of[bb][:, None]
+        c = g.centres[bb]
+        ax = axis[ok][:, None]
+        # the point: along axis at plane, the other horizontal axis at u, height z
+        px = np.where(ax == 0, plane[ok], cu[ok])
+        py = np.where(ax == 0, cu[ok], plane[ok])
+        dx, dy, dz = px - c[:, 0:1], py - c[:, 1:2], cz[ok] - c[:, 2:3]
+        nc = ncol[ok]
+        xs = np.broadcast_to(ax == 0, nc.shape)
+        # along x: F = (n, 0, 0), M = (0, dz n, -dy n);
+        # along y: F = (0, n, 0), M = (-dz n, 0, dx n)
+        r_f = np.where(xs, 0, 1)
+        T.add(base + r_f, nc, sign)
+        T.add(np.where(xs, base + 4, base + 3), nc, np.where(xs, sign * dz, -sign * dz))
+        T.add(base + 5, nc, np.where(xs, -sign * dy, sign * dx))
+
+
+def _loads(g: Group, rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The right-hand side (each balanced part's weight on its Fz row) and the shift
+    coefficients: sum m_contacts = (W dy, -W dx, 0) with d = t (sx, sy): rows
+    A x - (W sy t) = 0 (Mx), A x - (-W sx t) = 0 (My)."""
+    rhs = np.zeros(rows.nrows)
+    shift_x = np.zeros(rows.nrows)  # coefficient of the shift t per row, times sx
+    shift_y = np.zeros(rows.nrows)
+    w = g.masses[rows.bal] * GRAVITY
+    rb = rows.row_of[rows.bal]
+    rhs[rb + rows.iz] = w
+    shift_y[rb + rows.imx] = w
+    shift_x[rb + rows.imy] = -w
+    return rhs, shift_x, shift_y
 
 
 @dataclass

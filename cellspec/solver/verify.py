@@ -24,12 +24,7 @@ from cellspec.solver import checkers, ground_size, undecided
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
 from cellspec.solver.result import Verdict, Violation
-from cellspec.solver.rounding import (  # noqa: F401 (re-exported)
-    ROUNDING_RELATIONS,
-    needs_analysis,
-    rounding_analysis,
-    rounding_notes,
-)
+from cellspec.solver.rounding import needs_analysis, rounding_analysis
 from cellspec.solver.rounding_exact import exact_violations
 
 MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a note

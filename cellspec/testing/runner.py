@@ -26,7 +26,8 @@ from cellspec.core.extras import require_extra
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
-from cellspec.solver.formal import DEFAULT_TIMEOUT, prove_robust
+from cellspec.solver.formal.common import DEFAULT_TIMEOUT
+from cellspec.solver.formal.robust import prove_robust
 from cellspec.solver.result import Verdict, Violation
 from cellspec.solver.verify import check
 

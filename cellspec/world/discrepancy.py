@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from cellspec.world.association import (
 )
 from cellspec.world.db import PHASES, RELATIONS, Entity, Relation
 from cellspec.world.rules import MEASURES, diagnose_facts
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 DRIFT_TOL_M = 0.01  # drift above this is a discrepancy
 MAX_OBJECTS = 2000  # objects per state file
@@ -156,7 +159,7 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
         if ob.label is None:
             anon += 1
         out.append(Entity(id=ob.label or f"?{k}", type=ob.type, pos=ob.pos,
-                          size=ob.size, yaw=ob.yaw, shape=ob.shape))  # type: ignore[arg-type]
+                          size=ob.size, yaw=ob.yaw, shape=ob.shape))
     ids = [o.id for o in out]
     if len(set(ids)) != len(ids):
         raise CellspecError(f"{shown}: object ids must be unique")
@@ -379,7 +382,7 @@ class Diagnosis:
                 "ambiguous": list(self.ambiguous)}
 
 
-def diagnose(cell: Any, expected: State, observed: State) -> Diagnosis:
+def diagnose(cell: Cell, expected: State, observed: State) -> Diagnosis:
     """Δ(expected, observed) and the causes the cell's diagnose rules derive (clingo)."""
 
     d = delta(expected, observed)
@@ -392,18 +395,18 @@ def diagnose(cell: Any, expected: State, observed: State) -> Diagnosis:
     return Diagnosis(delta=d, findings=tuple(found), ambiguous=amb)
 
 
-def cell_surfaces(cell: Any) -> tuple[tuple[str, float], ...]:
+def cell_surfaces(cell: Cell) -> tuple[tuple[str, float], ...]:
     """The cell's surfaces as (name, z) in metres (a table at z 0 when it names none)."""
     s = tuple((x.name, float(x.z)) for x in cell.surfaces)
     return s or (("table", 0.0),)
 
 
-def cell_part_shapes(cell: Any) -> dict[str, str]:
+def cell_part_shapes(cell: Cell) -> dict[str, str]:
     """Part type shapes (box or cylinder)."""
     return {n: getattr(t, "shape", "box") for n, t in cell.part_types.items()}
 
 
-def cell_part_sizes(cell: Any) -> dict[str, tuple[float, float, float]]:
+def cell_part_sizes(cell: Cell) -> dict[str, tuple[float, float, float]]:
     """Part type sizes in metres."""
     return {n: tuple(float(v) for v in t.size)  # type: ignore[misc]
             for n, t in cell.part_types.items()}

@@ -17,7 +17,7 @@ import numpy as np
 from cellspec.world import association as assoc
 from cellspec.world.db import Entity, Transition, World
 from cellspec.world.discrepancy import State, derive_relations
-from cellspec.world.results import Step
+from cellspec.world.results import RunStep
 from cellspec.world.sim import PAD, Sim
 from cellspec.world.trace import validate_trace
 
@@ -42,7 +42,7 @@ class Perception:
     shape: dict[str, str]
     target: dict[str, tuple[float, ...]]
     target_rels: list[Any] | None
-    steps: list[Step]
+    steps: list[RunStep]
 
     def belief(self) -> dict[str, Entity]:
         """The world model's entities by id."""
@@ -166,7 +166,7 @@ class Perception:
         if verdict.accepted:
             return None
         self.world.record("trace", pid, "rejected", detail=verdict.to_json())
-        self.steps.append(Step(label=label, kind="place", part=pid, outcome="rejected",
+        self.steps.append(RunStep(label=label, kind="place", part=pid, outcome="rejected",
                                failed=verdict.reasons,
                                note=f"trace rejected at the {verdict.stage} stage"))
         return (f"the reasoning trace of {label} was rejected "

@@ -1,4 +1,4 @@
-"""What a closed-loop run reports: one ``Step`` per executed action and the ``RunResult``.
+"""What a closed-loop run reports: one ``RunStep`` per executed action and the ``RunResult``.
 
 Plain data, kept apart from the loop (:mod:`cellspec.world.run`) so the command and the
 benchmark read results without the simulation.
@@ -26,7 +26,7 @@ def arm_note(robot: str) -> str:
 
 
 @dataclass
-class Step:
+class RunStep:
     """One executed action: what it was, whether it committed, and what was diagnosed."""
 
     label: str
@@ -53,7 +53,7 @@ class Step:
 class RunResult:
     """A whole run: the steps, the outcome and the figures the benchmark needs."""
 
-    steps: list[Step]
+    steps: list[RunStep]
     success: bool
     reason: str
     mode: str

@@ -61,12 +61,12 @@ from cellspec.world.faults import (
 )
 from cellspec.world.perception import Perception
 from cellspec.world.recovery import RETRY_LIMIT, Action, Recovery
-from cellspec.world.results import ENGINE, ENGINE_NOTE, RunResult, Step, arm_note
+from cellspec.world.results import ENGINE, ENGINE_NOTE, RunResult, RunStep, arm_note
 from cellspec.world.rules import commit_rule, decide_commit
 from cellspec.world.sim import PAD, Sim
 
 __all__ = ["ENGINE", "ENGINE_NOTE", "ENGINES", "FAULTS", "MODES", "RETRY_LIMIT", "SUCCESS_M",
-           "Fault", "RunResult", "Step", "arm_note", "check_faults", "make_arm",
+           "Fault", "RunResult", "RunStep", "arm_note", "check_faults", "make_arm",
            "parse_faults", "plan_order", "run_layout", "verify_layout"]
 
 ENGINES = ("auto", "arm", "gripper")
@@ -126,7 +126,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
     def _setup(self, cell: Cell, layout: Layout, order: tuple[str, ...]) -> None:
         """The loop's bookkeeping, and the parts in rows at the feeder in front of the table."""
         self.keepouts: list[tuple[np.ndarray, np.ndarray]] = []
-        self.steps: list[Step] = []
+        self.steps: list[RunStep] = []
         self.placed: set[str] = set()
         self.first_diag: dict[str, str | None] = {}
         self.pending_detect: dict[str, float] = {}
@@ -243,7 +243,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
     def _observe_and_commit(self, label: str, kind: str, pid: str, bel: dict[str, Entity],
                             measures: dict, exp_cs: tuple[str, str | None], path: Any,
                             pred: list[Entity], fault: Fault | None, note: str | None
-                            ) -> tuple[Step, State, State]:
+                            ) -> tuple[RunStep, State, State]:
         """Observe, associate, decide the commit condition and write the observed state in
         one transaction that commits only when it holds; (the step, expected, observed)."""
         obs = self.observe(keep=pid)
@@ -275,7 +275,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         committed = self.world.transition(t, lambda d=decision: d.ok)
         if committed:
             self.track(bel, label)
-        step = Step(label=label, kind=kind, part=pid,
+        step = RunStep(label=label, kind=kind, part=pid,
                     outcome="committed" if committed else "rolled_back",
                     failed=decision.failed, fault=str(fault) if fault else None, note=note)
         self.world.set_candidates(upd.candidates)  # observation memory, not an effect
@@ -288,7 +288,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
                 self.recovery_times.append(self.sim.time - self.pending_detect.pop(pid))
         return step, expected, observed
 
-    def _respond(self, step: Step, expected: State, observed: State, fault: Fault | None,
+    def _respond(self, step: RunStep, expected: State, observed: State, fault: Fault | None,
                  label: str, sub: dict[str, int], t0: float) -> list[Action] | str:
         """After the commit decision: the actions to queue (a recovery), or why the run
         gives up. ``diagnose`` diagnoses Δ with the cell's rules; the other modes only
@@ -305,7 +305,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
             return self.generic(kind, pid, label, sub, perceive=True, restart=True)
         return self.generic(kind, pid, label, sub, perceive=False)
 
-    def _diagnose(self, step: Step, expected: State, observed: State, fault: Fault | None,
+    def _diagnose(self, step: RunStep, expected: State, observed: State, fault: Fault | None,
                   label: str, sub: dict[str, int], t0: float) -> list[Action] | str:
         """Diagnose Δ (when the action rolled back or Δ is significant), record the
         diagnosis and apply the top-ranked cause's recovery."""

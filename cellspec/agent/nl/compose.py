@@ -15,12 +15,15 @@ whenever the command used a side word.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.agent.base import TranslateError
 from cellspec.agent.nl.lexer import lexicon
 from cellspec.agent.nl.parser import Frame, Parsed, Phrase
 from cellspec.dsl.design import KINDS, MAX_PARAM
+
+if TYPE_CHECKING:
+    from cellspec.dsl.model import Cell
 
 LIKE = ("however you like", "any way you like", "as you like", "however you want",
         "as you want")
@@ -43,10 +46,10 @@ def _int(v: Any, what: str) -> int:
     return int(v)
 
 
-class Cell:
+class CellGeometry:
     """The cell's workspace and part size as floats, and the side convention."""
 
-    def __init__(self, cell: Any):
+    def __init__(self, cell: Cell):
         ws = cell.workspace
         self.x0, self.x1 = float(ws.lo[0]), float(ws.hi[0])
         self.y0, self.y1 = float(ws.lo[1]), float(ws.hi[1])
@@ -94,7 +97,7 @@ class Cell:
         return x0, x1, y0, y1
 
 
-class Struct:
+class DraftStructure:
     """One structure being composed."""
 
     def __init__(self, kind: str):
@@ -153,11 +156,11 @@ class Struct:
         return 0
 
 
-def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
+def compose(parsed: Parsed, cell: Cell, command: str, notes: list[str]) -> str:
     """The spec text of a parsed command (TranslateError when it cannot be one)."""
-    c = Cell(cell)
+    c = CellGeometry(cell)
     limit = _limits(parsed.limits, c)
-    structs: list[Struct] = []
+    structs: list[DraftStructure] = []
     rels: list[str | None] = []
     gap = c.sx
     apart: float | None = None
@@ -211,7 +214,7 @@ def compose(parsed: Parsed, cell: Any, command: str, notes: list[str]) -> str:
     return "design command {\n" + "\n".join(body) + "\n}\n"
 
 
-def _limits(limits: list[Phrase], c: Cell) -> float | None:
+def _limits(limits: list[Phrase], c: CellGeometry) -> float | None:
     out = None
     for p in limits:
         v = float(p.nums()[0])
@@ -227,12 +230,36 @@ def _limits(limits: list[Phrase], c: Cell) -> float | None:
     return out
 
 
-# complexity: one case per structure kind and phrase of the command grammar
-def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa: C901
-               command: str) -> Struct:
+def _structure(f: Frame, c: CellGeometry, limit: float | None, notes: list[str],
+               command: str) -> DraftStructure:
+    """One frame of the command as a structure: its kind, part type, sizes, placement and
+    objectives; every phrase must be read (an unread one is named)."""
     ph = list(f.phrases)
-    kind = f.kind or f.weak
     counts = [p for p in ph if p.rule == "count"]
+    kind = _kind(f, ph, counts, notes, command)
+    s = DraftStructure(DESIGN_KIND.get(kind, kind))
+    t = _Phrases(ph, kind)
+    _part_type(s, t, c, kind)
+    _sizes(s, t, f, c, kind, counts, notes)
+    used = t.used
+    _placement(s, ph, used, c, kind, notes)
+    for k, q in enumerate(ph):
+        if q.rule == "obj" and k not in used:
+            used.add(k)
+            _objective(s, q, kind, notes)
+    left = [q for k, q in enumerate(ph) if k not in used]
+    if left:
+        q = left[0]
+        words = " ".join(tk.text for tk in q.toks)
+        raise TranslateError(f"cannot translate: did not understand '{words}' (column "
+                             f"{q.toks[0].col}) for a {kind}")
+    return _finish(s, kind, c, limit, notes)
+
+
+def _kind(f: Frame, ph: list[Phrase], counts: list[Phrase], notes: list[str],
+          command: str) -> str:
+    """The structure kind a frame names (or implies: "4 steps", "the tallest", N parts)."""
+    kind = f.kind or f.weak
     if kind is None and any(q.rule == "obj" and q.toks[0].value == "tallest" for q in ph):
         kind = "tower"
     if any(q.rule == "step" for q in ph) and f.kind is None:
@@ -254,9 +281,59 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
             and counts[0].nums() and counts[0].nums()[0] == 1:
         kind = "tower"  # "a single can at x X y Y": one part, a tower of one
         notes[:] = [n for n in notes if not n.startswith("parts with no structure named")]
-    s = Struct(DESIGN_KIND.get(kind, kind))
-    used: set[int] = set()
-    nouns = [(t.value, t.text) for q in ph for t in q.toks if t.cat in ("UNIT", "PART")]
+    return kind
+
+
+class _Phrases:
+    """The phrases of one frame and which are read (each phrase is read once)."""
+
+    def __init__(self, ph: list[Phrase], kind: str) -> None:
+        self.ph, self.kind = ph, kind
+        self.used: set[int] = set()
+
+    def take(self, rule: str, pred: Any = None) -> Phrase | None:
+        """The first unread phrase of ``rule`` (meeting ``pred``), now read."""
+        for k, p in enumerate(self.ph):
+            if k not in self.used and p.rule == rule and (pred is None or pred(p)):
+                self.used.add(k)
+                return p
+        return None
+
+    def dim(self, axis: str, after_pillar: bool | None = None) -> Any:
+        """The number of the first unread size phrase on ``axis`` (before or after a
+        pillar phrase when asked), now read."""
+        ph = self.ph
+        for k, p in enumerate(ph):
+            if k in self.used or p.rule != "dim":
+                continue
+            t = p.first("DIM") or p.first("DIMN")
+            if t.value != axis:
+                continue
+            if after_pillar is not None:
+                pil = any(q.rule == "pillar" for q in ph[:k])
+                if pil != after_pillar:
+                    continue
+            self.used.add(k)
+            return p.nums()[0]
+        return None
+
+    def one(self, *vals: Any, what: str) -> Any:
+        """The one value several phrases give (None: none); two different ones: an error."""
+        got = [v for v in vals if v is not None]
+        if len({float(v) for v in got}) > 1:
+            raise TranslateError(f"cannot translate: two different {what} for a {self.kind}: "
+                                 + " and ".join(f"{float(v):g}" for v in got))
+        return got[0] if got else None
+
+    @staticmethod
+    def num(p: Phrase | None) -> Any:
+        """A phrase's first number (None for no phrase)."""
+        return p.nums()[0] if p is not None else None
+
+
+def _part_type(s: DraftStructure, t: _Phrases, c: CellGeometry, kind: str) -> None:
+    """The one part type the frame's nouns name (the cell's default when none)."""
+    nouns = [(tk.value, tk.text) for q in t.ph for tk in q.toks if tk.cat in ("UNIT", "PART")]
     types = {c.part_type(v, w) for v, w in nouns}
     if len(types) > 1:
         raise TranslateError(f"cannot translate: one {kind} of several part types ("
@@ -266,42 +343,16 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
     s.size = c.types[ptype]
     if ptype != c.default:
         s.params["type"] = ptype
-    for k, q in enumerate(ph):
+    for k, q in enumerate(t.ph):
         if q.rule == "part":
-            used.add(k)
+            t.used.add(k)
 
-    def take(rule: str, pred: Any = None) -> Phrase | None:
-        for k, p in enumerate(ph):
-            if k not in used and p.rule == rule and (pred is None or pred(p)):
-                used.add(k)
-                return p
-        return None
 
-    def dim(axis: str, after_pillar: bool | None = None) -> Any:
-        for k, p in enumerate(ph):
-            if k in used or p.rule != "dim":
-                continue
-            t = p.first("DIM") or p.first("DIMN")
-            if t.value != axis:
-                continue
-            if after_pillar is not None:
-                pil = any(q.rule == "pillar" for q in ph[:k])
-                if pil != after_pillar:
-                    continue
-            used.add(k)
-            return p.nums()[0]
-        return None
-
-    def one(*vals: Any, what: str) -> Any:
-        got = [v for v in vals if v is not None]
-        if len({float(v) for v in got}) > 1:
-            raise TranslateError(f"cannot translate: two different {what} for a {kind}: "
-                                 + " and ".join(f"{float(v):g}" for v in got))
-        return got[0] if got else None
-
-    def num(p: Phrase | None) -> Any:
-        return p.nums()[0] if p is not None else None
-
+# complexity: one case per structure kind and the phrases that size it
+def _sizes(s: DraftStructure, t: _Phrases, f: Frame, c: CellGeometry, kind: str,  # noqa: C901
+           counts: list[Phrase], notes: list[str]) -> None:
+    """The kind's size parameters from its phrases (counts, sizes, levels, steps, spans)."""
+    take, dim, one, num = t.take, t.dim, t.one, t.num
     # "step" phrases name a staircase even without the noun: "4 steps"
     steps = num(take("step"))
     dims = take("dims")
@@ -363,21 +414,9 @@ def _structure(f: Frame, c: Cell, limit: float | None, notes: list[str],  # noqa
         lv = take("level")
         if lv is not None:  # "in one layer": a height limit of the design
             s.layers = float(lv.nums()[0]) * c.sz
-    _placement(s, ph, used, c, kind, notes)
-    for k, q in enumerate(ph):
-        if q.rule == "obj" and k not in used:
-            used.add(k)
-            _objective(s, q, kind, notes)
-    left = [q for k, q in enumerate(ph) if k not in used]
-    if left:
-        q = left[0]
-        words = " ".join(t.text for t in q.toks)
-        raise TranslateError(f"cannot translate: did not understand '{words}' (column "
-                             f"{q.toks[0].col}) for a {kind}")
-    return _finish(s, kind, c, limit, notes)
 
 
-def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
+def _placement(s: DraftStructure, ph: list[Phrase], used: set[int], c: CellGeometry, kind: str,
                notes: list[str]) -> None:
     for k, q in enumerate(ph):
         if k in used or q.rule not in ("at", "near", "corner", "middle", "edge", "half",
@@ -441,7 +480,7 @@ def _placement(s: Struct, ph: list[Phrase], used: set[int], c: Cell, kind: str,
                                  f"a packing; place a {kind} with 'at x X y Y'")
 
 
-def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
+def _objective(s: DraftStructure, q: Phrase, kind: str, notes: list[str]) -> None:
     t = q.toks[0]
     v = t.value
     if v in ("min_height", "min_footprint"):
@@ -471,7 +510,8 @@ def _objective(s: Struct, q: Phrase, kind: str, notes: list[str]) -> None:
         notes.append(f"'{t.text}': the sizes given are used")
 
 
-def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]) -> Struct:
+def _finish(s: DraftStructure, kind: str, c: CellGeometry, limit: float | None,
+            notes: list[str]) -> DraftStructure:
     p = {k: v for k, v in s.params.items() if v is not None}
     for k, v in list(p.items()):
         if k not in ("along", "type"):
@@ -523,7 +563,7 @@ def _finish(s: Struct, kind: str, c: Cell, limit: float | None, notes: list[str]
     return s
 
 
-def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
+def _relate(structs: list[DraftStructure], rels: list[str | None], c: CellGeometry, gap: float,
             paired: bool) -> None:
     """Anchor structure k beside structure k+1 (relations, 'side by side', copies)."""
     for k in range(len(rels) - 1, -1, -1):
@@ -552,7 +592,7 @@ def _relate(structs: list[Struct], rels: list[str | None], c: Cell, gap: float,
             a.at = (b.at[0] + off[0], b.at[1] + off[1])
 
 
-def _call(s: Struct, c: Cell) -> str:
+def _call(s: DraftStructure, c: CellGeometry) -> str:
     if s.kind == "packing":
         x0, x1, y0, y1 = s.region or (c.x0, c.x1, c.y0, c.y1)
         call = (f"packing(n={s.params['n']}, region x [{fmt(x0)}, {fmt(x1)}] "
@@ -575,7 +615,7 @@ def _call(s: Struct, c: Cell) -> str:
     return call
 
 
-def _into(group: list[Struct], c: Cell) -> None:
+def _into(group: list[DraftStructure], c: CellGeometry) -> None:
     """Shift a group of copies placed by a place word (corner, edge, half) so that their
     footprints lie inside its area: the copies keep their spacing."""
     g0 = group[0]

@@ -167,13 +167,59 @@ def _singular(w: str, known: Any) -> str | None:
     return None
 
 
-# complexity: one pass over the words with a case per lexicon rule
-def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
+def tokenize(command: str, notes: list[str]) -> list[Tok]:
     """Lexicon tokens of ``command`` (see the module docstring); ``notes`` gets the
     visible assumptions. TranslateError names an unknown word with a suggestion."""
     lx = lexicon()
-    raw = _words(check_text(command))
-    # number words (twenty-one, a hundred) -> digits; dashes between words are spaces
+    items = _number_words(_words(check_text(command)), lx)
+    toks: list[Tok] = []
+    unknown: list[tuple[str, int]] = []
+    i = 0
+    while i < len(items):
+        kind, text, col = items[i]
+        if kind == "num":
+            v = _number(text, col)
+            if v < 0:
+                raise TranslateError(f"cannot translate: column {col}: '{text}': a count or "
+                                     "size is a positive number")
+            toks.append(Tok("NUM", v, text, col))
+            i += 1
+            continue
+        if kind == "other":
+            unknown.append((text, col))
+            i += 1
+            continue
+        if text == "can" and (i == 0 or (i + 1 < len(items)
+                                         and items[i + 1][1] in MODAL_NEXT)):
+            i += 1  # "can you build ...": the modal verb, not a can
+            continue
+        hit = _phrase(items, i, lx, notes)
+        if hit is None:
+            unknown.append((text, col))
+            i += 1
+            continue
+        n, tok = hit
+        if tok is None and text in DEFINITE and toks and toks[-1].cat == "REL":
+            ref = next((w for w in items[i + 1:i + 4] if w[1] in lx.phrases
+                        and lx.phrases[w[1]][0] == "KIND"), None)
+            if ref is not None:
+                raise TranslateError(
+                    f"cannot translate: did not understand '{text} {ref[1]}' (column {col}): "
+                    f"the cell names no such thing; describe the structure to build beside "
+                    f"it (e.g. '{toks[-1].text} a {ref[1]} 3 wide') or give 'at x X y Y'")
+        if tok is not None:
+            toks.append(tok)
+        i += n
+    if unknown:
+        raise TranslateError(unknown_message(unknown, toks, len(items)))
+    return _resolve(toks)
+
+
+
+
+def _number_words(raw: list[tuple[str, str, int]], lx: Lexicon) -> list[tuple[str, str, int]]:
+    """Number words (twenty-one, a hundred) as digits; dashes between words dropped (they
+    are spaces)."""
     items: list[tuple[str, str, int]] = []
     i = 0
     while i < len(raw):
@@ -200,77 +246,46 @@ def tokenize(command: str, notes: list[str]) -> list[Tok]:  # noqa: C901
             continue
         items.append((kind, text, col))
         i += 1
-    toks: list[Tok] = []
-    unknown: list[tuple[str, int]] = []
-    i = 0
-    while i < len(items):
-        kind, text, col = items[i]
-        if kind == "num":
-            v = _number(text, col)
-            if v < 0:
-                raise TranslateError(f"cannot translate: column {col}: '{text}': a count or "
-                                     "size is a positive number")
-            toks.append(Tok("NUM", v, text, col))
-            i += 1
+    return items
+
+
+def _phrase(items: list[tuple[str, str, int]], i: int, lx: Lexicon,
+            notes: list[str]) -> tuple[int, Tok | None] | None:
+    """The longest lexicon phrase (or its singular) at word ``i``: (its word count, its
+    token, None for a filler), or None; a refused phrase raises TranslateError."""
+    col = items[i][2]
+    hit: tuple[int, Tok | None] | None = None
+    for n in range(min(MAX_PHRASE, len(items) - i), 0, -1):
+        ws = items[i:i + n]
+        if any(w[0] != "word" for w in ws):
             continue
-        if kind == "other":
-            unknown.append((text, col))
-            i += 1
-            continue
-        if text == "can" and (i == 0 or (i + 1 < len(items)
-                                         and items[i + 1][1] in MODAL_NEXT)):
-            i += 1  # "can you build ...": the modal verb, not a can
-            continue
-        hit = None
-        for n in range(min(MAX_PHRASE, len(items) - i), 0, -1):
-            ws = items[i:i + n]
-            if any(w[0] != "word" for w in ws):
-                continue
-            words = [w[1] for w in ws]
-            cands = [(" ".join(words), False)]
-            sing = _singular(words[-1], lx.phrases.keys() | lx.fillers)
-            if sing:
-                cands.append((" ".join([*words[:-1], sing]), True))
-            for phrase, plural in cands:
-                if phrase in lx.refuse:
-                    why = lx.refuse[phrase]
-                    raise TranslateError(f"cannot translate: '{phrase}'"
-                                         + ("" if why.startswith(":") else " ") + why)
-                if phrase in lx.quantity:
-                    hit = (n, Tok("NUM", Decimal(lx.quantity[phrase]), phrase, col))
-                    if phrase in lx.assumed and lx.assumed[phrase] not in notes:
-                        notes.append(lx.assumed[phrase])
-                elif phrase in lx.phrases:
-                    cat, val = lx.phrases[phrase]
-                    hit = (n, Tok(cat, val, phrase, col, plural))
-                elif phrase in lx.fillers:
-                    hit = (n, None)
-                    vague = f"'{phrase}' gives no size: the sizes said (or the defaults) are used"
-                    if phrase in VAGUE_SIZE and vague not in notes:
-                        notes.append(vague)  # used visibly, never silently dropped
-                if hit:
-                    break
+        words = [w[1] for w in ws]
+        cands = [(" ".join(words), False)]
+        sing = _singular(words[-1], lx.phrases.keys() | lx.fillers)
+        if sing:
+            cands.append((" ".join([*words[:-1], sing]), True))
+        for phrase, plural in cands:
+            if phrase in lx.refuse:
+                why = lx.refuse[phrase]
+                raise TranslateError(f"cannot translate: '{phrase}'"
+                                     + ("" if why.startswith(":") else " ") + why)
+            if phrase in lx.quantity:
+                hit = (n, Tok("NUM", Decimal(lx.quantity[phrase]), phrase, col))
+                if phrase in lx.assumed and lx.assumed[phrase] not in notes:
+                    notes.append(lx.assumed[phrase])
+            elif phrase in lx.phrases:
+                cat, val = lx.phrases[phrase]
+                hit = (n, Tok(cat, val, phrase, col, plural))
+            elif phrase in lx.fillers:
+                hit = (n, None)
+                vague = f"'{phrase}' gives no size: the sizes said (or the defaults) are used"
+                if phrase in VAGUE_SIZE and vague not in notes:
+                    notes.append(vague)  # used visibly, never silently dropped
             if hit:
                 break
-        if hit is None:
-            unknown.append((text, col))
-            i += 1
-            continue
-        n, tok = hit
-        if tok is None and text in DEFINITE and toks and toks[-1].cat == "REL":
-            ref = next((w for w in items[i + 1:i + 4] if w[1] in lx.phrases
-                        and lx.phrases[w[1]][0] == "KIND"), None)
-            if ref is not None:
-                raise TranslateError(
-                    f"cannot translate: did not understand '{text} {ref[1]}' (column {col}): "
-                    f"the cell names no such thing; describe the structure to build beside "
-                    f"it (e.g. '{toks[-1].text} a {ref[1]} 3 wide') or give 'at x X y Y'")
-        if tok is not None:
-            toks.append(tok)
-        i += n
-    if unknown:
-        raise TranslateError(unknown_message(unknown, toks, len(items)))
-    return _resolve(toks)
+        if hit:
+            break
+    return hit
 
 
 def _resolve(toks: list[Tok]) -> list[Tok]:

@@ -14,6 +14,7 @@ from cellspec.core import geometry as g
 from cellspec.core import relations
 from cellspec.core.status import InternalError, Reason
 from cellspec.solver import stability
+from cellspec.solver.asp.clingo_log import clingo_logger
 from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
 from cellspec.solver.asp.decide import Kernel, pushed_facts
 from cellspec.solver.asp.decide import pairs_both as _pairs_both
@@ -241,7 +242,7 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
             "other: far denser than a buildable cell (many parts at the same place?)"),
             reason_code=Reason.DENSITY_LIMIT)
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
-    ctl = clingo.Control(["--warn=none"])
+    ctl = clingo.Control(logger=clingo_logger)
     ctl.add("base", [], _builtins())
     ctl.add("base", [], rules_text + "\n#show violation/2.\n" + text)
     parts = [("base", [])]
@@ -308,7 +309,7 @@ def solve_program(texts: list[str], timeout: float | None) -> ProgramResult:
     rules), so the grounding limits of :func:`run` do not apply."""
     import clingo  # lazy: as in run(), clingo loads only when a program is solved
 
-    ctl = clingo.Control(["--warn=none", "1"])
+    ctl = clingo.Control(["1"], logger=clingo_logger)
     for text in texts:
         ctl.add("base", [], text)
     ctl.ground([("base", [])])

@@ -304,7 +304,7 @@ class _Compiler:
             return f"{u.name}({self.var(u.var)})", {u.var}, set(), []
         if lit.kind == "aux":
             if lit.node in self.prog.projections:
-                self.prog.shown_projections.add(lit.node)  # type: ignore[arg-type]
+                self.prog.shown_projections.add(lit.node)
             args = ",".join(self.var(v) for v in lit.extra)
             return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
                     set(lit.extra) if lit.positive else set(), set(), [])

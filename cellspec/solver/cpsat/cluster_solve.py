@@ -16,7 +16,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat import exact
 from cellspec.solver.cpsat.clusters import Cluster
-from cellspec.solver.cpsat.placement import _Geo
+from cellspec.solver.cpsat.placement import GeoOptions, _Geo
 from cellspec.solver.cpsat.results import ClusterInfo
 from cellspec.solver.cpsat.rotate import PartTurns, chosen
 from cellspec.solver.instance import build_instance
@@ -70,11 +70,11 @@ def solve_cluster(cell: Cell, layout: Layout, cl: Cluster, *, keep_shape: bool,
     t_end = time.perf_counter() + wall
 
     def stage(rigid: bool) -> tuple[_Geo, int, Any]:
-        geo = _Geo(cell, sub, mov, assumptions=False, keep_shape=keep_shape,
-                   grip_clear=grip_clear, rigid_only=rigid, hint=h, must_move=mm,
-                   reach=cl.reach, anchored=anch,
-                   turns={k: turns[p] for k, p in enumerate(cl.parts) if p in turns}
-                   if turns else None)
+        geo = _Geo(cell, sub, mov, GeoOptions(
+            keep_shape=keep_shape, grip_clear=grip_clear, rigid_only=rigid, hint=h,
+            must_move=mm, reach=cl.reach, anchored=anch,
+            turns={k: turns[p] for k, p in enumerate(cl.parts) if p in turns}
+            if turns else None))
         st, s = geo.solve(max(0.01, t_end - time.perf_counter()), workers, det)
         return geo, st, s
 
@@ -147,8 +147,8 @@ def greedy_cluster(cell: Cell, layout: Layout, cl: Cluster, bad: list[int],
             # a fixed part is anchored when its support does not change in this step
             an = np.array([k not in group and (anch[k] or not any(
                 sup(j, k) for j in gl)) for k in keep])
-            geo = _Geo(cell, mini, mov, assumptions=False, reach=cl.reach[keep], anchored=an,
-                       free_only=True)
+            geo = _Geo(cell, mini, mov, GeoOptions(reach=cl.reach[keep], anchored=an,
+                                                   free_only=True))
             st, s = geo.solve(max(0.01, t_end - time.perf_counter()), 1, 0.2, fast=True)
             if st in (geo.cp.OPTIMAL, geo.cp.FEASIBLE):
                 break

@@ -4,6 +4,7 @@ standard geometric rules encoded exactly, the lexicographic objective (see
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,77 +29,127 @@ def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
     return components(len(boxes), i[keep], j[keep])
 
 
+@dataclass(frozen=True, eq=False)
+class GeoOptions:
+    """What a placement model may do and must do beyond which parts may move (the options
+    record of :class:`_Geo`; the defaults are a plain minimal-change repair)."""
+
+    assumptions: bool = False  # one assumption literal per rule (its cores name rules)
+    keep_shape: bool = False  # free moves weigh first: structures stay whole where they can
+    grip_clear: bool = False  # the order-free grip condition (see _Geo._grip_clear)
+    rigid_only: bool = False  # only rigid shifts of whole structures
+    hint: dict[int, list[int]] | None = None  # per part, a centre to try first (0.1 mm)
+    must_move: tuple[tuple[int, ...], ...] = ()  # structures unstable in earlier rounds
+    # per part and axis, how far (0.1 mm) a movable part's centre may move (None: anywhere
+    # in the workspace); pairs whose reaches cannot meet get no constraint
+    reach: np.ndarray | None = None
+    anchored: np.ndarray | None = None  # fixed parts whose support lies outside this model
+    free_only: bool = False  # every move is a free one (no rigid shift, so no kept tolerance)
+    # per part, the yaws it may also be turned to (--allow-rotate, .rotate: one Boolean per
+    # candidate yaw; a turn counts as a move)
+    turns: dict[int, PartTurns] | None = None
+
+
+def _tightening(must_move: tuple[tuple[int, ...], ...]) -> dict[int, int]:
+    """Per part, how many rounds (at most 4) it was unstable: each tightens its support."""
+    tighten: dict[int, int] = {}
+    for group in must_move:
+        for i in group:
+            tighten[i] = min(4, tighten.get(i, 0) + 1)
+    return tighten
+
+
 class _Geo:
     """The CP-SAT model of the geometric rules."""
 
-    # complexity: builds the whole CP-SAT placement model, one constraint family per rule kind
-    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray, assumptions: bool,  # noqa: C901
-                 keep_shape: bool = False, grip_clear: bool = False,
-                 rigid_only: bool = False, hint: dict[int, list[int]] | None = None,
-                 must_move: tuple[tuple[int, ...], ...] = (), reach: np.ndarray | None = None,
-                 anchored: np.ndarray | None = None, free_only: bool = False,
-                 turns: dict[int, PartTurns] | None = None):
-        """``reach``: per part and axis, how far (0.1 mm) a movable part's centre may move
-        (None: anywhere in the workspace); pairs whose reaches cannot meet get no
-        constraint. ``anchored``: fixed parts whose support lies outside this model.
-        ``free_only``: every move is a free one (no rigid shift, so no kept tolerance).
-        ``turns``: per part, the yaws it may also be turned to (``--allow-rotate``,
-        :mod:`.rotate`: one Boolean per candidate yaw; a turn counts as a move)."""
-        tighten: dict[int, int] = {}
-        for group in must_move:  # each round a part was unstable tightens its support
-            for i in group:
-                tighten[i] = min(4, tighten.get(i, 0) + 1)
+    def __init__(self, cell: Cell, layout: Layout, movable: np.ndarray,
+                 opts: GeoOptions) -> None:
+        """The model, built in named stages, each adding one family of variables or
+        constraints; the order of the stages is the order CP-SAT sees them in (it fixes
+        the model, hence its answers)."""
         from ortools.sat.python import cp_model
 
         self.cp = cp_model
+        self.opts = opts
+        self.tighten = _tightening(opts.must_move)
+        turns = {i: t for i, t in (opts.turns or {}).items() if movable[i]}
+        self._setup(cell, layout, turns)
+        reach = self._reach(movable)
+        self._shifts(movable, reach)
+        self._centres(movable, reach)
+        turn_max = self._turns(turns)
+        mov_idx = np.nonzero(movable)[0].tolist()
+        if "workspace" in self.rules:
+            self._workspace(mov_idx)
+        if "keepout" in self.rules:
+            self._keepouts(mov_idx)
+        pairs = self._pairs(movable, reach, turns)
+        if "no_overlap" in self.rules:
+            self._no_overlap(pairs)
+        if "gravity" in self.rules:
+            self._gravity(movable, mov_idx, pairs)
+        if opts.grip_clear:
+            self._grip_clear(movable)
+        self._must_move()
+        self._objective(turn_max)
+        self._hints(mov_idx)
+        if opts.assumptions:
+            self.m.AddAssumptions(list(self.guard.values()))
+
+    def _setup(self, cell: Cell, layout: Layout, turns: dict[int, PartTurns]) -> None:
+        """The instance, the rules modelled, the empty model, the parts' sizes and centres,
+        the workspace's span and the structures (connected components)."""
         inst = build_instance(cell, layout.with_order(None) if layout.order else layout)
         self.inst = inst
-        turns = {i: t for i, t in (turns or {}).items() if movable[i]}
         # parts that may turn to a yaw not a multiple of 90 are seen as non-plain parts
         extra = odd_parts(turns, inst.n) if turns else None
         # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
-        sr = (ShapeRules(inst, extra) if inst.shapes is not None
-              or (extra is not None and extra.any()) else None)
-        self.sr = sr
-        n = inst.n
+        self.sr = (ShapeRules(inst, extra) if inst.shapes is not None
+                   or (extra is not None and extra.any()) else None)
         b = inst.boxes
-        eps = inst.eps
         names = {r.name for r in cell.rules if r.severity == "error"}
         from cellspec.solver.stability import DEFAULT_MARGIN
 
         stab_m = cell.stability_margin if cell.stability_margin is not None else DEFAULT_MARGIN
         # U units, one more than the margin: a moved part's own centre is never at the edge
-        stab_u = g.to_u_int(stab_m) + 1 if "stability" in names else 0
+        self.stab_u = g.to_u_int(stab_m) + 1 if "stability" in names else 0
         self.rules = [r for r in GEOMETRY_RULES if r in names]
-        m = cp_model.CpModel()
-        self.m = m
+        self.m = self.cp.CpModel()
         self.guard: dict[str, Any] = {}
         self.lit_rule: dict[int, str] = {}
-
-        def guard(name: str) -> list:
-            if not assumptions:
-                return []
-            if name not in self.guard:
-                lit = m.NewBoolVar(f"rule_{name}")
-                self.guard[name] = lit
-                self.lit_rule[lit.Index()] = name
-            return [self.guard[name]]
-
         s2 = (b[:, 1::2] - b[:, 0::2])  # full size per axis, U (even)
         self.half = s2 // 2  # half size in U = size in 0.1 mm
         c0 = (b[:, 0::2] + b[:, 1::2]) // 2  # centre, U (even)
         self.c0 = c0 // 2  # centre in 0.1 mm
         ws = inst.zones["workspace"]
         assert isinstance(ws, BoxU)
-        span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
-                for k in range(3)]
-        comp = _components(b, eps) if sr is None else exact.components(inst)
-        self.comp = comp
+        self.ws = ws
+        self.span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
+                     for k in range(3)]
+        self.comp = _components(b, inst.eps) if self.sr is None else exact.components(inst)
+
+    def _rule_guard(self, name: str) -> list:
+        """The assumption literal of rule ``name`` as a list (empty without assumptions)."""
+        if not self.opts.assumptions:
+            return []
+        if name not in self.guard:
+            lit = self.m.NewBoolVar(f"rule_{name}")
+            self.guard[name] = lit
+            self.lit_rule[lit.Index()] = name
+        return [self.guard[name]]
+
+    def _reach(self, movable: np.ndarray) -> np.ndarray:
+        """Per part and axis, how far its centre may move (0 for a fixed part)."""
+        reach = self.opts.reach
         if reach is None:
-            reach = np.zeros((n, 3), dtype=np.int64)
-            reach[movable] = np.asarray(span, dtype=np.int64)[None, :] * 2
-        reach = np.where(movable[:, None], reach, 0)
-        ncomp = int(comp.max()) + 1 if n else 0
+            reach = np.zeros((self.inst.n, 3), dtype=np.int64)
+            reach[movable] = np.asarray(self.span, dtype=np.int64)[None, :] * 2
+        return np.where(movable[:, None], reach, 0)
+
+    def _shifts(self, movable: np.ndarray, reach: np.ndarray) -> None:
+        """One rigid shift per structure with a movable part, and its literal."""
+        m, comp = self.m, self.comp
+        ncomp = int(comp.max()) + 1 if self.inst.n else 0
         mov_comp = np.zeros(ncomp, dtype=bool)
         mov_comp[comp[movable]] = True
         self.shift = {}
@@ -110,15 +161,20 @@ class _Geo:
             self.shifted[k] = sh
             for a in range(3):
                 m.Add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
+
+    def _centres(self, movable: np.ndarray, reach: np.ndarray) -> None:
+        """Every part's centre (an int when fixed; the structure's shift plus a free move
+        when movable), its moved and free literals and its L1 distance terms."""
+        m, span, opts = self.m, self.span, self.opts
         self.c: list[list[Any]] = []  # centre in 0.1 mm: int or var
         self.free: dict[int, Any] = {}
         self.moved: dict[int, Any] = {}
         self.l1: list[Any] = []
-        for i in range(n):
+        for i in range(self.inst.n):
             if not movable[i]:
                 self.c.append([int(self.c0[i, a]) for a in range(3)])
                 continue
-            k = int(comp[i])
+            k = int(self.comp[i])
             fr = m.NewBoolVar(f"free{i}")
             mv = m.NewBoolVar(f"mv{i}")
             self.free[i] = fr
@@ -137,19 +193,25 @@ class _Geo:
                 self.l1.append(d)
                 ci.append(v)
             m.AddImplication(fr, mv)
-            if rigid_only:
+            if opts.rigid_only:
                 m.Add(fr == 0)
-            if free_only:
+            if opts.free_only:
                 m.Add(fr == mv)
                 for a in range(3):
                     m.Add(self.shift[k][a] == 0)
             m.AddImplication(self.shifted[k], mv)
             self.c.append(ci)
+
+    def _turns(self, turns: dict[int, PartTurns]) -> int:
+        """The half sizes (expressions for a part that may turn), the turn literals and
+        their costs; returns the largest total turn cost."""
+        n, m = self.inst.n, self.m
         self.turn: dict[int, list[tuple[Any, float]]] = {}  # (literal, new yaw) per part
         hv: list[list[Any]] = [[int(self.half[i, a]) for a in range(3)] for i in range(n)]
+        self.hv = hv
         # inscribed half extents on x and y (support of non-plain parts): ints or expressions
-        self.inner_v = None if sr is None else [[int(sr.inner[i, a]) for a in range(2)]
-                                                for i in range(n)]
+        self.inner_v = None if self.sr is None else [[int(self.sr.inner[i, a])
+                                                      for a in range(2)] for i in range(n)]
         turn_max = 0
         for i in sorted(turns):  # a turn costs its rank: never turned for nothing
             lits, cost, top = add_turns(m, i, turns[i], self.moved[i], hv[i],
@@ -159,48 +221,66 @@ class _Geo:
                 m.AddImplication(t, self.free[i])  # non-rigid move of one part is
             self.l1.extend(cost)
             turn_max += top
-        self.lo = lambda i, a: 2 * self.c[i][a] - hv[i][a]  # noqa: E731
-        self.hi = lambda i, a: 2 * self.c[i][a] + hv[i][a]  # noqa: E731
-        mov_idx = np.nonzero(movable)[0].tolist()
-        if "workspace" in self.rules:
-            for i in mov_idx:
-                if sr is not None and sr.any(i):
-                    # the enclosing box inside, exactly, once it moves
-                    on = guard("workspace") + ([] if not sr.inside0(i, ws) else [self.moved[i]])
-                    for a in range(3):
-                        m.Add(ws.lo[a] - self.lo(i, a) <= 0).OnlyEnforceIf(on)
-                        m.Add(self.hi(i, a) - ws.hi[a] <= 0).OnlyEnforceIf(on)
-                    continue
+        return turn_max
+
+    def lo(self, i: int, a: int) -> Any:
+        """The low face of part ``i`` on axis ``a`` (U: an int or an expression)."""
+        return 2 * self.c[i][a] - self.hv[i][a]
+
+    def hi(self, i: int, a: int) -> Any:
+        """The high face of part ``i`` on axis ``a`` (U: an int or an expression)."""
+        return 2 * self.c[i][a] + self.hv[i][a]
+
+    def _workspace(self, mov_idx: list[int]) -> None:
+        """Every moved part inside the workspace."""
+        m, sr, ws = self.m, self.sr, self.ws
+        for i in mov_idx:
+            if sr is not None and sr.any(i):
+                # the enclosing box inside, exactly, once it moves
+                on = self._rule_guard("workspace") + ([] if not sr.inside0(i, ws)
+                                                      else [self.moved[i]])
                 for a in range(3):
-                    self.tight(ws.lo[a] - self.lo(i, a), guard("workspace"), (i,))
-                    self.tight(self.hi(i, a) - ws.hi[a], guard("workspace"), (i,))
-        if "keepout" in self.rules:
-            for zname in inst.keepouts:
-                z = inst.zones[zname]
-                gl = guard(f"keepout {zname}")
-                for i in mov_idx:
-                    odd = sr is not None and sr.any(i)
-                    clear0 = odd and sr is not None and sr.clear0(i, z)
-                    if isinstance(z, BoxU):
-                        opts = []
-                        for a in range(3):
-                            for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
-                                lit = m.NewBoolVar("")
-                                if odd:  # the enclosing box apart, exactly
-                                    m.Add(expr <= 0).OnlyEnforceIf(lit)
-                                else:
-                                    self.tight(expr, [lit], (i,))
-                                opts.append(lit)
-                        if clear0:  # clear of it now: it may stay
-                            opts.append(self.moved[i].Not())
-                        m.AddBoolOr(opts).OnlyEnforceIf(gl)
-                    elif odd:
-                        self._half(i, z, 0, gl + ([self.moved[i]] if clear0 else []))
-                    else:
-                        self._half(i, z, eps, gl)
-        # pairs whose reaches come within the relation margin (beyond it no rule relates them)
-        margin = g.relation_margin(b, eps, flanks=grip_clear, opening=inst.opening,
-                                   depth=inst.depth) + 2
+                    m.Add(ws.lo[a] - self.lo(i, a) <= 0).OnlyEnforceIf(on)
+                    m.Add(self.hi(i, a) - ws.hi[a] <= 0).OnlyEnforceIf(on)
+                continue
+            for a in range(3):
+                self.tight(ws.lo[a] - self.lo(i, a), self._rule_guard("workspace"), (i,))
+                self.tight(self.hi(i, a) - ws.hi[a], self._rule_guard("workspace"), (i,))
+
+    def _keepouts(self, mov_idx: list[int]) -> None:
+        """Every moved part out of every keep-out zone (a box or a half-space)."""
+        m, sr, inst = self.m, self.sr, self.inst
+        for zname in inst.keepouts:
+            z = inst.zones[zname]
+            gl = self._rule_guard(f"keepout {zname}")
+            for i in mov_idx:
+                odd = sr is not None and sr.any(i)
+                clear0 = odd and sr is not None and sr.clear0(i, z)
+                if isinstance(z, BoxU):
+                    opts = []
+                    for a in range(3):
+                        for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
+                            lit = m.NewBoolVar("")
+                            if odd:  # the enclosing box apart, exactly
+                                m.Add(expr <= 0).OnlyEnforceIf(lit)
+                            else:
+                                self.tight(expr, [lit], (i,))
+                            opts.append(lit)
+                    if clear0:  # clear of it now: it may stay
+                        opts.append(self.moved[i].Not())
+                    m.AddBoolOr(opts).OnlyEnforceIf(gl)
+                elif odd:
+                    self._half(i, z, 0, gl + ([self.moved[i]] if clear0 else []))
+                else:
+                    self._half(i, z, inst.eps, gl)
+
+    def _pairs(self, movable: np.ndarray, reach: np.ndarray,
+               turns: dict[int, PartTurns]) -> list[tuple[int, int]]:
+        """The pairs (one part movable) whose reaches come within the relation margin
+        (beyond it no rule relates them); sets ``close`` (every such pair, both ways)."""
+        inst, n, b = self.inst, self.inst.n, self.inst.boxes
+        margin = g.relation_margin(b, inst.eps, flanks=self.opts.grip_clear,
+                                   opening=inst.opening, depth=inst.depth) + 2
         grow = growth(turns, n)  # how much farther a part reaches once turned
         s_lo, s_hi = b[:, 0::2] - 2 * reach - grow, b[:, 1::2] + 2 * reach + grow
         close = np.ones((n, n), dtype=bool)
@@ -210,88 +290,114 @@ class _Geo:
         np.fill_diagonal(close, False)
         self.close = close
         ii, jj = np.nonzero(np.triu(close, 1) & (movable[:, None] | movable[None, :]))
-        pairs = list(zip(ii.tolist(), jj.tolist(), strict=True))
-        anchored = np.zeros(n, dtype=bool) if anchored is None else anchored
-        if "no_overlap" in self.rules:
-            gl = guard("no_overlap")
-            for i, j in pairs:
-                odd = sr is not None and sr.any(i, j)
-                opts = []
-                for a in range(3):
-                    for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
-                        lit = m.NewBoolVar("")
-                        if odd:  # the enclosing boxes apart, exactly
-                            m.Add(expr <= 0).OnlyEnforceIf(lit)
-                        else:
-                            self.tight(expr, [lit], (i, j))
-                        opts.append(lit)
-                if odd and sr is not None and sr.apart0(i, j):  # apart now: may stay so
-                    opts.append(self.same((i, j)))
-                m.AddBoolOr(opts).OnlyEnforceIf(gl)
-        if "gravity" in self.rules:
-            gl = guard("gravity")
-            surf = sorted(set(inst.surfaces.values()))
-            need = set(mov_idx)
-            for i, j in pairs:
-                need.add(i)
-                need.add(j)
-            for i in sorted(need):
-                if anchored[i] and not tighten.get(i):
-                    continue  # fixed, and resting on a fixed part outside this model
-                opts = []
-                done = False
-                for z in surf:
+        return list(zip(ii.tolist(), jj.tolist(), strict=True))
+
+    def _no_overlap(self, pairs: list[tuple[int, int]]) -> None:
+        """Every close pair apart on some axis (or, apart now, its relative place kept)."""
+        m, sr = self.m, self.sr
+        gl = self._rule_guard("no_overlap")
+        for i, j in pairs:
+            odd = sr is not None and sr.any(i, j)
+            opts = []
+            for a in range(3):
+                for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
                     lit = m.NewBoolVar("")
-                    self.tight(z - self.lo(i, 2), [lit], (i,))
-                    self.tight(self.lo(i, 2) - z, [lit], (i,))
+                    if odd:  # the enclosing boxes apart, exactly
+                        m.Add(expr <= 0).OnlyEnforceIf(lit)
+                    else:
+                        self.tight(expr, [lit], (i, j))
                     opts.append(lit)
-                for j in np.nonzero(close[i])[0].tolist():
-                    if j == i:
-                        continue
-                    odd = sr is not None and sr.any(i, j)
-                    if not movable[i] and not movable[j]:
-                        sup = sr.supports0(j, i) if odd and sr is not None else bool(
-                            g.supports(b[j], b[i], eps))
-                        done = done or (sup and self._centred(i, j, tighten.get(i, 0)))
-                        continue
-                    if odd:
-                        opts.extend(self._odd_support(i, j, stab_u, tighten.get(i, 0)))
-                        continue
-                    lit = m.NewBoolVar("")
-                    self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
-                    self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
-                    for a in range(2):
-                        m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
-                        m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
-                        ctr = 2 * self.c[i][a]
-                        for t in self.changed((i, j)):  # a new support: centre over it,
-                            # the stability margin inside its edges (every stage stands)
-                            m.Add(ctr >= self.lo(j, a) + stab_u).OnlyEnforceIf([lit, t])
-                            m.Add(ctr <= self.hi(j, a) - stab_u).OnlyEnforceIf([lit, t])
-                        if tighten.get(i):  # unstable before: centre well inside the support
-                            mu = tighten[i] * int(self.half[i, a]) // 4
-                            m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
-                            m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
-                    opts.append(lit)
-                if done:
+            if odd and sr is not None and sr.apart0(i, j):  # apart now: may stay so
+                opts.append(self.same((i, j)))
+            m.AddBoolOr(opts).OnlyEnforceIf(gl)
+
+    def _gravity(self, movable: np.ndarray, mov_idx: list[int],
+                 pairs: list[tuple[int, int]]) -> None:
+        """Every part that moves or may touch one that moves rests on a surface or on a
+        part (its centre over it, with the stability margin for a new support)."""
+        m, sr, inst, b, eps = self.m, self.sr, self.inst, self.inst.boxes, self.inst.eps
+        tighten, stab_u, close = self.tighten, self.stab_u, self.close
+        anchored = (np.zeros(inst.n, dtype=bool) if self.opts.anchored is None
+                    else self.opts.anchored)
+        gl = self._rule_guard("gravity")
+        surf = sorted(set(inst.surfaces.values()))
+        need = set(mov_idx)
+        for i, j in pairs:
+            need.add(i)
+            need.add(j)
+        for i in sorted(need):
+            if anchored[i] and not tighten.get(i):
+                continue  # fixed, and resting on a fixed part outside this model
+            opts = []
+            done = False
+            for z in surf:
+                lit = m.NewBoolVar("")
+                self.tight(z - self.lo(i, 2), [lit], (i,))
+                self.tight(self.lo(i, 2) - z, [lit], (i,))
+                opts.append(lit)
+            for j in np.nonzero(close[i])[0].tolist():
+                if j == i:
                     continue
-                m.AddBoolOr(opts).OnlyEnforceIf(gl)
-        if grip_clear:
-            self._grip_clear(movable)
-        for group in must_move[-1:]:  # the structure unstable last: something must move
+                odd = sr is not None and sr.any(i, j)
+                if not movable[i] and not movable[j]:
+                    sup = sr.supports0(j, i) if odd and sr is not None else bool(
+                        g.supports(b[j], b[i], eps))
+                    done = done or (sup and self._centred(i, j, tighten.get(i, 0)))
+                    continue
+                if odd:
+                    opts.extend(self._odd_support(i, j, stab_u, tighten.get(i, 0)))
+                    continue
+                opts.append(self._box_support(i, j))
+            if done:
+                continue
+            m.AddBoolOr(opts).OnlyEnforceIf(gl)
+
+    def _box_support(self, i: int, j: int) -> Any:
+        """A literal for "plain box j carries plain box i": i's bottom on j's top, their
+        footprints overlapping, i's centre over j (with the margins of a new or a
+        tightened support)."""
+        m, eps, stab_u, tighten = self.m, self.inst.eps, self.stab_u, self.tighten
+        lit = m.NewBoolVar("")
+        self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
+        self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
+        for a in range(2):
+            m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
+            m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
+            ctr = 2 * self.c[i][a]
+            for t in self.changed((i, j)):  # a new support: centre over it,
+                # the stability margin inside its edges (every stage stands)
+                m.Add(ctr >= self.lo(j, a) + stab_u).OnlyEnforceIf([lit, t])
+                m.Add(ctr <= self.hi(j, a) - stab_u).OnlyEnforceIf([lit, t])
+            if tighten.get(i):  # unstable before: centre well inside the support
+                mu = tighten[i] * int(self.half[i, a]) // 4
+                m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
+                m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
+        return lit
+
+    def _must_move(self) -> None:
+        """The structure unstable last: something in it must move."""
+        m = self.m
+        for group in self.opts.must_move[-1:]:
             lits = [self.moved[i] for i in group if i in self.moved]
             if lits:
                 m.AddBoolOr(lits)
             else:
                 m.AddBoolOr([m.NewConstant(0)])
-        # lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
-        # keep_shape: free moves first (structures stay whole where geometry allows)
+
+    def _objective(self, turn_max: int) -> None:
+        """Lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
+        keep_shape: free moves first (structures stay whole where geometry allows)."""
+        span = self.span
         max_l1 = sum(4 * span[a] for a in range(3)) * max(1, len(self.free)) + turn_max
         nf = len(self.free) + 1
         lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
-        w_moved, w_free = (lo_w, hi_w) if keep_shape else (hi_w, lo_w)
-        m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
-                   + sum(self.l1))
+        w_moved, w_free = (lo_w, hi_w) if self.opts.keep_shape else (hi_w, lo_w)
+        self.m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
+                        + sum(self.l1))
+
+    def _hints(self, mov_idx: list[int]) -> None:
+        """The hinted centres to try first; every other movable part hinted to stay."""
+        m, hint = self.m, self.opts.hint
         for i in mov_idx:
             if hint and i in hint:
                 m.AddHint(self.moved[i], 1)
@@ -299,8 +405,6 @@ class _Geo:
                     m.AddHint(self.c[i][a], hint[i][a])
             else:
                 m.AddHint(self.moved[i], 0)
-        if assumptions:
-            m.AddAssumptions(list(self.guard.values()))
 
     def _grip_clear(self, movable: np.ndarray) -> None:
         """A sufficient, order-free condition for grip access: every moved part placed by

@@ -55,7 +55,7 @@ from cellspec.solver.cpsat.clusters import (
 )
 from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
 from cellspec.solver.cpsat.moved_shapes import kept_yaw
-from cellspec.solver.cpsat.placement import GEOMETRY_RULES, _components, _Geo
+from cellspec.solver.cpsat.placement import GEOMETRY_RULES, GeoOptions, _components, _Geo
 from cellspec.solver.cpsat.results import Move, RepairResult
 from cellspec.solver.cpsat.rotate import PartTurns, growth, parse_rotate, part_turns
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
@@ -78,7 +78,7 @@ def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
     (single worker), made minimal by deletion (each rule dropped in turn; kept if the rest
     becomes satisfiable), with the turns ``--allow-rotate`` allows. Empty when a limit is
     hit."""
-    geo = _Geo(cell, layout, movable, assumptions=True, turns=turns)
+    geo = _Geo(cell, layout, movable, GeoOptions(assumptions=True, turns=turns))
     geo.m.ClearObjective()
     st, s = geo.solve(left(), 1)
     cp = geo.cp

@@ -40,7 +40,7 @@ def find_test(cell: Cell, name: str) -> TestCase:
 
 
 @dataclass(frozen=True)
-class Recovery:
+class ScenarioOutcome:
     """One scenario's outcome: detected (the original fails), recovered (repaired and the
     repaired layout passes an independent clingo check), and what it cost."""
 
@@ -60,7 +60,7 @@ class Recovery:
 
 def recover(cell: Cell, layout: Layout, name: str, kind: str,
             time_limit: float = 10.0, keep_shape: bool = False
-            ) -> tuple[Recovery, dict | None]:
+            ) -> tuple[ScenarioOutcome, dict | None]:
     """Repair one scenario and re-verify the result independently."""
     from cellspec.layout import layout_from_obj
     from cellspec.solver.cpsat.repair import repair
@@ -76,6 +76,6 @@ def recover(cell: Cell, layout: Layout, name: str, kind: str,
         ok = again.verdict == "pass" and len(r.layout["parts"]) == len(layout)
         types_kept = sorted(p["type"] for p in r.layout["parts"]) == sorted(layout.types)
         ok = ok and types_kept
-    return Recovery(name=name, kind=kind, parts=len(layout), detected=detected, recovered=ok,
+    return ScenarioOutcome(name=name, kind=kind, parts=len(layout), detected=detected, recovered=ok,
                     status=r.status, moved=r.parts_moved, displacement=r.displacement,
                     reordered=r.reordered, seconds=secs, note=r.reason or ""), r.layout

@@ -39,6 +39,7 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
 from cellspec.solver.cpsat import exact
+from cellspec.solver.cpsat.order_graph import order_edges
 from cellspec.solver.cpsat.results import PlanResult, Step
 from cellspec.solver.instance import Instance, build_instance
 
@@ -130,20 +131,6 @@ def greedy_sink(op: OrderProblem) -> list[int] | None:
     None when it gets stuck."""
     out, _ = _greedy(op, [(p,) for p in range(op.n)])
     return out if len(out) == op.n else None
-
-
-def order_edges(op: OrderProblem) -> tuple[list[int], list[int]]:
-    """The pairs tied by precedence or grip blocking: parts whose order matters together."""
-    rows, cols = [], []
-    for p in range(op.n):
-        for c in op.succ[p]:
-            rows.append(p)
-            cols.append(c)
-        for lst in op.block[p]:
-            for q in lst:
-                rows.append(p)
-                cols.append(q)
-    return rows, cols
 
 
 def _components(op: OrderProblem) -> np.ndarray:

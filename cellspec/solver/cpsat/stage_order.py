@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from cellspec.solver import stability as stab
+from cellspec.solver.cpsat.order_graph import order_edges
 from cellspec.solver.graph import components
 
 NODE_LIMIT = 200_000
@@ -25,8 +26,6 @@ NODE_LIMIT = 200_000
 
 def _groups(op, con: stab.Contacts, parts: list[int]) -> dict[int, list[int]]:  # noqa: ANN001
     """Parts joined by precedence, grip blocking or contact: each a separate search."""
-    from cellspec.solver.cpsat.sequence import order_edges
-
     rows, cols = order_edges(op)
     keep = con.lower >= 0
     rows += con.lower[keep].tolist()

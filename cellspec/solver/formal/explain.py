@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import numpy as np
 
 from cellspec.core import ir
 from cellspec.core.status import InternalError, Status
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver.formal.common import (
     DEFAULT_MAX_BINDINGS,
@@ -74,21 +75,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     except LimitHit as exc:
         return Explanation(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
-    ctx = z3.Context()
-    solver = seeded_solver(tms, ctx, logic=None)
-    low = Z3Lowering(var_name, ctx)
-    rule_lits = []
-    for k, lst in enumerate(grounded):
-        e = z3.Bool(f"rule_{k}", ctx)
-        rule_lits.append(e)
-        body = builder.and_(f for _, f in lst)
-        solver.add(z3.Implies(e, low.term(body)))
-    part_lits = [low.boolean(("present", i)) for i in range(inst.n)]
-    label: dict = {}
-    for k, e in enumerate(rule_lits):
-        label[e.get_id()] = ("rule", k)
-    for i, p in enumerate(part_lits):
-        label[p.get_id()] = ("part", i)
+    solver, rule_lits, part_lits, label = _encode(grounded, builder, inst.n, tms)
 
     def unknown(reason: str) -> Explanation:
         return Explanation(status="unknown", reason=reason, seconds=time.perf_counter() - t0,
@@ -100,6 +87,50 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     if res == z3.sat:
         raise InternalError(f"internal disagreement: {backend} says fail, but Z3 finds the layout "
                             "satisfiable (internal error)")
+    causes = _causes(cell, layout, inst.ids, rules, solver, rule_lits, part_lits, label,
+                     minimise=minimise, max_causes=max_causes, timeout=timeout, backend=backend)
+    if isinstance(causes, str):
+        return unknown(causes)
+    first = causes[0]
+    return Explanation(status="explained", rules=first.rules, parts=first.parts,
+                       violations=first.violations, total_violations=len(nominal.violations),
+                       minimal=first.minimal, causes=tuple(causes),
+                       seconds=time.perf_counter() - t0)
+
+
+def _encode(grounded: list, builder: Builder, n: int,
+            tms: int) -> tuple[Any, list[Any], list[Any], dict[int, tuple[str, int]]]:
+    """The solver with one enabling literal per rule (implying its grounded body) and one
+    presence literal per part, and each literal's label ("rule" or "part", index)."""
+    import z3  # lazy: as in explain
+
+    ctx = z3.Context()
+    solver = seeded_solver(tms, ctx, logic=None)
+    low = Z3Lowering(var_name, ctx)
+    rule_lits = []
+    for k, lst in enumerate(grounded):
+        e = z3.Bool(f"rule_{k}", ctx)
+        rule_lits.append(e)
+        body = builder.and_(f for _, f in lst)
+        solver.add(z3.Implies(e, low.term(body)))
+    part_lits = [low.boolean(("present", i)) for i in range(n)]
+    label: dict = {}
+    for k, e in enumerate(rule_lits):
+        label[e.get_id()] = ("rule", k)
+    for i, p in enumerate(part_lits):
+        label[p.get_id()] = ("part", i)
+    return solver, rule_lits, part_lits, label
+
+
+def _causes(cell: Cell, layout: Layout, ids_all: tuple[str, ...], rules: list[Rule],
+            solver: Any, rule_lits: list[Any], part_lits: list[Any],
+            label: dict[int, tuple[str, int]], *, minimise: bool, max_causes: int,
+            timeout: float | None, backend: str) -> list[Cause] | str:
+    """The causes, each from an unsat core (made minimal by deletion when asked) using
+    none of the earlier causes' parts, re-checked by ``backend``; or why one was not
+    re-checked (a limit)."""
+    import z3  # lazy: as in explain
+
     causes: list[Cause] = []
     used_parts: set[int] = set()
     while len(causes) < max(1, max_causes):
@@ -116,10 +147,10 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         sel_parts = sorted(label[c.get_id()][1] for c in core if label[c.get_id()][0] == "part")
         v = check(cell.model_copy(update={"rules": tuple(rules[k] for k in sel_rules)}),
                   _sub_layout(layout, sel_parts), timeout=timeout, backend=backend)
-        ids = tuple(inst.ids[i] for i in sel_parts)
+        ids = tuple(ids_all[i] for i in sel_parts)
         if v.verdict == Status.UNKNOWN:  # a limit while re-checking: not decided
-            return unknown(f"the reduced layout ({', '.join(ids)}) was not re-checked: "
-                           f"{v.reason}")
+            return (f"the reduced layout ({', '.join(ids)}) was not re-checked: "
+                    f"{v.reason}")
         if v.verdict != Status.FAIL:
             raise InternalError(f"internal disagreement: the reduced layout ({', '.join(ids)}) "
                                 f"does not fail under {backend} ({v.verdict}) (internal error)")
@@ -131,11 +162,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
         if not sel_parts:
             break
         used_parts.update(sel_parts)
-    first = causes[0]
-    return Explanation(status="explained", rules=first.rules, parts=first.parts,
-                       violations=first.violations, total_violations=len(nominal.violations),
-                       minimal=first.minimal, causes=tuple(causes),
-                       seconds=time.perf_counter() - t0)
+    return causes
 
 
 def _sub_layout(layout: Layout, sel: list[int]) -> Layout:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -40,7 +41,7 @@ from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import InternalError, Status
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver import stability as stab
 from cellspec.solver.formal.common import (
@@ -53,7 +54,8 @@ from cellspec.solver.formal.common import (
     timeout_ms,
     var_name,
 )
-from cellspec.solver.instance import build_instance
+from cellspec.solver.instance import Instance, build_instance
+from cellspec.solver.result import Verdict
 from cellspec.solver.smt.backend import (
     NoFold,
     Unsupported,
@@ -98,6 +100,58 @@ def displaced_layout(layout: Layout, boxes: np.ndarray, dx: np.ndarray, dy: np.n
     return dataclasses.replace(layout, pos=pos, path=path)
 
 
+@dataclass(frozen=True)
+class RobustOptions:
+    """How a robustness proof is run (the keyword arguments of :func:`prove_robust`)."""
+
+    timeout: float | None = DEFAULT_TIMEOUT
+    prune: bool = True  # False: the naive encoding (all pairs, nothing decided before Z3)
+    encoding: str = "smtlib"  # or "api" (Z3 Python terms)
+    max_bindings: int = DEFAULT_MAX_BINDINGS
+    backend: str = "clingo"  # decides the nominal verdict and re-checks a witness
+
+
+@dataclass
+class _RobustRun:
+    """The state one proof carries from stage to stage: what it is about (``base``), its
+    notes, its statistics and its clock."""
+
+    cell: Cell
+    layout: Layout
+    opts: RobustOptions
+    t0: float
+    steps: int
+    tms: int  # the Z3 time limit, ms (0: none)
+    nominal: Verdict
+    base: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def early(self, reason: str) -> RobustResult:
+        """``unknown`` before anything was grounded (no statistics)."""
+        return RobustResult(status=Status.UNKNOWN, reason=reason, notes=tuple(self.notes),
+                            seconds=time.perf_counter() - self.t0, **self.base)
+
+    def done(self, status: Status, **kw: Any) -> RobustResult:
+        """The result, with the statistics gathered so far."""
+        self.stats["seconds"] = time.perf_counter() - self.t0
+        return RobustResult(status=status, notes=tuple(self.notes),
+                            seconds=self.stats["seconds"], stats=self.stats, **self.base, **kw)
+
+
+@dataclass(frozen=True)
+class _Goal:
+    """The grounded proof obligation: what Z3 must satisfy to change the verdict."""
+
+    inst: Instance
+    rules: list[Rule]
+    stab_rules: list[Rule]
+    bounds: dict
+    passing: bool
+    live: list[tuple[int, tuple, object]]  # (rule index, binding, formula) still open
+    goal: object  # a formula, or False when nothing can change the verdict
+
+
 def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                  timeout: float | None = DEFAULT_TIMEOUT, prune: bool = True,
                  encoding: str = "smtlib", max_bindings: int = DEFAULT_MAX_BINDINGS,
@@ -112,15 +166,31 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     Yawed boxes (docs/shapes.md): each part's yaw is fixed and its footprint moves rigidly,
     so every relation stays a conjunction of linear atoms in the displacement
     (cellspec/solver/smt/shapes.py proves it); a rule that relates a cylinder that may move
-    to another part is refused by name (``unsupported``: a disc's distance is not linear)."""
-    import z3  # lazy: z3 only when a proof runs (the check verb imports formal to validate)
+    to another part is refused by name (``unsupported``: a disc's distance is not linear).
 
+    The stages: the nominal verdict, the rules and their refusals, the grounded goal, Z3,
+    and (when Z3 finds a displacement) the witness re-checked by the backend."""
+    opts = RobustOptions(timeout=timeout, prune=prune, encoding=encoding,
+                         max_bindings=max_bindings, backend=backend)
+    run = _nominal(cell, layout, tolerance, opts)
+    if run.nominal.verdict == Status.UNKNOWN:
+        return run.early(f"the nominal verdict is unknown: {run.nominal.reason}")
+    goal = _ground(run)
+    if isinstance(goal, RobustResult):
+        return goal
+    if goal.goal is False:
+        return run.done(Status.PROVED)
+    return _solve(run, goal)
+
+
+def _nominal(cell: Cell, layout: Layout, tolerance: float, opts: RobustOptions) -> _RobustRun:
+    """The run: the tolerance in grid steps (noted when rounded up) and the nominal verdict."""
     t0 = time.perf_counter()
     steps = validate_tolerance(tolerance)
-    tms = timeout_ms(timeout)
-    if encoding not in ("api", "smtlib"):
+    tms = timeout_ms(opts.timeout)
+    if opts.encoding not in ("api", "smtlib"):
         raise ValueError("encoding must be 'api' or 'smtlib'")
-    nominal = check(cell, layout, timeout=timeout, backend=backend)
+    nominal = check(cell, layout, timeout=opts.timeout, backend=opts.backend)
     notes: list[str] = []
     decided = float(steps * g.RESOLUTION)  # what the proof is about, stated everywhere
     if steps * g.RESOLUTION != Fraction(str(float(tolerance))):
@@ -129,41 +199,41 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
                      f"{decided:.4f} m")
     base = {"tolerance": decided, "requested": float(tolerance), "steps": steps,
             "verdict": nominal.verdict}
-    if nominal.verdict == Status.UNKNOWN:
-        return RobustResult(status=Status.UNKNOWN, reason=f"the nominal verdict is unknown: "
-                            f"{nominal.reason}", notes=tuple(notes),
-                            seconds=time.perf_counter() - t0, **base)
-    inst = build_instance(cell, layout)
+    return _RobustRun(cell, layout, opts, t0, steps, tms, nominal, base, notes)
+
+
+def _ground(run: _RobustRun) -> _Goal | RobustResult:
+    """The rules the proof covers (refusals and the stability pre-check first), grounded
+    on the displaced problem into one goal; ``unknown`` when a rule is refused or a
+    limit is hit."""
+    inst = build_instance(run.cell, run.layout)
     if inst.off_grid:
-        notes.append("the proof is about the layout rounded to the 0.1 mm grid")
-    rules = error_rules(cell, layout)
+        run.notes.append("the proof is about the layout rounded to the 0.1 mm grid")
+    rules = error_rules(run.cell, run.layout)
     stab_rules = [r for r in rules if ir.uses_relation(r.body, STABILITY_RELATIONS)]
     rules = [r for r in rules if r not in stab_rules]
     check_fragment(rules)
     refused = moving_refusal(rules, "the robustness proof")
     if refused:
-        return RobustResult(status=Status.UNKNOWN, reason=refused, notes=tuple(notes),
-                            seconds=time.perf_counter() - t0, **base)
+        return run.early(refused)
     if stab_rules:
-        why = _stability_not_robust(inst, steps, nominal, stab_rules)
+        why = _stability_not_robust(inst, run.steps, run.nominal, stab_rules)
         if why:
-            return RobustResult(status=Status.UNKNOWN, reason=why, notes=tuple(notes),
-                                seconds=time.perf_counter() - t0, **base)
-        notes.append("stability: every structure stands with the margin plus twice the "
-                     "tolerance, so no displacement within the tolerance makes it fall")
-    stats: dict[str, float] = {}
+            return run.early(why)
+        run.notes.append("stability: every structure stands with the margin plus twice the "
+                         "tolerance, so no displacement within the tolerance makes it fall")
+    stats = run.stats
     t1 = time.perf_counter()
-    prob, bounds = displaced_problem(inst, rules, steps, prune=prune)
-    builder = Builder(bounds) if prune else NoFold(bounds)
+    prob, bounds = displaced_problem(inst, rules, run.steps, prune=run.opts.prune)
+    builder = Builder(bounds) if run.opts.prune else NoFold(bounds)
     try:
-        grounded = ground_rules(prob, rules, builder, max_bindings)
+        grounded = ground_rules(prob, rules, builder, run.opts.max_bindings)
     except (LimitHit, Unsupported) as exc:
-        return RobustResult(status=Status.UNKNOWN, reason=str(exc), notes=tuple(notes),
-                            seconds=time.perf_counter() - t0, **base)
+        return run.early(str(exc))
     stats["ground_s"] = time.perf_counter() - t1
     stats["atoms"] = float(builder.atoms)
     stats["folded_atoms"] = float(builder.folded)
-    passing = nominal.verdict == Status.PASS
+    passing = run.nominal.verdict == Status.PASS
     # what the solver must find: some instance violated (pass) / every instance holds (fail)
     items: list[tuple[int, tuple, object]] = []
     for k, lst in enumerate(grounded):
@@ -176,32 +246,33 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
         live = [it for it in items if it[2] is not True]
         goal = builder.and_(f for _, _, f in live)
     stats["instances"] = float(len(live))
+    return _Goal(inst, rules, stab_rules, bounds, passing, live, goal)
 
-    def done(status: Status, **kw) -> RobustResult:
-        stats["seconds"] = time.perf_counter() - t0
-        return RobustResult(status=status, notes=tuple(notes), seconds=stats["seconds"],
-                            stats=stats, **base, **kw)
 
-    if goal is False:
-        return done(Status.PROVED)
+def _solve(run: _RobustRun, goal: _Goal) -> RobustResult:
+    """Z3 on the goal: unsat proves the verdict; a model is a witness, re-checked."""
+    import z3  # lazy: z3 only when a proof runs (the check verb imports formal to validate)
+
+    stats = run.stats
     t2 = time.perf_counter()
     ctx = z3.Context()
-    solver = seeded_solver(tms, ctx)
+    solver = seeded_solver(run.tms, ctx)
     low = Z3Lowering(var_name, ctx)
-    if encoding == "api":
-        gt = low.term(goal)
+    bounds = goal.bounds
+    if run.opts.encoding == "api":
+        gt = low.term(goal.goal)
         solver.add(gt)
         for v, term in low.vars.items():
             lo, hi = bounds[v]
             solver.add(term >= lo, term <= hi)
     else:
-        names = sorted(variables(goal), key=str)
+        names = sorted(variables(goal.goal), key=str)
         decl = [f"(declare-const {var_name(v)} Int)" for v in names]
         for v in names:
             lo, hi = bounds[v]
             decl.append(f"(assert (and (>= {var_name(v)} {smt_num(lo)}) "
                         f"(<= {var_name(v)} {smt_num(hi)})))")
-        text = "\n".join(decl) + "\n(assert " + smtlib(goal, var_name) + ")\n"
+        text = "\n".join(decl) + "\n(assert " + smtlib(goal.goal, var_name) + ")\n"
         solver.from_string(text)
         for v in names:
             low.vars[v] = z3.Int(var_name(v), ctx)
@@ -210,48 +281,58 @@ def prove_robust(cell: Cell, layout: Layout, tolerance: float, *,
     res = solver.check()
     stats["solve_s"] = time.perf_counter() - t3
     if res == z3.unsat:
-        return done(Status.PROVED)
+        return run.done(Status.PROVED)
     if res != z3.sat:
-        return done(Status.UNKNOWN, reason=f"z3 gave up: {solver.reason_unknown()} "
-                    f"(time limit {timeout} s)")
-    m = solver.model()
+        return run.done(Status.UNKNOWN, reason=f"z3 gave up: {solver.reason_unknown()} "
+                        f"(time limit {run.opts.timeout} s)")
+    return _witness(run, goal, solver.model(), low)
+
+
+def _witness(run: _RobustRun, goal: _Goal, m: Any, low: Z3Lowering) -> RobustResult:
+    """The displaced layout of Z3's model, the rule it breaks (nominal pass), and the
+    backend's re-check of it: ``refuted`` only when the backend confirms."""
+    import z3  # lazy: as in _solve
+
+    inst, rules, backend = goal.inst, goal.rules, run.opts.backend
     dx = np.zeros(inst.n, dtype=np.int64)
     dy = np.zeros(inst.n, dtype=np.int64)
     for v, term in low.vars.items():
         val = m.eval(term, model_completion=True).as_long()
         (dx if v[0] == "dx" else dy)[v[1]] = val
-    wl = displaced_layout(layout, inst.boxes, dx, dy)
+    wl = displaced_layout(run.layout, inst.boxes, dx, dy)
     rule = None
     parts: tuple[str, ...] = ()
+    passing = goal.passing
     if passing:
-        for k, binding, f in live:
+        for k, binding, f in goal.live:
             if z3.is_true(m.eval(low.term(f), model_completion=True)):
                 rule = rules[k].name
                 top = ir.top_domains(rules[k].body)
                 parts = tuple(inst.ids[b] for b, d in zip(binding, top.values(), strict=True)
                               if d == "part")
                 break
-    recheck = check(cell, wl, timeout=timeout, backend=backend)
+    recheck = check(run.cell, wl, timeout=run.opts.timeout, backend=backend)
     wj = wl.to_json()
-    if not passing and recheck.verdict == Status.FAIL and stab_rules and all(
-            v.rule in {r.name for r in stab_rules} for v in recheck.violations):
-        return done(Status.UNKNOWN, reason="every rule but stability can be made to hold by a "
-                    "displacement within the tolerance, and that the structure still falls "
-                    "then is not proved (Z3 does not encode the stability LP)")
+    if not passing and recheck.verdict == Status.FAIL and goal.stab_rules and all(
+            v.rule in {r.name for r in goal.stab_rules} for v in recheck.violations):
+        return run.done(Status.UNKNOWN, reason="every rule but stability can be made to hold "
+                        "by a displacement within the tolerance, and that the structure still "
+                        "falls then is not proved (Z3 does not encode the stability LP)")
     confirmed = (recheck.verdict == Status.FAIL and any(v.rule == rule and v.parts == parts
                                                    for v in recheck.violations)) if passing \
         else recheck.verdict == Status.PASS
     if not confirmed and recheck.verdict == Status.UNKNOWN:  # a limit while re-checking
-        return done(Status.UNKNOWN, reason="the Z3 counterexample was not re-checked by "
-                    f"clingo: {recheck.reason}", witness_verdict=recheck.to_json(timing=False))
+        return run.done(Status.UNKNOWN, reason="the Z3 counterexample was not re-checked by "
+                        f"clingo: {recheck.reason}",
+                        witness_verdict=recheck.to_json(timing=False))
     if not confirmed:
         raise InternalError("internal disagreement: the Z3 counterexample was not confirmed "
                             f"by {backend} ({backend} says {recheck.verdict}) (internal error)")
     moved = {inst.ids[i]: [round(float(dx[i]) * float(g.RESOLUTION), 4),
                            round(float(dy[i]) * float(g.RESOLUTION), 4)]
              for i in range(inst.n) if dx[i] or dy[i]}
-    return done(Status.REFUTED, witness=wj, rule=rule, parts=parts, displacement=moved,
-                witness_verdict=recheck.to_json(timing=False))
+    return run.done(Status.REFUTED, witness=wj, rule=rule, parts=parts, displacement=moved,
+                    witness_verdict=recheck.to_json(timing=False))
 
 
 def _stability_not_robust(inst: Any, steps: int, nominal: Any, stab_rules: list) -> str | None:

@@ -1,6 +1,6 @@
 """Seeded random block structures for the physics-agreement benchmark and its CI test.
 
-``structures(n, seed)`` returns ``n`` :class:`Structure` records (a family name, a
+``structures(n, seed)`` returns ``n`` :class:`StructureCase` records (a family name, a
 :class:`~cellspec.layout.Layout` with a buildable bottom-up ``order``, and a short
 description) drawn round-robin from ``FAMILIES``; the same ``(n, seed, families)`` gives
 the same structures. Every part is placed with the vacuum gripper (its top is free when
@@ -64,16 +64,16 @@ PART_TYPES: dict[str, tuple[float, float, float]] = {
     "plate": (0.20, 0.15, 0.02),
 }
 CAN = (0.025, 0.05)  # the shape families' cylinder: radius, height (m)
-# the cylinder-stack families' parts (cellspec.testing.cylinder_stacks; in the cell only
+# the cylinder-stack families' parts (tests/cylinder_stacks.py; in the cell only
 # with ``shapes=True``): cylinders (radius, height) and a tall box, as in issue 28
 CANS: dict[str, tuple[float, float]] = {"can": CAN, "tallcan": (0.025, 0.08)}
 SHAPE_PART_TYPES: dict[str, tuple[float, float, float]] = {"post": (0.04, 0.04, 0.10)}
 CX, CY = 0.45, 0.275  # the structures' centre: the middle of the station's workspace
-STATION = Path(__file__).resolve().parents[2] / "rules" / "cells" / "dual_arm_station.cell"
+STATION = Path(__file__).resolve().parents[1] / "rules" / "cells" / "dual_arm_station.cell"
 
 
 @dataclass(frozen=True)
-class Structure:
+class StructureCase:
     """One generated structure: its family, a layout with an order, and what it is."""
 
     family: str
@@ -99,7 +99,7 @@ def cell_text(*, margin: float | None = None, import_stability: bool = False,
     anchor = "    part cube size (0.05, 0.05, 0.05) mass 0.1\n"
     if anchor not in text:
         raise RuntimeError(f"{station}: the cube part type line changed; update "
-                           "cellspec/testing/structures.py")
+                           "tests/structure_families.py")
     if shapes:
         for name, (r, h) in CANS.items():
             types.append(f"    part {name} cylinder radius {r:g} height {h:g} mass "
@@ -431,10 +431,10 @@ FAMILIES: dict[str, Callable[[np.random.Generator], tuple[_Builder, list[str] | 
 }
 
 
-def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[Structure]:
+def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[StructureCase]:
     """``n`` structures, round-robin over ``families`` (default all boxes: ``FAMILIES``;
     the shape families are named or passed as ``SHAPE_FAMILIES``), from ``seed``."""
-    from cellspec.testing.cylinder_stacks import CYLINDER_FAMILIES
+    from cylinder_stacks import CYLINDER_FAMILIES
 
     fams = list(families) if families else list(FAMILIES)
     known = {**FAMILIES, **SHAPE_FAMILIES, **CYLINDER_FAMILIES}
@@ -451,5 +451,5 @@ def structures(n: int, seed: int = 0, families: Sequence[str] | None = None) -> 
                 break
         else:
             raise RuntimeError(f"{fam}: no overlap-free structure in 100 draws (seed {seed})")
-        out.append(Structure(fam, i, b.layout(order, f"<{fam} #{i}>"), note))
+        out.append(StructureCase(fam, i, b.layout(order, f"<{fam} #{i}>"), note))
     return out

@@ -5,7 +5,7 @@ One part of each stack (above the lowest) has its centre near the edge of the pa
 (a can's rim, a box's edge, in a random direction): from 3 mm beyond it to 5 mm inside
 it; every other part's centre lies within half the reach of the part below's footprint.
 A stack is cut to fit under the station's workspace top. Their cell is
-``cellspec.testing.structures.cell_text(shapes=True)`` (the ``can`` and ``tallcan``
+``structure_families.cell_text(shapes=True)`` (the ``can`` and ``tallcan``
 cylinders, the 0.04 x 0.04 x 0.10 ``post``).
 
 * ``can_stack``: 2-4 cans (``can`` or ``tallcan``), each on the one below.
@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from cellspec.testing.structures import CANS, CX, CY, _box_size, _Builder, _u
+from structure_families import CANS, CX, CY, _box_size, _Builder, _u
 
 BEYOND, INSIDE = 0.003, 0.005  # m: the near band, from beyond the edge to inside it
 TOP = 0.30  # m: the station's workspace top; a stack is cut below it
