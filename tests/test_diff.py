@@ -200,7 +200,7 @@ def test_against_a_git_ref_reads_old_from_git(tmp_path):
     rc, obj = diff("--against", "HEAD", f)
     assert (rc, obj["relation"]) == (1, "stricter")
     rc, _, err = run_cli(["diff", "--against", "no-such-ref", f])
-    assert rc == 2 and "not read from git" in err
+    assert rc == 2 and "no such commit" in err
     rc, _, err = run_cli(["diff", f])
     assert rc == 2 and "OLD.cell NEW.cell" in err
 

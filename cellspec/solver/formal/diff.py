@@ -64,11 +64,15 @@ class RuleDiff:
     old_only: Side = field(default_factory=Side)  # passes OLD, fails NEW
     new_only: Side = field(default_factory=Side)  # passes NEW, fails OLD
     reason: str | None = None
+    changed: bool = False  # its text (body, severity, weight) differs, or it is in one file
+    severity: tuple[str | None, str | None] = (None, None)  # (in OLD, in NEW)
 
     def to_json(self) -> dict[str, Any]:
         """The rule's object of the ``cellspec.diff/1`` output."""
         out: dict[str, Any] = {"rule": self.rule, "relation": self.relation,
                                "in_old": self.in_old, "in_new": self.in_new,
+                               "changed": self.changed,
+                               "severity": {"old": self.severity[0], "new": self.severity[1]},
                                "witnesses": {"old_only": self.old_only.witness,
                                              "new_only": self.new_only.witness}}
         msgs = {k: s.message for k, s in (("old_only", self.old_only),
@@ -91,6 +95,17 @@ class DiffReport:
     rules: list[RuleDiff]
     notes: list[str]
     seconds: float
+
+
+def _sev(r: Rule | None) -> str | None:
+    return None if r is None else r.severity
+
+
+def _changed(a: Rule | None, b: Rule | None) -> bool:
+    """Does the rule's text differ between the files (or is it in one only)?"""
+    if a is None or b is None:
+        return True
+    return (a.body, a.severity, a.weight) != (b.body, b.severity, b.weight)
 
 
 def _out_reason(r: Rule) -> str | None:
@@ -187,7 +202,14 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
     if rule is not None and rule not in names:
         raise CellspecError(f"--rule: no rule {rule!r} in either file (rules: "
                             f"{', '.join(names)})")
-    diffs = {n: RuleDiff(n, in_old=n in orules, in_new=n in nrules) for n in names}
+    diffs = {n: RuleDiff(n, in_old=n in orules, in_new=n in nrules,
+                         changed=_changed(orules.get(n), nrules.get(n)),
+                         severity=(_sev(orules.get(n)), _sev(nrules.get(n))))
+             for n in names}
+    prefs = [n for n in names if "preference" in diffs[n].severity]
+    if prefs:
+        notes.append("preference rules never fail a layout: compared one by one, not part "
+                     "of the error rules' relation: " + ", ".join(prefs))
     whole = RuleDiff(WHOLE)
     encoded, skipped = _classify(names, orules, nrules, diffs, _Same(old, new))
     if skipped:
@@ -240,8 +262,9 @@ def _space(old: Cell, new: Cell, notes: list[str]
     round_ = [t for t in shared if old.part_types[t].shape != "box"
               or new.part_types[t].shape != "box"]
     if round_:  # the free-position encoding knows boxes only (lint's too)
-        notes.append(f"cylinder part types are not placed (the encoding of free parts is of "
-                     f"boxes): {', '.join(round_)}")
+        notes.append(f"NOT COMPARED: cylinder part types are placed in no layout (the "
+                     f"encoding of free parts knows boxes only), so what the rules say about "
+                     f"them is not compared: {', '.join(round_)}")
         shared = [t for t in shared if t not in round_]
     if not shared:
         raise CellspecError("diff: the two cells share no box part type (same name and "
