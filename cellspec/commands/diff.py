@@ -46,12 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def _where(obj: dict) -> str:
-    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
-                     for p in obj["parts"])
-
-
 def _pretty(rep: Any, old: str, new: str) -> str:
+    from cellspec.solver.formal.diff import where  # lazy: loaded by the worker already
+
     lines = []
     same = [d for d in rep.rules if d.relation == "equivalent"]
     for d in [*(d for d in rep.rules if d.relation != "equivalent"), rep.whole]:
@@ -67,7 +64,7 @@ def _pretty(rep: Any, old: str, new: str) -> str:
                      + (f" ({d.reason})" if d.reason else ""))
         for side, a, b in ((d.old_only, "OLD", "NEW"), (d.new_only, "NEW", "OLD")):
             if side.witness is not None:
-                lines.append(f"    {_where(side.witness)} passes {a}, fails {b} "
+                lines.append(f"    {where(side.witness)} passes {a}, fails {b} "
                              f"{side.message}")
     if same:
         lines.append(f"equivalent: {', '.join(d.rule for d in same)}")

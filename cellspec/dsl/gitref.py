@@ -63,6 +63,7 @@ class GitTree:
     top: Path = field(init=False)
     commit: str = field(init=False)
     outside: list[str] = field(default_factory=list)  # files read from the disk instead
+    _texts: dict[Path, str | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         d = self.where if self.where.is_dir() else self.where.parent
@@ -93,6 +94,11 @@ class GitTree:
     def text(self, path: Path) -> str | None:
         """The file's text at the ref (None when the ref has no such file); a file outside
         the checkout is read from the disk (and named in :attr:`outside`)."""
+        if path not in self._texts:
+            self._texts[path] = self._read(path)
+        return self._texts[path]
+
+    def _read(self, path: Path) -> str | None:
         rel = self.rel(path)
         if rel is None:
             if not path.exists():

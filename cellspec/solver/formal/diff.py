@@ -97,6 +97,12 @@ class DiffReport:
     seconds: float
 
 
+def where(layout: dict) -> str:
+    """A witness in words: ``c1 at (0.1, 0.2, 0.025), ...``."""
+    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
+                     for p in layout["parts"])
+
+
 def _sev(r: Rule | None) -> str | None:
     return None if r is None else r.severity
 
