@@ -38,7 +38,8 @@ from cellspec.dsl.model import Cell
 GIT_SECONDS = 30  # one git call; a hung git is an error, not a hang
 
 
-def _git(cwd: Path, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+def run_git(cwd: Path, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+    """``git -C cwd ARGS`` (bounded); CellspecError when git cannot run."""
     try:
         return subprocess.run(["git", "-C", str(cwd), *args], input=data, capture_output=True,
                               timeout=GIT_SECONDS, check=False)
@@ -68,14 +69,14 @@ class GitTree:
     def __post_init__(self) -> None:
         d = self.where if self.where.is_dir() else self.where.parent
         d = d.resolve() if d.exists() else Path.cwd()
-        r = _git(d, "rev-parse", "--show-toplevel")
+        r = run_git(d, "rev-parse", "--show-toplevel")
         if r.returncode != 0:
             raise CellspecError(f"{display_path(self.where)}: not in a git checkout "
                                 f"({_last_line(r)}); a git ref needs one")
         self.top = Path(r.stdout.decode("utf-8", "replace").strip()).resolve()
         if self.ref.startswith("-") or not self.ref.strip():
             raise CellspecError(f"git ref {self.ref!r}: not a ref name")
-        r = _git(self.top, "rev-parse", "--verify", "--quiet", f"{self.ref}^{{commit}}")
+        r = run_git(self.top, "rev-parse", "--verify", "--quiet", f"{self.ref}^{{commit}}")
         if r.returncode != 0:
             raise CellspecError(f"git ref {self.ref!r}: no such commit in {self.top}")
         self.commit = r.stdout.decode().strip()
@@ -107,7 +108,7 @@ class GitTree:
             if shown not in self.outside:
                 self.outside.append(shown)
             return read_rule_file(path)
-        r = _git(self.top, "cat-file", "--batch", data=f"{self.commit}:{rel}\n".encode())
+        r = run_git(self.top, "cat-file", "--batch", data=f"{self.commit}:{rel}\n".encode())
         if r.returncode != 0:
             raise CellspecError(f"git ref {self.ref}: {rel} not read: {_last_line(r)}")
         head, _, rest = r.stdout.partition(b"\n")
