@@ -50,8 +50,11 @@ def _pretty(rep: Any, old: str, new: str) -> str:
     from cellspec.solver.formal.diff import where  # lazy: loaded by the worker already
 
     lines = []
-    same = [d for d in rep.rules if d.relation == "equivalent"]
-    for d in [*(d for d in rep.rules if d.relation != "equivalent"), rep.whole]:
+    def shown(d: Any) -> bool:  # in detail: a difference, or a severity change
+        return d.relation != "equivalent" or len({s for s in d.severity if s}) > 1
+
+    same = [d for d in rep.rules if not shown(d)]
+    for d in [*(d for d in rep.rules if shown(d)), rep.whole]:
         label = "the error rules" if d.rule == "*" else f"rule {d.rule}"
         extra = "" if d.in_old and d.in_new else (" (only in OLD)" if d.in_old
                                                    else " (only in NEW)")
