@@ -138,8 +138,17 @@ def test_baseline_fails_a_looser_rule_with_a_rechecked_witness(repo: Path):
     # the library itself is reported, compared through a.cell
     assert by_file(b)["heights.cell"]["outcome"] == "library"
     assert "a.cell" in by_file(b)["heights.cell"]["notes"][0]
-    rc, out, _ = run_cli(["test", str(repo), "--baseline", "HEAD"])
+    xml = repo / "out.xml"
+    rc, out, _ = run_cli(["test", str(repo), "--baseline", "HEAD", "--junit-xml", xml])
     assert rc == 1 and "FAIL" in out and "rule max_height is looser than at HEAD" in out
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(xml).getroot()
+    suite = root.find("testsuite[@name='baseline HEAD']")
+    assert suite is not None and suite.get("failures") == "1"
+    assert root.get("failures") == "1" and root.get("tests") == str(1 + 2)  # 1 test, 2 files
+    [fail] = suite.iter("failure")
+    assert fail.get("message", "").startswith("rule max_height is looser than at HEAD")
 
 
 @pytest.mark.parametrize("marker", ["// loosens: max_height", "// loosens: left, max_height",
@@ -219,3 +228,12 @@ def test_bad_ref_and_no_checkout_exit_2(repo: Path, tmp_path_factory: pytest.Tem
 
 def test_markers_parse():
     assert markers(["x // loosens: a, b_2\n//loosens:c\n// loosens a"]) == {"a", "b_2", "c"}
+
+
+def test_a_limit_is_unknown_and_exits_2_never_a_pass(repo: Path):
+    edit(repo / "a.cell", "p.x <= 0.3", "p.x <= 0.25")  # stricter, but not decided in time
+    rc, out, err = run_cli(["test", str(repo), "--baseline", "HEAD", "--timeout", "0.001"])
+    assert rc == 2, (out, err)
+    assert "UNKNOWN" in out and "not proved not looser" in out
+    rc, b, _ = baseline(repo, "--time-limit", "120")  # the run bounded as a whole: same answer
+    assert (rc, by_file(b)["a.cell"]["outcome"]) == (0, "passed")

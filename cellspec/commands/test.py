@@ -177,7 +177,13 @@ def _print(a: argparse.Namespace, report: Any, cov: Any, base: Any = None) -> in
     from cellspec.testing.runner import junit_xml, pretty
 
     if a.junit_xml:
-        atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
+        xml = junit_xml(report, a.timings)
+        if base is not None:
+            # lazy: CLI start-up time (only --baseline)
+            from cellspec.testing.baseline import with_junit
+
+            xml = with_junit(xml, base)
+        atomic_write(Path(a.junit_xml), xml)
     if a.format == "json":
         out = {"tests": [r.to_json(a.timings) for r in report.results],
                "errors": [str(d) for d in report.errors],

@@ -263,6 +263,30 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
                    what + (f" ({how})" if ok else hint), wit)
 
 
+def with_junit(xml: str, b: Baseline) -> str:
+    """The run's JUnit XML with one more testsuite, ``baseline GITREF``: a testcase per
+    changed file, a failure for a looser change, an error for an undecided one."""
+    import xml.etree.ElementTree as ET  # lazy: only with --junit-xml
+
+    root = ET.fromstring(xml)
+    fails = sum(f.outcome == "failed" for f in b.files)
+    errs = sum(f.outcome == "unknown" for f in b.files)
+    suite = ET.SubElement(root, "testsuite", name=f"baseline {b.ref}", tests=str(len(b.files)),
+                          failures=str(fails), errors=str(errs))
+    for f in b.files:
+        tc = ET.SubElement(suite, "testcase", classname="baseline", name=f.file, file=f.file,
+                           time="0")
+        if f.outcome in ("failed", "unknown"):
+            bad = [x.text for x in f.findings if x.gate in ("fail", "unknown")]
+            el = ET.SubElement(tc, "failure" if f.outcome == "failed" else "error",
+                               message=bad[0] if bad else f.outcome)
+            el.text = "\n".join(bad)
+    for k in ("tests", "failures", "errors"):
+        root.set(k, str(int(root.get(k, "0")) + int(suite.get(k, "0"))))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
 def pretty(b: Baseline) -> str:
     """The human report of the comparison, one block per changed file."""
     lines = [f"baseline {b.ref} (layouts of 1 to {b.parts} parts):"]
