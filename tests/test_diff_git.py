@@ -237,3 +237,16 @@ def test_a_limit_is_unknown_and_exits_2_never_a_pass(repo: Path):
     assert "UNKNOWN" in out and "not proved not looser" in out
     rc, b, _ = baseline(repo, "--time-limit", "120")  # the run bounded as a whole: same answer
     assert (rc, by_file(b)["a.cell"]["outcome"]) == (0, "passed")
+
+
+def test_a_file_diff_cannot_compare_is_unknown_unless_allowed(repo: Path):
+    # only a cylinder type left: nothing diff can place
+    edit(repo / "a.cell", "part cube size (0.05, 0.05, 0.05) mass 0.1",
+         "part can cylinder radius 0.03 height 0.1 mass 0.2")
+    edit(repo / "a.cell", "c1 cube at", "c1 can at")
+    edit(repo / "a.cell", "0.025)", "0.05)")
+    rc, b, _ = baseline(repo)
+    f = by_file(b)["a.cell"]
+    assert (rc, f["outcome"]) == (2, "unknown") and "no box part type" in f["notes"][0]
+    rc, b, _ = baseline(repo, "--allow-looser")
+    assert (rc, by_file(b)["a.cell"]["outcome"]) == (0, "passed")
