@@ -250,3 +250,14 @@ def test_a_file_diff_cannot_compare_is_unknown_unless_allowed(repo: Path):
     assert (rc, f["outcome"]) == (2, "unknown") and "no box part type" in f["notes"][0]
     rc, b, _ = baseline(repo, "--allow-looser")
     assert (rc, by_file(b)["a.cell"]["outcome"]) == (0, "passed")
+
+
+def test_a_ref_version_that_does_not_load_is_not_comparable(repo: Path):
+    good = (repo / "a.cell").read_text()
+    (repo / "a.cell").write_text(good.replace("rule left", "rule left left"))  # broken
+    git(repo, "commit", "-qam", "broken")
+    (repo / "a.cell").write_text(good)
+    rc, b, _ = baseline(repo)
+    f = by_file(b)["a.cell"]
+    assert (rc, f["outcome"]) == (0, "not comparable")
+    assert "does not load" in f["notes"][0] and "a.cell@HEAD" in f["notes"][0]

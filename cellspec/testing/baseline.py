@@ -47,8 +47,8 @@ class Finding:
 @dataclass
 class FileBaseline:
     """One cell file of the run against GITREF. ``outcome``: passed, failed, unknown (not
-    decided), new (not in GITREF), library (a rule file without a cell, changed) or
-    unchanged."""
+    decided), new (not in GITREF), library (a rule file without a cell, changed) or not
+    comparable (its GITREF version does not load)."""
 
     file: str
     outcome: str
@@ -116,7 +116,10 @@ def run_baseline(files: list[Path], ref: str, *, allow_looser: bool = False,
     libraries: list[tuple[Path, str]] = []
     for f in files:
         parent = f.resolve().parent
-        tree = trees.get(parent) or trees.setdefault(parent, GitTree(ref, f))
+        if parent not in trees:  # one tree (and one cache of texts) per checkout
+            t = GitTree(ref, f)
+            trees[parent] = next((u for u in trees.values() if u.top == t.top), t)
+        tree = trees[parent]
         got = _one(f, tree, allow_looser, parts, seconds or DEFAULT_SECONDS, importers,
                    libraries)
         if got is None:
@@ -169,7 +172,7 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
             return None
         old = CellBuilder(files, order, DiagnosticSink()).build(main_key=key)
     except CellspecError as exc:
-        return FileBaseline(shown, "new", notes=[
+        return FileBaseline(shown, "not comparable", notes=[
             f"not comparable: at {tree.ref} it does not load ({exc.diagnostics[0]})"])
     try:
         new = load_cell(f)
@@ -301,7 +304,7 @@ def pretty(b: Baseline) -> str:
     lines = [f"baseline {b.ref} (layouts of 1 to {b.parts} parts):"]
     for f in b.files:
         head = {"passed": "ok", "failed": "FAIL", "unknown": "UNKNOWN", "new": "new",
-                "library": "library", "unchanged": "same"}[f.outcome]
+                "library": "library", "not comparable": "not comparable"}[f.outcome]
         rel = {"stricter": f": stricter than {b.ref}", "looser": f": looser than {b.ref}",
                "incomparable": f": incomparable with {b.ref} (looser on some layouts, "
                "stricter on others)", "equivalent": f": same meaning as {b.ref}",
