@@ -111,4 +111,8 @@ def hints(obj: dict) -> list[Hint]:
         if sev.get("old") and sev.get("new") and sev["old"] != sev["new"]:
             what += f"; severity {sev['old']} -> {sev['new']} since {REF}"
         out.append(Hint(name, what + (up if rel != "unknown" else "")))
+    whole = (obj.get("whole") or {}).get("relation")
+    if whole in ("stricter", "looser", "incomparable"):
+        word = "incomparable with" if whole == "incomparable" else f"{whole} than"
+        out.append(Hint(None, f"the error rules as a whole: {word} {REF}{up}"))
     return out
