@@ -261,3 +261,12 @@ def test_a_ref_version_that_does_not_load_is_not_comparable(repo: Path):
     f = by_file(b)["a.cell"]
     assert (rc, f["outcome"]) == (0, "not comparable")
     assert "does not load" in f["notes"][0] and "a.cell@HEAD" in f["notes"][0]
+
+
+def test_an_incomparable_rule_fails_with_the_looser_witness(repo: Path):
+    edit(repo / "a.cell", "p.x <= 0.3", "p.x >= 0.1")
+    rc, b, _ = baseline(repo)
+    [x] = by_file(b)["a.cell"]["findings"]
+    assert (rc, x["rule"], x["change"], x["gate"]) == (1, "left", "incomparable", "fail")
+    assert x["message"].startswith("rule left is incomparable with HEAD (looser on some")
+    assert x["witness"]["parts"][0]["pos"][0] > 0.3  # passes now, fails HEAD's x <= 0.3

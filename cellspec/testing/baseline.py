@@ -249,8 +249,9 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
             what += " (the layouts that fail it no longer fail the check)"
     elif d.relation in ("looser", "incomparable"):
         change = d.relation
-        what = f"rule {d.rule} is {d.relation} than at {ref}: " \
-               f"{_shows(wit, d.new_only.message, ref)}"
+        how_far = (f"looser than at {ref}" if d.relation == "looser" else
+                   f"incomparable with {ref} (looser on some layouts, stricter on others)")
+        what = f"rule {d.rule} is {how_far}: {_shows(wit, d.new_only.message, ref)}"
     elif d.relation == "unknown":
         if not d.changed and d.reason is None:
             return None
