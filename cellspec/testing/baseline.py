@@ -219,10 +219,13 @@ def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> lis
     return out
 
 
-def _shows(wit: dict | None, msg: str | None, ref: str) -> str:
+def _shows(wit: dict | None, msg: str | None, ref: str, rule: str | None = None) -> str:
+    """The witness in words: it passes ``rule`` (None: every error rule) now, fails at ref."""
     if wit is None:
         return "(no witness)"
-    return f"{where(wit)} passes now, fails at {ref}" + (f" {msg}" if msg else "")
+    what = "the error rules" if rule is None else rule
+    return (f"{where(wit)} passes {what} now, fails {'them' if rule is None else 'it'} at "
+            f"{ref}" + (f": {msg}" if msg else ""))
 
 
 def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole: RuleDiff
@@ -238,7 +241,8 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
     if not d.in_new:
         change, what = "removed", f"rule {d.rule} was removed since {ref}"
         if wit is not None:
-            what += f": {_shows(wit, d.new_only.message, ref)}"
+            what += (f": {where(wit)} fails it at {ref}"
+                     + (f": {d.new_only.message}" if d.new_only.message else ""))
     elif d.in_old and _RANK[sn or "error"] < _RANK[so or "error"]:
         change, what = f"severity {so} -> {sn}", f"rule {d.rule} went from {so} to {sn}"
         if whole.new_only.witness is not None and whole.new_only.message and \
@@ -251,7 +255,7 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
         change = d.relation
         how_far = (f"looser than at {ref}" if d.relation == "looser" else
                    f"incomparable with {ref} (looser on some layouts, stricter on others)")
-        what = f"rule {d.rule} is {how_far}: {_shows(wit, d.new_only.message, ref)}"
+        what = f"rule {d.rule} is {how_far}: {_shows(wit, d.new_only.message, ref, d.rule)}"
     elif d.relation == "unknown":
         if not d.changed and d.reason is None:
             return None
