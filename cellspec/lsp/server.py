@@ -233,8 +233,11 @@ def _start_hints(ls: CellServer, uri: str) -> None:
 async def _hints(ls: CellServer, uri: str, path: str, run: int) -> None:
     try:
         loop = asyncio.get_running_loop()
-        got = await loop.run_in_executor(ls.diff_pool, gitdiff.compute, path)
-        if ls.hint_runs.get(uri) != run:
+        def fresh() -> list[gitdiff.Hint] | None:  # a run queued behind a later one: skipped
+            return gitdiff.compute(path) if ls.hint_runs.get(uri) == run else None
+
+        got = await loop.run_in_executor(ls.diff_pool, fresh)
+        if got is None or ls.hint_runs.get(uri) != run:
             return  # a later save asked again
         doc = ls.workspace.text_documents.get(uri)
         if doc is None:
