@@ -350,6 +350,7 @@ class _Search:
     max_bindings: int
     deadline: float | None
     timeout: float | None
+    hold: dict = field(default_factory=dict)  # the current part set's "rule holds" literals
 
     def run(self, shared: list[str], parts: int, pending: set, diffs: dict,
             whole: RuleDiff) -> None:
@@ -380,9 +381,22 @@ class _Search:
                     side.reason = f"z3 gave up: {solver.reason_unknown()} ({len(types)} parts)"
                     pending.discard(key)
                 elif res == z3.sat:
-                    _confirm(side, _layout(solver.model(), low, types), key, self.old,
+                    model = solver.model()
+                    rest = self._rest(key)  # a rule's witness that passes the rest too
+                    if rest and solver.check(*queries[key], *rest) == z3.sat:
+                        model = solver.model()
+                    _confirm(side, _layout(model, low, types), key, self.old,
                              self.new, self.errors("old"), self.errors("new"))
                     pending.discard(key)
+
+    def _rest(self, key: tuple[str, str]) -> list:
+        """For a rule's question: the other compared error rules of the file the witness
+        must pass, holding (tried first, so the witness is a layout that file accepts)."""
+        name, s = key
+        if name == WHOLE:
+            return []
+        tag = "old" if s == "old_only" else "new"
+        return [self.hold[tag, n] for n in self.errors(tag) if n != name]
 
     def errors(self, tag: str) -> list[str]:
         """The compared error rules of one file."""
@@ -393,6 +407,7 @@ class _Search:
         solver, low, hold, fire = _encode(z3, ctx, self.old, self.new, types, self.box,
                                           self.orules, self.nrules, self.encoded,
                                           self.max_bindings)
+        self.hold = hold
         t = z3.BoolVal(True, ctx)
         f = z3.BoolVal(False, ctx)
         oerr, nerr = self.errors("old"), self.errors("new")
