@@ -200,7 +200,7 @@ def test_against_a_git_ref_reads_old_from_git(tmp_path):
     rc, obj = diff("--against", "HEAD", f)
     assert (rc, obj["relation"]) == (1, "stricter")
     rc, _, err = run_cli(["diff", "--against", "no-such-ref", f])
-    assert rc == 2 and "not read from git" in err
+    assert rc == 2 and "no such commit" in err
     rc, _, err = run_cli(["diff", f])
     assert rc == 2 and "OLD.cell NEW.cell" in err
 
@@ -275,3 +275,43 @@ def test_differential_against_brute_force(tmp_path, a, b):
     assert obj["relation"] == want
     assert_witnesses(old, new, {"rule": "*", "witnesses": obj["witnesses"]},
                      {"left", "apart"})
+
+
+def test_preference_rules_are_compared_alone_and_never_in_the_verdict(tmp_path):
+    pref = 'rule low "{p} is high" severity preference weight 2 :\n    forall p: p.top <= H\n'
+    old = cell(tmp_path, "old", extra=pref.replace("H", "0.1"))
+    new = cell(tmp_path, "new", extra=pref.replace("H", "0.05"))
+    rc, obj = diff(old, new)
+    low = by_rule(obj)["low"]
+    assert (rc, obj["relation"], low["relation"]) == (0, "equivalent", "stricter")
+    assert low["severity"] == {"old": "preference", "new": "preference"} and low["changed"]
+    assert any("preference rules never fail a layout" in n and "low" in n
+               for n in obj["notes"])
+    assert_witnesses(old, new, low)
+    rc, out, _ = run_cli(["diff", old, new])
+    assert rc == 0 and "rule low (preference): stricter" in out
+
+
+def test_a_severity_change_is_named_and_shows_in_the_whole_set(tmp_path):
+    old = cell(tmp_path, "old", h=0.15)
+    new = tmp_path / "new.cell"
+    new.write_text(open(old).read().replace('top {p.top}" :', 'top {p.top}" severity warning :'))
+    rc, obj = diff(old, str(new))
+    mh = by_rule(obj)["max_height"]
+    assert (rc, obj["relation"], mh["relation"]) == (1, "looser", "equivalent")
+    assert mh["severity"] == {"old": "error", "new": "warning"} and mh["changed"]
+    rc, out, _ = run_cli(["diff", old, str(new)])
+    assert "rule max_height (severity error -> warning): equivalent" in out
+    assert "the error rules: looser" in out
+
+
+def test_cylinders_are_not_placed_and_the_note_says_so(tmp_path):
+    extra = "part can cylinder radius 0.03 height 0.1 mass 0.2\n"
+    old = cell(tmp_path, "old")
+    text = open(old).read().replace("    part cube", "    " + extra + "    part cube")
+    (tmp_path / "c_old.cell").write_text(text)
+    (tmp_path / "c_new.cell").write_text(text.replace("p.top <= 0.2", "p.top <= 0.15"))
+    rc, obj = diff(str(tmp_path / "c_old.cell"), str(tmp_path / "c_new.cell"))
+    assert (rc, obj["relation"], obj["types"]) == (1, "stricter", ["cube"])
+    assert any(n.startswith("NOT COMPARED: cylinder") and n.endswith(": can")
+               for n in obj["notes"])

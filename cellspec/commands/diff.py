@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="OLD.cell NEW.cell (before and after the change); with --against, "
                    "one FILE, compared with its version at GITREF")
     c.add_argument("--against", default=None, metavar="GITREF",
-                   help="OLD is FILE as committed at GITREF (git show GITREF:FILE; its "
-                   "imports are read from the working tree)")
+                   help="OLD is FILE as committed at GITREF, with the files it imports "
+                   "(the standard library too, when it is in the same checkout) read from "
+                   "GITREF as well")
     c.add_argument("--parts", type=int, default=DEFAULT_PARTS, metavar="N",
                    help=f"layouts of up to N parts (default {DEFAULT_PARTS}; 1 to 6)")
     c.add_argument("--rule", default=None, metavar="NAME",
@@ -45,23 +46,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def _where(obj: dict) -> str:
-    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
-                     for p in obj["parts"])
-
-
 def _pretty(rep: Any, old: str, new: str) -> str:
+    from cellspec.solver.formal.diff import where  # lazy: loaded by the worker already
+
     lines = []
-    same = [d for d in rep.rules if d.relation == "equivalent"]
-    for d in [*(d for d in rep.rules if d.relation != "equivalent"), rep.whole]:
+    def shown(d: Any) -> bool:  # in detail: a difference, or a severity change
+        return d.relation != "equivalent" or len({s for s in d.severity if s}) > 1
+
+    same = [d for d in rep.rules if not shown(d)]
+    for d in [*(d for d in rep.rules if shown(d)), rep.whole]:
         label = "the error rules" if d.rule == "*" else f"rule {d.rule}"
         extra = "" if d.in_old and d.in_new else (" (only in OLD)" if d.in_old
                                                    else " (only in NEW)")
+        so, sn = d.severity
+        if so and sn and so != sn:
+            extra += f" (severity {so} -> {sn})"
+        elif "preference" in (so, sn):
+            extra += " (preference)"
         lines.append(f"{label}{extra}: {d.relation}"
                      + (f" ({d.reason})" if d.reason else ""))
         for side, a, b in ((d.old_only, "OLD", "NEW"), (d.new_only, "NEW", "OLD")):
             if side.witness is not None:
-                lines.append(f"    {_where(side.witness)} passes {a}, fails {b} "
+                lines.append(f"    {where(side.witness)} passes {a}, fails {b} "
                              f"{side.message}")
     if same:
         lines.append(f"equivalent: {', '.join(d.rule for d in same)}")
@@ -98,29 +104,6 @@ def _write_witnesses(rep: Any, folder: Path) -> None:
                 atomic_write(folder / name, json.dumps(w, indent=2) + "\n")
 
 
-def _git_text(ref: str, path: str) -> str:
-    """The text of ``path`` as committed at ``ref`` (CellspecError naming why not)."""
-    import subprocess  # lazy: only with --against
-
-    p = Path(path)
-    if not p.is_file():
-        raise CellspecError(f"{path}: no such file")
-    try:
-        r = subprocess.run(["git", "-C", str(p.resolve().parent), "show",
-                            f"{ref}:./{p.name}"], capture_output=True, timeout=30,
-                           check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CellspecError(f"--against: cannot run git: {exc}") from None
-    if r.returncode != 0:
-        why = r.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise CellspecError(f"--against {ref}: {path} not read from git: "
-                            f"{why[-1] if why else 'git show failed'}")
-    try:
-        return r.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CellspecError(f"--against {ref}: {path} is not UTF-8 text there") from None
-
-
 def _inputs(a: argparse.Namespace) -> None:
     """Set ``a.old``, ``a.new`` (paths, as shown) from the positionals and --against."""
     if a.against is not None:
@@ -142,16 +125,26 @@ def run(a: argparse.Namespace) -> int:
 
     def compute():  # in the worker
         # lazy: the parser and Z3 load in the worker, not at CLI start-up
-        from cellspec.dsl.parser import load_cell, parse_text
+        from cellspec.dsl.parser import load_cell
         from cellspec.solver.formal.diff import diff
 
-        if a.against is not None:  # OLD's text from git, read as if it stood at FILE
-            text = _git_text(a.against, a.new)
-            old = load_cell(a.new, parsed=(text, parse_text(text, a.old)))
+        outside: list[str] = []
+        if a.against is not None:  # OLD and its imports from git, as if they stood here
+            from cellspec.dsl.gitref import GitTree, load_cell_at
+
+            if not Path(a.new).is_file():
+                raise CellspecError(f"{a.new}: no such file")
+            tree = GitTree(a.against, Path(a.new))
+            old = load_cell_at(a.new, tree)
+            outside = tree.outside
         else:
             old = load_cell(a.old)
         new = load_cell(a.new)  # both valid before any output
-        return diff(old, new, a.parts, rule=a.rule, timeout=remaining(a.time_limit))
+        rep = diff(old, new, a.parts, rule=a.rule, timeout=remaining(a.time_limit))
+        if outside:
+            rep.notes.append(f"outside the git checkout, read from the disk for OLD too: "
+                             f"{', '.join(outside)}")
+        return rep
 
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):

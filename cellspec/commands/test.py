@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--fail-under", type=float, default=None, metavar="PERCENT",
                    help="exit 1 when rule coverage is below PERCENT (implies --coverage)")
 
+    t.add_argument("--baseline", metavar="GITREF", default=None,
+                   help="also compare every .cell file the run reads that differs from "
+                   "GITREF (itself or a file it imports) with its GITREF version, rule by "
+                   "rule (cellspec diff): fail when a rule got looser, was removed or went "
+                   "down in severity, unless the file says `// loosens: RULE` (docs/diff.md)")
+    t.add_argument("--allow-looser", action="store_true",
+                   help="--baseline: report looser rules without failing")
     t.set_defaults(func=run)
 
 
@@ -71,6 +78,8 @@ def run(a: argparse.Namespace) -> int:
         raise CellspecError("--fail-under must be a percentage between 0 and 100")
     check_output(a.junit_xml, "--junit-xml")
     check_seconds(a.connect_timeout, "--connect-timeout", most=600)
+    if a.allow_looser and a.baseline is None:
+        raise CellspecError("--allow-looser needs --baseline GITREF")
     scheduler = None
     if a.scheduler is not None:
         # lazy: CLI start-up time (every verb loads for --help; loads the batch runner)
@@ -82,7 +91,7 @@ def run(a: argparse.Namespace) -> int:
         scheduler = scheduler_address(a.scheduler)
 
     if a.time_limit is None:
-        report, cov = _compute(a, scheduler)
+        report, cov, base = _compute(a, scheduler)
     else:  # the whole run in a child stopped at the deadline (with what it started)
         kind, value = call_in_fork(lambda: _guarded(a, scheduler),
                                    seconds=remaining(a.time_limit), extra_memory=None,
@@ -100,8 +109,8 @@ def run(a: argparse.Namespace) -> int:
             raise CellspecError(got)
         if what == "internal":
             raise RuntimeError(got)
-        report, cov = got
-    return _print(a, report, cov)
+        report, cov, base = got
+    return _print(a, report, cov, base)
 
 
 def _guarded(a: argparse.Namespace, scheduler: str | None) -> tuple[str, Any]:
@@ -114,13 +123,19 @@ def _guarded(a: argparse.Namespace, scheduler: str | None) -> tuple[str, Any]:
         return ("internal", f"{type(exc).__name__}: {exc}")
 
 
-def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any]:
-    """Run the tests (and the coverage with --coverage): (report, coverage or None)."""
+def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any, Any]:
+    """Run the tests (and the coverage with --coverage, the comparison with --baseline):
+    (report, coverage or None, baseline or None)."""
     # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
     # lazy: CLI start-up time (every verb loads for --help; small, but only this verb needs it)
     from cellspec.core import progress
     from cellspec.testing.runner import run_tests
 
+    if a.baseline is not None:  # a bad ref or no checkout: said before any test runs
+        # lazy: CLI start-up time (only --baseline reads git and runs diff)
+        from cellspec.testing.baseline import check_ref
+
+        check_ref(a.baseline, a.paths)
     with progress.reporting(quiet=getattr(a, "quiet", False)) as bar:
         counts = {"passed": 0, "failed": 0}
 
@@ -145,22 +160,38 @@ def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any]:
 
         cov, _ = run_coverage(a.paths, pattern=a.pattern, workers=a.workers,
                               timeout=a.timeout)  # its input errors are the run's, above
-    return report, cov
+    base = None
+    if a.baseline is not None:
+        # lazy: CLI start-up time (only --baseline reads git and runs diff)
+        from cellspec.testing.baseline import run_baseline
+        from cellspec.testing.runner import collect
+
+        base = run_baseline(collect(a.paths), a.baseline, allow_looser=a.allow_looser,
+                            seconds=a.timeout)
+    return report, cov, base
 
 
-def _print(a: argparse.Namespace, report: Any, cov: Any) -> int:
+def _print(a: argparse.Namespace, report: Any, cov: Any, base: Any = None) -> int:
     """Print the report (and write the JUnit XML); the exit code."""
     # lazy: CLI start-up time (every verb loads for --help; loads the test runner)
     from cellspec.testing.runner import junit_xml, pretty
 
     if a.junit_xml:
-        atomic_write(Path(a.junit_xml), junit_xml(report, a.timings))
+        xml = junit_xml(report, a.timings)
+        if base is not None:
+            # lazy: CLI start-up time (only --baseline)
+            from cellspec.testing.baseline import with_junit
+
+            xml = with_junit(xml, base)
+        atomic_write(Path(a.junit_xml), xml)
     if a.format == "json":
         out = {"tests": [r.to_json(a.timings) for r in report.results],
                "errors": [str(d) for d in report.errors],
                "passed": report.passed, "failed": report.failed}
         if cov is not None:
             out["coverage"] = cov.to_json()
+        if base is not None:
+            out["baseline"] = base.to_json()
         print(json.dumps(out, indent=2))
     else:
         sys.stdout.write(pretty(report, quiet=getattr(a, "quiet", False)))
@@ -169,11 +200,16 @@ def _print(a: argparse.Namespace, report: Any, cov: Any) -> int:
             from cellspec.testing.coverage import pretty as pretty_coverage
 
             sys.stdout.write("\n" + pretty_coverage(cov))
+        if base is not None:
+            # lazy: CLI start-up time (only --baseline)
+            from cellspec.testing.baseline import pretty as pretty_baseline
+
+            sys.stdout.write("\n" + pretty_baseline(base))
     for d in report.errors:
         print(str(d), file=sys.stderr)
-    if report.errors:
+    if report.errors or (base is not None and base.unknown):
         return EXIT_INPUT
-    if report.failed:
+    if report.failed or (base is not None and base.failed):
         return EXIT_FAIL
     if cov is not None and a.fail_under is not None and cov.percent < a.fail_under:
         print(f"cellspec: rule coverage {cov.percent:.1f}% is under --fail-under "

@@ -24,7 +24,7 @@ from cellspec import __version__
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.formatter import FormatError, format_source
 from cellspec.dsl.parser import parse_text
-from cellspec.lsp import diagnose, framing, index
+from cellspec.lsp import diagnose, framing, gitdiff, index
 from cellspec.testing.runner import run_file
 
 DEBOUNCE_S = 0.25
@@ -59,6 +59,12 @@ class CellServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("cellspec", __version__)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellspec-lsp")
+        # the "stricter than HEAD" hints: a child process each, one at a time, never on
+        # the diagnostics' thread
+        self.diff_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellspec-diff")
+        self.hints: dict[str, list[gitdiff.Hint]] = {}  # uri -> hints of the saved file
+        self.hint_runs: dict[str, int] = {}  # uri -> the latest run asked for
+        self.tasks: set[asyncio.Task] = set()
         self.items: dict[str, list[diagnose.DiagnosticItem]] = {}  # uri -> last analysis
         self.results: dict[tuple[str, str], tuple[str, str]] = {}  # (uri, test) -> outcome
         self.ws = index.Workspace(self._text_of)
@@ -185,13 +191,68 @@ def _send(ls: CellServer, doc: Any) -> None:
             message=f"test {s.name} {status}" + (f": {msg}" if msg else ""),
             severity=T.DiagnosticSeverity.Information if status == "passed"
             else T.DiagnosticSeverity.Error, source="cellspec test"))
+    out.extend(_hint_diagnostics(ls, doc, idx))
     ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(
         uri=doc.uri, version=doc.version, diagnostics=out))
+
+
+def _hint_diagnostics(ls: CellServer, doc: Any, idx: index.DocIndex) -> list[T.Diagnostic]:
+    """The saved file's relation to HEAD, at each changed rule's name (Information)."""
+    hints = ls.hints.get(doc.uri)
+    if not hints:
+        return []
+    rules = {s.name: s for s in idx.symbols if s.kind == "rule"}
+    cell = next((s for s in idx.symbols if s.kind == "cell"), None)
+    out = []
+    for h in hints:
+        s = rules.get(h.rule) if h.rule else cell
+        if s is None:
+            s = cell  # a rule of an imported file: at the cell
+        if s is None:
+            continue
+        msg = h.message if h.rule is None or h.rule in rules else f"rule {h.rule}: {h.message}"
+        out.append(T.Diagnostic(
+            range=_range(doc.position_codec, doc.lines, s.name_line, s.name_col, s.name_line,
+                         s.name_col + len(s.name)),
+            message=msg, severity=T.DiagnosticSeverity.Information, source="cellspec diff"))
+    return out
+
+
+def _start_hints(ls: CellServer, uri: str) -> None:
+    """Compute the hints of the file as saved, in the background (open and save only)."""
+    path = to_fs_path(uri)
+    if not path:
+        return
+    run = ls.hint_runs.get(uri, 0) + 1
+    ls.hint_runs[uri] = run
+    task = asyncio.get_running_loop().create_task(_hints(ls, uri, path, run))
+    ls.tasks.add(task)
+    task.add_done_callback(ls.tasks.discard)
+
+
+async def _hints(ls: CellServer, uri: str, path: str, run: int) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+        def fresh() -> list[gitdiff.Hint] | None:  # a run queued behind a later one: skipped
+            return gitdiff.compute(path) if ls.hint_runs.get(uri) == run else None
+
+        got = await loop.run_in_executor(ls.diff_pool, fresh)
+        if got is None or ls.hint_runs.get(uri) != run:
+            return  # a later save asked again
+        doc = ls.workspace.text_documents.get(uri)
+        if doc is None:
+            return
+        if got or ls.hints.get(uri):
+            ls.hints[uri] = got
+            _send(ls, doc)
+    except Exception as exc:
+        _report(ls, "diff hints", exc)
 
 
 @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
 @_safe()
 async def did_open(ls: CellServer, params: T.DidOpenTextDocumentParams) -> None:
+    _start_hints(ls, params.text_document.uri)
     await _publish(ls, params.text_document.uri, params.text_document.version, 0)
 
 
@@ -207,6 +268,7 @@ async def did_change(ls: CellServer, params: T.DidChangeTextDocumentParams) -> N
 @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
 @_safe()
 async def did_save(ls: CellServer, params: T.DidSaveTextDocumentParams) -> None:
+    _start_hints(ls, params.text_document.uri)
     await _publish(ls, params.text_document.uri, None, 0)
 
 
@@ -215,6 +277,8 @@ async def did_save(ls: CellServer, params: T.DidSaveTextDocumentParams) -> None:
 def did_close(ls: CellServer, params: T.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.items.pop(uri, None)
+    ls.hints.pop(uri, None)
+    ls.hint_runs.pop(uri, None)
     ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 

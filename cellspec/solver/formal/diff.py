@@ -64,11 +64,15 @@ class RuleDiff:
     old_only: Side = field(default_factory=Side)  # passes OLD, fails NEW
     new_only: Side = field(default_factory=Side)  # passes NEW, fails OLD
     reason: str | None = None
+    changed: bool = False  # its text (body, severity, weight) differs, or it is in one file
+    severity: tuple[str | None, str | None] = (None, None)  # (in OLD, in NEW)
 
     def to_json(self) -> dict[str, Any]:
         """The rule's object of the ``cellspec.diff/1`` output."""
         out: dict[str, Any] = {"rule": self.rule, "relation": self.relation,
                                "in_old": self.in_old, "in_new": self.in_new,
+                               "changed": self.changed,
+                               "severity": {"old": self.severity[0], "new": self.severity[1]},
                                "witnesses": {"old_only": self.old_only.witness,
                                              "new_only": self.new_only.witness}}
         msgs = {k: s.message for k, s in (("old_only", self.old_only),
@@ -91,6 +95,23 @@ class DiffReport:
     rules: list[RuleDiff]
     notes: list[str]
     seconds: float
+
+
+def where(layout: dict) -> str:
+    """A witness in words: ``c1 at (0.1, 0.2, 0.025), ...``."""
+    return ", ".join(f"{p['id']} at ({', '.join(f'{v:g}' for v in p['pos'])})"
+                     for p in layout["parts"])
+
+
+def _sev(r: Rule | None) -> str | None:
+    return None if r is None else r.severity
+
+
+def _changed(a: Rule | None, b: Rule | None) -> bool:
+    """Does the rule's text differ between the files (or is it in one only)?"""
+    if a is None or b is None:
+        return True
+    return (a.body, a.severity, a.weight) != (b.body, b.severity, b.weight)
 
 
 def _out_reason(r: Rule) -> str | None:
@@ -187,7 +208,14 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
     if rule is not None and rule not in names:
         raise CellspecError(f"--rule: no rule {rule!r} in either file (rules: "
                             f"{', '.join(names)})")
-    diffs = {n: RuleDiff(n, in_old=n in orules, in_new=n in nrules) for n in names}
+    diffs = {n: RuleDiff(n, in_old=n in orules, in_new=n in nrules,
+                         changed=_changed(orules.get(n), nrules.get(n)),
+                         severity=(_sev(orules.get(n)), _sev(nrules.get(n))))
+             for n in names}
+    prefs = [n for n in names if "preference" in diffs[n].severity]
+    if prefs:
+        notes.append("preference rules never fail a layout: compared one by one, not part "
+                     "of the error rules' relation: " + ", ".join(prefs))
     whole = RuleDiff(WHOLE)
     encoded, skipped = _classify(names, orules, nrules, diffs, _Same(old, new))
     if skipped:
@@ -240,8 +268,9 @@ def _space(old: Cell, new: Cell, notes: list[str]
     round_ = [t for t in shared if old.part_types[t].shape != "box"
               or new.part_types[t].shape != "box"]
     if round_:  # the free-position encoding knows boxes only (lint's too)
-        notes.append(f"cylinder part types are not placed (the encoding of free parts is of "
-                     f"boxes): {', '.join(round_)}")
+        notes.append(f"NOT COMPARED: cylinder part types are placed in no layout (the "
+                     f"encoding of free parts knows boxes only), so what the rules say about "
+                     f"them is not compared: {', '.join(round_)}")
         shared = [t for t in shared if t not in round_]
     if not shared:
         raise CellspecError("diff: the two cells share no box part type (same name and "
@@ -321,6 +350,7 @@ class _Search:
     max_bindings: int
     deadline: float | None
     timeout: float | None
+    hold: dict = field(default_factory=dict)  # the current part set's "rule holds" literals
 
     def run(self, shared: list[str], parts: int, pending: set, diffs: dict,
             whole: RuleDiff) -> None:
@@ -351,9 +381,22 @@ class _Search:
                     side.reason = f"z3 gave up: {solver.reason_unknown()} ({len(types)} parts)"
                     pending.discard(key)
                 elif res == z3.sat:
-                    _confirm(side, _layout(solver.model(), low, types), key, self.old,
+                    model = solver.model()
+                    rest = self._rest(key)  # a rule's witness that passes the rest too
+                    if rest and solver.check(*queries[key], *rest) == z3.sat:
+                        model = solver.model()
+                    _confirm(side, _layout(model, low, types), key, self.old,
                              self.new, self.errors("old"), self.errors("new"))
                     pending.discard(key)
+
+    def _rest(self, key: tuple[str, str]) -> list:
+        """For a rule's question: the other compared error rules of the file the witness
+        must pass, holding (tried first, so the witness is a layout that file accepts)."""
+        name, s = key
+        if name == WHOLE:
+            return []
+        tag = "old" if s == "old_only" else "new"
+        return [self.hold[tag, n] for n in self.errors(tag) if n != name]
 
     def errors(self, tag: str) -> list[str]:
         """The compared error rules of one file."""
@@ -364,6 +407,7 @@ class _Search:
         solver, low, hold, fire = _encode(z3, ctx, self.old, self.new, types, self.box,
                                           self.orules, self.nrules, self.encoded,
                                           self.max_bindings)
+        self.hold = hold
         t = z3.BoolVal(True, ctx)
         f = z3.BoolVal(False, ctx)
         oerr, nerr = self.errors("old"), self.errors("new")
