@@ -22,11 +22,39 @@ class Violation(BaseModel):
     source: str
     severity: Literal["error", "warning", "preference"] = "error"
     zones: tuple[str, ...] = ()
+    weight: int = 1  # an unmet preference's cost (its rule's weight); 1 otherwise
 
     def to_json(self) -> dict[str, Any]:
-        """The violation object (docs/formats.md) (rule, parts, message, source)."""
-        return {"rule": self.rule, "parts": list(self.parts), "message": self.message,
-                "source": self.source}
+        """The violation object (docs/formats.md) (rule, parts, message, source; and the
+        weight of an unmet preference)."""
+        out: dict[str, Any] = {"rule": self.rule, "parts": list(self.parts),
+                               "message": self.message, "source": self.source}
+        if self.severity == "preference":
+            out["weight"] = self.weight
+        return out
+
+
+class PreferenceScore(BaseModel):
+    """The weight of the preferences a layout meets (docs/language.md, Preferences): each
+    binding of a preference's outer forall variables costs its weight when the body is
+    false; ``total`` is the weight of every binding, ``met`` what is left after the unmet
+    ones (all of them, listed or not)."""
+
+    model_config = ConfigDict(frozen=True)
+    met: int
+    total: int
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PreferenceScore:
+        if not 0 <= self.met <= self.total:
+            raise ValueError(f"a preference score needs 0 <= met <= total, not {self.met} of "
+                             f"{self.total}")
+        return self
+
+    @property
+    def unmet(self) -> int:
+        """The weight of the unmet bindings."""
+        return self.total - self.met
 
 
 class Verdict(BaseModel):
@@ -37,6 +65,10 @@ class Verdict(BaseModel):
     verdict: Status
     violations: tuple[Violation, ...] = ()
     warnings: tuple[Violation, ...] = ()
+    # unmet preferences (never part of pass/fail), listed like warnings, and their score:
+    # None when the cell has no preference the check evaluated, or the score is undecided
+    preferences: tuple[Violation, ...] = ()
+    preference_score: PreferenceScore | None = None
     notes: tuple[str, ...] = ()
     reason: str | None = None
     reason_code: Reason | None = None
@@ -51,6 +83,17 @@ class Verdict(BaseModel):
             raise ValueError(f"a verdict is pass, fail or unknown, not {self.verdict}")
         if any(v.severity != "error" for v in self.violations):
             raise ValueError("violations must all be errors; warnings go in `warnings`")
+        if any(v.severity != "warning" for v in self.warnings):
+            raise ValueError("warnings must all be warnings; preferences go in `preferences`")
+        if any(v.severity != "preference" for v in self.preferences):
+            raise ValueError("`preferences` lists unmet preferences only")
+        sc = self.preference_score
+        if sc is not None and sc.unmet < sum(v.weight for v in self.preferences):
+            raise ValueError("the listed unmet preferences weigh more than the score's unmet "
+                             "weight")
+        if sc is not None and (sc.unmet == 0) != (not self.preferences):
+            raise ValueError("a preference score below its total lists an unmet preference, "
+                             "and only then")
         if self.verdict == "pass" and self.violations:
             raise ValueError("a pass verdict cannot carry violations")
         if self.verdict == "fail" and not self.violations:
@@ -74,8 +117,12 @@ class Verdict(BaseModel):
             "verdict": str(self.verdict),
             "violations": [v.to_json() for v in self.violations],
             "warnings": [v.to_json() for v in self.warnings],
-            "stats": stats,
         }
+        if self.preference_score is not None:  # only for a cell with preferences
+            out["preferences"] = {"met": self.preference_score.met,
+                                  "total": self.preference_score.total,
+                                  "unmet": [v.to_json() for v in self.preferences]}
+        out["stats"] = stats
         if self.notes:
             out["notes"] = list(self.notes)
         if self.skipped_rules:
