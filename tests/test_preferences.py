@@ -487,3 +487,21 @@ def test_an_undecided_stability_leaves_the_score_undecided(prefs_cell) -> None:
     assert verify._score(inst, [stands], [], notes, (), frozenset({"stands"})) is None
     sc = verify._score(inst, [stands], [(0, (0,))], [], (), frozenset())
     assert (sc.met, sc.total) == (0, 3)
+
+
+def test_lsp_hover_and_completion_know_preference_and_weight() -> None:
+    from cellspec.lsp.index import Workspace, build_index, completions, hover
+
+    text = ('rule low "{p} high" severity preference weight 3 : forall p: p.top <= 0.1\n'
+            'test t { layout { c1 cube at (0.3, 0.2, 0.025) } expect pass\n'
+            '    expect preferences >= 3 }\n')
+    idx = build_index(text, "/tmp/p.cell")
+    ws = Workspace()
+    for word, doc in (("preference", "a soft rule"), ("weight", "what each violated binding"),
+                      ("preferences", "the weight of preferences")):
+        row = 2 if word == "preferences" else 0
+        col = text.splitlines()[row].index(word + " ") + 1
+        got = hover(ws, idx, row, col)
+        assert got is not None and got[0].startswith(f"**{word}**: ") and doc in got[0], got
+    labels = [c[0] for c in completions(ws, idx, 0, len("rule low \"{p} high\" severity "))]
+    assert {"preference", "weight", "warning", "error"} <= set(labels)
