@@ -479,14 +479,28 @@ def test_an_undecided_stability_leaves_the_score_undecided(prefs_cell) -> None:
     stands = rule.model_copy(update={"name": "stands", "body": ir.Quant(
         "forall", ("p",), "part", False, ir.Rel("stable", (ir.VarArg("p"),)))})
     inst = build_instance(prefs_cell, _layout([("c1", "cube", (0.3, 0.2, 0.025))]))
-    notes: list[str] = []
-    assert verify._score(inst, [stands], [], notes, (object(),), frozenset()) is None
-    assert notes == ["preferences: the score is not decided: stands reads what this check "
-                     "left undecided (see the notes)"]
-    notes.clear()
-    assert verify._score(inst, [stands], [], notes, (), frozenset({"stands"})) is None
-    sc = verify._score(inst, [stands], [(0, (0,))], [], (), frozenset())
-    assert (sc.met, sc.total) == (0, 3)
+    sc = verify._score(inst, [stands], [], (object(),), frozenset())
+    assert (sc.met, sc.total) == (None, 3)
+    assert sc.reason == ("stands reads what this check left undecided (a structure's "
+                         "stability or the 0.1 mm grid's rounding: see the notes)")
+    assert sc.sentence() == f"preferences: not decided (3 weight in all): {sc.reason}"
+    assert sc.to_json(()) == {"met": None, "total": 3, "unmet": [], "reason": sc.reason}
+    assert verify._score(inst, [stands], [], (), frozenset({"stands"})).met is None
+    sc = verify._score(inst, [stands], [(0, (0,))], (), frozenset())
+    assert (sc.met, sc.total, sc.reason) == (0, 3, None)
+    assert verify._score(inst, [rule.model_copy(update={"severity": "warning"})], [], (),
+                         frozenset()) is None  # no preference: no score
+
+
+def test_a_preference_decided_exactly_off_the_grid(tmp_path: Path) -> None:
+    """A position off the 0.1 mm grid right at a preference's threshold: the grid says met,
+    the exact position not; the check re-decides exactly and the score follows it."""
+    cell = _cell(tmp_path, CONFLICT)
+    lay = _layout([("c1", "cube", (0.40004, 0.2, 0.025))])
+    v = verify.check(cell, lay)
+    assert v.verdict == "pass"
+    assert ("left", ("c1",)) in [(x.rule, x.parts) for x in v.preferences]
+    assert v.preference_score is not None and v.preference_score.met == 0
 
 
 def test_lsp_hover_and_completion_know_preference_and_weight() -> None:
@@ -505,3 +519,36 @@ def test_lsp_hover_and_completion_know_preference_and_weight() -> None:
         assert got is not None and got[0].startswith(f"**{word}**: ") and doc in got[0], got
     labels = [c[0] for c in completions(ws, idx, 0, len("rule low \"{p} high\" severity "))]
     assert {"preference", "weight", "warning", "error"} <= set(labels)
+
+
+def test_an_undecided_structure_undecides_a_preference_that_reads_stability(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real solver limit (the stability LP's time limit at a nanosecond): the bridge is
+    undecided, a cube floats. The verdict fails on gravity; a preference reading stable()
+    makes the score undecided (JSON met null, with the reason); without one it is decided."""
+    from cellspec.solver import stability as stab
+    from cellspec.testing.structures import cell_text
+
+    bridge = [{"id": "pl", "type": "cube", "pos": [0.40, 0.275, 0.025]},
+              {"id": "pr", "type": "cube", "pos": [0.50, 0.275, 0.025]},
+              {"id": "beam", "type": "beam15", "pos": [0.45, 0.275, 0.06]},
+              {"id": "top", "type": "cube", "pos": [0.45, 0.275, 0.095]},
+              {"id": "fl", "type": "cube", "pos": [0.30, 0.15, 0.075]}]
+    lay = layout_from_obj({"units": "m", "parts": [{**p, "gripper": "vacuum"} for p in bridge]},
+                          "<bridge>")
+    monkeypatch.setattr(stab, "LP_TIME_LIMIT_S", 1e-9)
+    low = 'rule low "{p} is high" severity preference : forall p: p.top <= 0.06\n'
+    firm = 'rule firm "{p} may fall" severity preference weight 2 : forall p: stable(p)\n'
+    decided = _cell(tmp_path, cell_text() + low, "physics_agreement.cell")
+    v = verify.check(decided, lay)
+    assert v.verdict == "fail" and [x.rule for x in v.violations] == ["gravity"]
+    assert (v.preference_score.met, v.preference_score.total) == (2, 5)  # beam, top, fl high
+    both = _cell(tmp_path, cell_text() + low + firm, "physics_agreement.cell")
+    v = verify.check(both, lay)
+    assert v.verdict == "fail" and [x.rule for x in v.violations] == ["gravity"]
+    assert (v.preference_score.met, v.preference_score.total) == (None, 15)
+    assert v.preference_score.reason.startswith("firm reads what this check left undecided")
+    out = v.to_json()
+    assert out["preferences"]["met"] is None and out["preferences"]["total"] == 15
+    jsonschema.Draft202012Validator(schema("verdict"), registry=_registry()).validate(
+        {"format": "cellspec.verdict/1", **out})

@@ -167,7 +167,7 @@ def _print_findings(v, notes) -> None:
         print(f"{x.source}: preference (weight {x.weight}): {x.rule}({', '.join(x.parts)}): "
               f"{x.message}")
     if v.preference_score is not None:
-        print(f"preferences: {v.preference_score.met} of {v.preference_score.total} weight met")
+        print(v.preference_score.sentence())
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
 

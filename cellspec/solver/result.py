@@ -38,23 +38,45 @@ class PreferenceScore(BaseModel):
     """The weight of the preferences a layout meets (docs/language.md, Preferences): each
     binding of a preference's outer forall variables costs its weight when the body is
     false; ``total`` is the weight of every binding, ``met`` what is left after the unmet
-    ones (all of them, listed or not)."""
+    ones (all of them, listed or not). ``met`` is None when the check could not decide it
+    (``reason`` says why: a preference reads an undecided structure or grid rounding)."""
 
     model_config = ConfigDict(frozen=True)
-    met: int
+    met: int | None
     total: int
+    reason: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> PreferenceScore:
-        if not 0 <= self.met <= self.total:
+        if self.met is not None and not 0 <= self.met <= self.total:
             raise ValueError(f"a preference score needs 0 <= met <= total, not {self.met} of "
                              f"{self.total}")
+        if (self.met is None) != (self.reason is not None):
+            raise ValueError("an undecided preference score says why, and only then")
         return self
 
     @property
-    def unmet(self) -> int:
-        """The weight of the unmet bindings."""
-        return self.total - self.met
+    def decided(self) -> bool:
+        return self.met is not None
+
+    @property
+    def unmet(self) -> int | None:
+        """The weight of the unmet bindings (None: undecided)."""
+        return None if self.met is None else self.total - self.met
+
+    def to_json(self, unmet: tuple[Violation, ...]) -> dict[str, Any]:
+        """The verdict's ``preferences`` object (docs/formats.md)."""
+        out: dict[str, Any] = {"met": self.met, "total": self.total,
+                               "unmet": [v.to_json() for v in unmet]}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+    def sentence(self) -> str:
+        """``preferences: 9 of 12 weight met`` (or why it is not decided)."""
+        if self.met is None:
+            return f"preferences: not decided ({self.total} weight in all): {self.reason}"
+        return f"preferences: {self.met} of {self.total} weight met"
 
 
 class Verdict(BaseModel):
@@ -66,7 +88,7 @@ class Verdict(BaseModel):
     violations: tuple[Violation, ...] = ()
     warnings: tuple[Violation, ...] = ()
     # unmet preferences (never part of pass/fail), listed like warnings, and their score:
-    # None when the cell has no preference the check evaluated, or the score is undecided
+    # None when the cell has no preference or the check stopped before evaluating the rules
     preferences: tuple[Violation, ...] = ()
     preference_score: PreferenceScore | None = None
     notes: tuple[str, ...] = ()
@@ -88,10 +110,11 @@ class Verdict(BaseModel):
         if any(v.severity != "preference" for v in self.preferences):
             raise ValueError("`preferences` lists unmet preferences only")
         sc = self.preference_score
-        if sc is not None and sc.unmet < sum(v.weight for v in self.preferences):
+        unmet = None if sc is None else sc.unmet
+        if unmet is not None and unmet < sum(v.weight for v in self.preferences):
             raise ValueError("the listed unmet preferences weigh more than the score's unmet "
                              "weight")
-        if sc is not None and (sc.unmet == 0) != (not self.preferences):
+        if unmet is not None and (unmet == 0) != (not self.preferences):
             raise ValueError("a preference score below its total lists an unmet preference, "
                              "and only then")
         if self.verdict == "pass" and self.violations:
@@ -119,9 +142,7 @@ class Verdict(BaseModel):
             "warnings": [v.to_json() for v in self.warnings],
         }
         if self.preference_score is not None:  # only for a cell with preferences
-            out["preferences"] = {"met": self.preference_score.met,
-                                  "total": self.preference_score.total,
-                                  "unmet": [v.to_json() for v in self.preferences]}
+            out["preferences"] = self.preference_score.to_json(self.preferences)
         out["stats"] = stats
         if self.notes:
             out["notes"] = list(self.notes)

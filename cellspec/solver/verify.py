@@ -98,13 +98,14 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
                          f"disagrees): {', '.join(exact)}; messages show grid values")
             ra = dataclasses.replace(ra, decisive=[])
     errors, warnings, prefs = _violations(inst, rules, violations, notes)
-    score = _score(inst, rules, violations, notes, open_,
+    score = _score(inst, rules, violations, open_,
                    ra.touched if rounded and ra.decisive else frozenset())
     if open_:  # fail on what is known, naming the undecided structures; else unknown
         notes.extend(undecided.notes(open_, inst.ids))
         if not errors:
             return unknown(undecided.reason(open_, inst.ids), open_[0].code,
-                           warnings=tuple(warnings), preferences=tuple(prefs))
+                           warnings=tuple(warnings), preferences=tuple(prefs),
+                           preference_score=score)
     if rounded:
         # never `pass` where the exact answer may differ, nor `fail` on violations only
         # the rounding may have made (of a rule reading what the rounding decides, on a
@@ -115,7 +116,8 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
                              + ", ".join(f"{v.rule}({', '.join(v.parts)})"
                                          for v in errors[:10]))
             return unknown(rounding_reason(ra.decisive), Reason.ROUNDING,
-                           warnings=tuple(warnings), preferences=tuple(prefs))
+                           warnings=tuple(warnings), preferences=tuple(prefs),
+                           preference_score=score)
     notes.extend(disc_note(inst, rules))
     return Verdict(
         verdict=Status.FAIL if errors else Status.PASS,
@@ -162,24 +164,24 @@ def _violations(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]
 
 
 def _score(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]],
-           notes: list[str], open_: tuple, rounded: frozenset[str]) -> PreferenceScore | None:
-    """The preference score of the checked layout (:mod:`cellspec.solver.pref_score`), or
-    None (with a note saying why) when a preference reads what the check left undecided:
-    a structure's stability, or a relation the 0.1 mm grid decides."""
-    prefs = [r for r in rules if pref_score.is_preference(r)]
-    if not prefs:
+           open_: tuple, rounded: frozenset[str]) -> PreferenceScore | None:
+    """The preference score of the checked layout (:mod:`cellspec.solver.pref_score`); its
+    ``met`` is None (the reason says why) when a preference reads what the check left
+    undecided: a structure's stability, or a relation the 0.1 mm grid decides."""
+    sc = pref_score.score(rules, found, inst.n, len(inst.keepouts), len(inst.robots))
+    if sc is None:
         return None
+    prefs = [r for r in rules if pref_score.is_preference(r)]
     why = []
     if open_:
         why += [r.name for r in prefs
                 if any(f in undecided.STABILITY_RELATIONS for f in checkers.features_of(r))]
     why += [r.name for r in prefs if r.name in rounded and r.name not in why]
-    if why:
-        notes.append("preferences: the score is not decided: "
-                     f"{', '.join(why)} read{'s' if len(why) == 1 else ''} what this check "
-                     "left undecided (see the notes)")
-        return None
-    return pref_score.score(rules, found, inst.n, len(inst.keepouts), len(inst.robots))
+    if not why:
+        return sc
+    return PreferenceScore(met=None, total=sc.total, reason=(
+        f"{', '.join(why)} read{'s' if len(why) == 1 else ''} what this check left undecided "
+        "(a structure's stability or the 0.1 mm grid's rounding: see the notes)"))
 
 
 def rounding_reason(decisive: list[str]) -> str:

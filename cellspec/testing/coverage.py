@@ -215,7 +215,8 @@ def expected_preferences(test: TestCase, verdict: Verdict, rules: list[Rule]) ->
     preferences`` of the test would fail with every preference met (it asserts some weight
     unmet); none otherwise. A preference named in ``expect fail`` counts like any rule."""
     sc = verdict.preference_score
-    if sc is None or not any(not e.holds(sc.total) for e in test.preferences):
+    if sc is None or sc.met is None or not any(not e.holds(sc.total)
+                                               for e in test.preferences):
         return set()
     return {r.name for r in rules if r.severity == "preference"}
 

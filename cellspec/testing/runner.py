@@ -147,9 +147,10 @@ def evaluate_preferences(test: TestCase, verdict: Verdict, details: dict
     sc = verdict.preference_score
     want = tuple(str(e) for e in test.preferences)
     details = {**details, "expected": (*details["expected"], *want)}
-    if sc is None:
+    if sc is None or sc.met is None:
+        why = f": {sc.reason}" if sc is not None else ""
         return "failed", {**details, "message": "expected " + ", ".join(want) + ", but the "
-                          "preference score is not decided (see the check's notes)"}
+                          f"preference score is not decided{why}"}
     details["actual"] = (*details["actual"], f"preferences {sc.met} of {sc.total}")
     bad = [e for e in test.preferences if not e.holds(sc.met)]
     if bad:
