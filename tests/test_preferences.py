@@ -414,7 +414,7 @@ def test_expect_preferences_passes_and_fails(tmp_path: Path) -> None:
         "named": ("passed", ""),
         "only_fails": ("failed", "expected pass")}
     bad = next(r for r in results if r.name == "bad_ge")
-    assert bad.expected == ("preferences >= 4",)
+    assert bad.expected == ("pass", "preferences >= 4")
     assert bad.actual == ("low(c2)", "preferences 3 of 6")
     r = run_cellspec("test", f)
     assert r.returncode == 1 and "3 passed, 3 failed" in r.stdout

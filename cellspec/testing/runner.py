@@ -146,7 +146,8 @@ def evaluate_preferences(test: TestCase, verdict: Verdict, details: dict
     expectation; an undecided score fails the test."""
     sc = verdict.preference_score
     want = tuple(str(e) for e in test.preferences)
-    details = {**details, "expected": (*details["expected"], *want)}
+    verdict_part = details["expected"] or ((test.expect,) if test.expect == "pass" else ())
+    details = {**details, "expected": (*verdict_part, *want)}
     if sc is None or sc.met is None:
         why = f": {sc.reason}" if sc is not None else ""
         return "failed", {**details, "message": "expected " + ", ".join(want) + ", but the "
