@@ -163,6 +163,11 @@ def _print_findings(v, notes) -> None:
         print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
     for x in v.warnings:
         print(f"{x.source}: warning: {x.rule}({', '.join(x.parts)}): {x.message}")
+    for x in v.preferences:
+        print(f"{x.source}: preference (weight {x.weight}): {x.rule}({', '.join(x.parts)}): "
+              f"{x.message}")
+    if v.preference_score is not None:
+        print(v.preference_score.sentence())
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
 

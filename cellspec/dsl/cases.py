@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 from cellspec.core import ir
 from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.load import display_path
-from cellspec.dsl.model import Expectation, InlinePart, Rule, TestCase
+from cellspec.dsl.model import (
+    Expectation,
+    InlinePart,
+    PreferenceExpectation,
+    Rule,
+    TestCase,
+)
 from cellspec.dsl.twin import PLAN_CHECKS
 
 if TYPE_CHECKING:  # the builder calls build_test: a run-time import would be a cycle
@@ -36,7 +42,7 @@ def build_test(b: CellBuilder, st: Any, cell: dict[str, Any],
                     layout_path=t.layout_path, order=t.order, expect=t.expect or "pass",
                     expected=tuple(t.expected), only=t.only, robust=t.robust,
                     robust_expected=t.robust_expected, plan_path=t.plan_path,
-                    source=b.src(st))
+                    preferences=tuple(t.preferences), source=b.src(st))
 
 
 class _TestItems:
@@ -56,11 +62,12 @@ class _TestItems:
         self.robust_expected = True
         self.layouts = 0
         self.plan_path: str | None = None
+        self.preferences: list[PreferenceExpectation] = []
         self.is_plan = any(type(i).__name__ == "PlanFile" for i in st.items)
         self._handlers: dict[str, Callable[[Any], None]] = {
             "PlanFile": self.plan_file, "InlineLayout": self.layout, "FileLayout": self.layout,
             "Order": self.order_item, "Expect": self.expect_item, "Robust": self.robust_item,
-            "Only": self.only_item}
+            "Only": self.only_item, "ExpectPreferences": self.preferences_item}
 
     def add(self, item: Any) -> None:
         """Read one item of the test."""
@@ -142,6 +149,15 @@ class _TestItems:
             self.expected.append(Expectation(rule=e.rule, parts=tuple(e.parts),
                                              source=b.src(e)))
 
+    def preferences_item(self, item: Any) -> None:
+        """``expect preferences OP N``: the preference score the layout must reach."""
+        if not any(r.severity == "preference" for r in self.rules.values()):
+            self.b.err(item, f"test '{self.st.name}' expects a preference score, but the "
+                       "cell has no `severity preference` rule")
+            return
+        self.preferences.append(PreferenceExpectation(op=item.op, n=int(item.n),
+                                                      source=self.b.src(item)))
+
     def robust_item(self, item: Any) -> None:
         """``robust TOL`` or ``not robust TOL``."""
         if self.robust is not None:
@@ -160,6 +176,8 @@ class _TestItems:
         b, st = self.b, self.st
         if self.is_plan and (self.layouts or self.order is not None or self.robust is not None):
             b.err(st, f"test '{st.name}': a plan test takes no layout, order or robust")
+        if self.is_plan and self.preferences:
+            b.err(st, f"test '{st.name}': a plan test has no preference score to expect")
         if self.layouts == 0 and not self.is_plan:
             b.err(st, f"test '{st.name}' has no layout")
         if self.expect is None:

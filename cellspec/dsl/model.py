@@ -217,6 +217,21 @@ class Expectation(_Frozen):
     source: Source
 
 
+class PreferenceExpectation(_Frozen):
+    """``expect preferences OP N``: the weight of preferences met compared with N."""
+
+    op: Literal[">=", "<=", "=="]
+    n: int
+    source: Source
+
+    def holds(self, met: int) -> bool:
+        """Does a score of ``met`` satisfy the expectation?"""
+        return {">=": met >= self.n, "<=": met <= self.n, "==": met == self.n}[self.op]
+
+    def __str__(self) -> str:
+        return f"preferences {self.op} {self.n}"
+
+
 class TestCase(_Frozen):
     """A regression test written in a rule file."""
 
@@ -232,6 +247,8 @@ class TestCase(_Frozen):
     robust: Fraction | None = None  # `robust T` / `not robust T`: the tolerance, metres
     robust_expected: bool = True  # False for `not robust T`
     plan_path: str | None = None  # `plan "file.txt"`: a RoCo plan checked in the twin
+    # `expect preferences OP N`: the preference score the layout must reach (each holds)
+    preferences: tuple[PreferenceExpectation, ...] = ()
     source: Source
 
 

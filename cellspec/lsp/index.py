@@ -44,8 +44,8 @@ KEYWORD_DOCS: dict[str, str] = {
     "has none, apply here",
     "cell": "`cell NAME { ... }`: the work cell: units, workspace, surfaces, part types, "
     "robots, grippers, keep-out zones, tolerances (one per file and its imports)",
-    "rule": "`rule NAME \"message\" [severity error|warning] : EXPR`: violated wherever EXPR "
-    "is false; the outer forall's variables name the violation's parts",
+    "rule": "`rule NAME \"message\" [severity error|warning|preference [weight W]] : EXPR`: "
+    "violated wherever EXPR is false; the outer forall's variables name the violation's parts",
     "test": "`test NAME { layout ... order (...) expect pass | expect fail RULE(parts) ... "
     "[only] }`: a regression test run by `cellspec test`",
     "forall": "`forall p: ...` over parts; `forall p, q:` ordered distinct pairs; "
@@ -61,8 +61,19 @@ KEYWORD_DOCS: dict[str, str] = {
     "import this one",
     "predicate": "`predicate NAME(p, q) : EXPR` (language version 2): a named condition, "
     "expanded where it is used (`forall p: NAME(p, p)`); it may not call itself",
-    "severity": "`severity warning` reports the rule without failing the verdict",
-    "expect": "`expect pass` or `expect fail RULE(parts...) ...`: the verdict the test expects",
+    "severity": "`severity warning` reports the rule without failing the verdict; "
+    "`severity preference [weight W]` makes it a weighted wish, scored and never failing",
+    "preference": "`severity preference [weight W]`: a soft rule; each binding of its outer "
+    "forall variables where the body is false costs W (default 1); `check` lists the unmet "
+    "ones and prints `preferences: M of T weight met`, never failing the verdict",
+    "weight": "`weight W` (after `severity preference`): what each violated binding of the "
+    "preference costs, a positive whole number (default 1)",
+    "preferences": "`expect preferences >= N` (or `<=`, `==`): the weight of preferences "
+    "the test's layout meets, next to `expect pass` or `expect fail ...`",
+    "error": "`severity error` (the default): a violation fails the verdict",
+    "warning": "`severity warning`: reported, never fails the verdict",
+    "expect": "`expect pass`, `expect fail RULE(parts...) ...` or `expect preferences >= N`: "
+    "the verdict (or the preference score) the test expects",
     "pass": "the layout must have no error violation",
     "fail": "the listed violations must appear (with `only`, and no others)",
     "only": "no violation beyond the expected ones (warnings included)",

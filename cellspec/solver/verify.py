@@ -20,10 +20,10 @@ from cellspec.core.limits import DEFAULT_MAX_MEMORY
 from cellspec.core.status import Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
-from cellspec.solver import checkers, ground_size, undecided
+from cellspec.solver import checkers, ground_size, pref_score, undecided
 from cellspec.solver.instance import Instance, build_instance
 from cellspec.solver.messages import MessageContext
-from cellspec.solver.result import Verdict, Violation
+from cellspec.solver.result import PreferenceScore, Verdict, Violation
 from cellspec.solver.rounding import needs_analysis, rounding_analysis
 from cellspec.solver.rounding_exact import exact_violations
 
@@ -92,12 +92,15 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
             notes.append("decided exactly on the positions as written (the 0.1 mm grid "
                          f"disagrees): {', '.join(exact)}; messages show grid values")
             ra = dataclasses.replace(ra, decisive=[])
-    errors, warnings = _violations(inst, rules, violations, notes)
+    errors, warnings, prefs = _violations(inst, rules, violations, notes)
+    score = _score(inst, rules, violations, open_,
+                   ra.touched if rounded and ra.decisive else frozenset())
     if open_:  # fail on what is known, naming the undecided structures; else unknown
         notes.extend(undecided.notes(open_, inst.ids))
         if not errors:
             return unknown(undecided.reason(open_, inst.ids), open_[0].code,
-                           warnings=tuple(warnings))
+                           warnings=tuple(warnings), preferences=tuple(prefs),
+                           preference_score=score)
     if rounded:
         # never `pass` where the exact answer may differ, nor `fail` on violations only
         # the rounding may have made (of a rule reading what the rounding decides, on a
@@ -108,12 +111,15 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
                              + ", ".join(f"{v.rule}({', '.join(v.parts)})"
                                          for v in errors[:10]))
             return unknown(rounding_reason(ra.decisive), Reason.ROUNDING,
-                           warnings=tuple(warnings))
+                           warnings=tuple(warnings), preferences=tuple(prefs),
+                           preference_score=score)
     notes.extend(disc_note(inst, rules))
     return Verdict(
         verdict=Status.FAIL if errors else Status.PASS,
         violations=tuple(errors),
         warnings=tuple(warnings),
+        preferences=tuple(prefs),
+        preference_score=score,
         notes=tuple(notes),
         parts=inst.n,
         seconds=time.perf_counter() - t0,
@@ -123,12 +129,15 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
 
 
 def _violations(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]],
-                notes: list[str]) -> tuple[list[Violation], list[Violation]]:
-    """(errors, warnings): the backend's (rule index, binding) pairs as violations, named
-    and located, at most MAX_LISTED per rule (the rest counted in ``notes``)."""
+                notes: list[str]) -> tuple[list[Violation], list[Violation], list[Violation]]:
+    """(errors, warnings, unmet preferences): the backend's (rule index, binding) pairs as
+    violations, named and located, at most MAX_LISTED per rule (the rest counted in
+    ``notes``)."""
     ctx = MessageContext(inst)
     errors: list[Violation] = []
     warnings: list[Violation] = []
+    prefs: list[Violation] = []
+    into = {"error": errors, "warning": warnings, "preference": prefs}
     listed: dict[str, int] = {}
     for k, binding in found:
         rule = rules[k]
@@ -140,12 +149,34 @@ def _violations(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]
         parts = tuple(inst.ids[int(env[v])] for v, d in top.items() if d == "part")
         zones = tuple(str(env[v]) for v, d in top.items() if d != "part")
         v = Violation(rule=rule.name, parts=parts, message=ctx.render(rule.message, env),
-                      source=str(rule.source), severity=rule.severity, zones=zones)
-        (errors if rule.severity == "error" else warnings).append(v)
+                      source=str(rule.source), severity=rule.severity, zones=zones,
+                      weight=rule.weight)
+        into[rule.severity].append(v)
     for name, count in listed.items():
         if count > MAX_LISTED:
             notes.append(f"{name}: {count} violations, the first {MAX_LISTED} are listed")
-    return errors, warnings
+    return errors, warnings, prefs
+
+
+def _score(inst: Instance, rules: list[Rule], found: list[tuple[int, tuple]],
+           open_: tuple, rounded: frozenset[str]) -> PreferenceScore | None:
+    """The preference score of the checked layout (:mod:`cellspec.solver.pref_score`); its
+    ``met`` is None (the reason says why) when a preference reads what the check left
+    undecided: a structure's stability, or a relation the 0.1 mm grid decides."""
+    sc = pref_score.score(rules, found, inst.n, len(inst.keepouts), len(inst.robots))
+    if sc is None:
+        return None
+    prefs = [r for r in rules if pref_score.is_preference(r)]
+    why = []
+    if open_:
+        why += [r.name for r in prefs
+                if any(f in undecided.STABILITY_RELATIONS for f in checkers.features_of(r))]
+    why += [r.name for r in prefs if r.name in rounded and r.name not in why]
+    if not why:
+        return sc
+    return PreferenceScore(met=None, total=sc.total, reason=(
+        f"{', '.join(why)} read{'s' if len(why) == 1 else ''} what this check left undecided "
+        "(a structure's stability or the 0.1 mm grid's rounding: see the notes)"))
 
 
 def rounding_reason(decisive: list[str]) -> str:

@@ -1,6 +1,8 @@
 """Rule coverage of the rule-file tests (``cellspec test --coverage``, after ``opa test
 --coverage``): which rules held in a passing test, which fired under a passing
 ``expect fail`` expectation, and which disjuncts of each rule's negated body ever fired.
+Preferences count like other rules; one also fires as expected in a passing test whose
+``expect preferences`` asserts some weight unmet (:func:`expected_preferences`).
 
 The clingo compiler emits one ``violation(I, Args) :- Body.`` rule per disjunct of the
 negated body. Coverage gives each disjunct its own rule id (the other lines of the rule,
@@ -19,12 +21,13 @@ from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
-from cellspec.dsl.model import Cell, Rule
+from cellspec.dsl.model import Cell, Rule, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.solver.asp.backend import run
 from cellspec.solver.asp.compile import compile_rules
 from cellspec.solver.checkers import order_rules
 from cellspec.solver.instance import build_instance
+from cellspec.solver.result import Verdict
 from cellspec.solver.verify import check
 from cellspec.testing.runner import collect, evaluate, layout_of_test, selected
 
@@ -192,18 +195,30 @@ def cover_file(path: str, pattern: str | None = None, timeout: float | None = No
             continue
         try:
             layout = layout_of_test(test)
-            status, _ = evaluate(cell, test, check(cell, layout, timeout=timeout))
+            verdict = check(cell, layout, timeout=timeout)
+            status, _ = evaluate(cell, test, verdict)
             rules, hits, reason = disjunct_hits(cell, layout, timeout)
         except CellspecError as exc:
             errors.extend(exc.diagnostics)
             continue
-        expected = {e.rule for e in test.expected}
+        expected = {e.rule for e in test.expected} | expected_preferences(test, verdict, rules)
         for k, r in enumerate(rules):
             records.append({"kind": "test", "test": tid, "status": status,
                             "source": str(r.source), "name": r.name,
                             "fired": sorted(hits[k]), "expected": r.name in expected,
                             "unknown": reason})
     return records, errors
+
+
+def expected_preferences(test: TestCase, verdict: Verdict, rules: list[Rule]) -> set[str]:
+    """The preferences a test expects to fire: every preference rule, when an ``expect
+    preferences`` of the test would fail with every preference met (it asserts some weight
+    unmet); none otherwise. A preference named in ``expect fail`` counts like any rule."""
+    sc = verdict.preference_score
+    if sc is None or sc.met is None or not any(not e.holds(sc.total)
+                                               for e in test.preferences):
+        return set()
+    return {r.name for r in rules if r.severity == "preference"}
 
 
 def _cover_args(args: tuple[str, str | None, float | None]):

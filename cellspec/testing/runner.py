@@ -128,15 +128,45 @@ def _matches(v: Violation, rule: str, parts: tuple[str, ...], unordered: bool) -
 
 def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
     """Compare a verdict with the test's expectation: (status, details)."""
-    found = list(verdict.violations) + list(verdict.warnings)
+    found = list(verdict.violations) + list(verdict.warnings) + list(verdict.preferences)
     actual = tuple(_fmt(v.rule, v.parts) for v in found)
     expected = tuple(_fmt(e.rule, e.parts) for e in test.expected)
     details = {"expected": expected, "actual": actual}
     if verdict.verdict == "unknown":
         return "failed", {**details, "actual": (f"unknown ({verdict.reason})",),
                           "message": f"verdict unknown: {verdict.reason}"}
+    status, details = _evaluate_verdict(cell, test, verdict, found, details)
+    if status == "passed" and test.preferences:
+        return evaluate_preferences(test, verdict, details)
+    return status, details
+
+
+def evaluate_preferences(test: TestCase, verdict: Verdict, details: dict
+                         ) -> tuple[str, dict]:
+    """``expect preferences OP N``: the verdict's preference score against each
+    expectation; an undecided score fails the test."""
+    sc = verdict.preference_score
+    want = tuple(str(e) for e in test.preferences)
+    verdict_part = details["expected"] or ((test.expect,) if test.expect == "pass" else ())
+    details = {**details, "expected": (*verdict_part, *want)}
+    if sc is None or sc.met is None:
+        why = f": {sc.reason}" if sc is not None else ""
+        return "failed", {**details, "message": "expected " + ", ".join(want) + ", but the "
+                          f"preference score is not decided{why}"}
+    details["actual"] = (*details["actual"], f"preferences {sc.met} of {sc.total}")
+    bad = [e for e in test.preferences if not e.holds(sc.met)]
+    if bad:
+        return "failed", {**details, "message": "expected " + ", ".join(map(str, bad))
+                          + f", got {sc.met} of {sc.total} weight met"}
+    return "passed", details
+
+
+def _evaluate_verdict(cell: Cell, test: TestCase, verdict: Verdict, found: list[Violation],
+                      details: dict) -> tuple[str, dict]:
+    """The verdict and violations part of :func:`evaluate` (a decided verdict)."""
     if test.expect == "pass":
-        bad = list(verdict.violations) + (list(verdict.warnings) if test.only else [])
+        bad = list(verdict.violations) + (list(verdict.warnings) + list(verdict.preferences)
+                                          if test.only else [])
         if bad:
             return "failed", {**details, "unexpected": tuple(_fmt(v.rule, v.parts) for v in bad),
                               "message": "expected pass"}

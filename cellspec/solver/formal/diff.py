@@ -177,12 +177,12 @@ def _layout(model, low, types: tuple[str, ...]) -> dict:
 
 
 def _fails(cell: Cell, obj: dict, names: set[str]) -> tuple[bool, str | None, bool]:
-    """Does clingo's check of the layout violate one of ``names`` (errors and warnings)?
-    (violated, the first such violation's message, the full check passes)."""
+    """Does clingo's check of the layout violate one of ``names`` (errors, warnings and
+    preferences)? (violated, the first such violation's message, the full check passes)."""
     v = check(cell, layout_from_obj(obj, "<diff witness>"))
     if v.verdict == Status.UNKNOWN:
         raise _Recheck(f"clingo could not re-check a witness: {v.reason}")
-    hits = [x for x in (*v.violations, *v.warnings) if x.rule in names]
+    hits = [x for x in (*v.violations, *v.warnings, *v.preferences) if x.rule in names]
     return bool(hits), (f"{hits[0].rule}({', '.join(hits[0].parts)}): {hits[0].message}"
                         if hits else None), v.verdict == Status.PASS
 

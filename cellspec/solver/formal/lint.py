@@ -22,6 +22,7 @@ from cellspec.solver.formal.common import (
     timeout_ms,
     var_name,
 )
+from cellspec.solver.formal.lint_prefs import preference_findings
 from cellspec.solver.instance import cell_u
 from cellspec.solver.smt.backend import check_fragment, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering, lin
@@ -228,6 +229,9 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
                                         f"of {what} satisfying them violates it"))
         elif res == z3.unknown:
             unknown_notes.append(f"whether {r.name} is implied by the others")
+    more, open_prefs = preference_findings(solver, rules, holds, errors, what, ref)
+    findings += more
+    unknown_notes += open_prefs
     if unknown_notes:
         findings.append(LintFinding(kind="unknown", message="not decided within the time "
                                     "limit: " + "; ".join(unknown_notes)))

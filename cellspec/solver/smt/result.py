@@ -138,7 +138,8 @@ class Explanation(BaseModel):
 
 class LintFinding(BaseModel):
     model_config = ConfigDict(frozen=True)
-    kind: Literal["inconsistent", "never_fires", "implied", "unknown"]
+    kind: Literal["inconsistent", "never_fires", "implied", "unknown",
+                  "preference_never_met", "preference_conflict"]
     message: str
     rules: tuple[RuleRef, ...] = ()
 
