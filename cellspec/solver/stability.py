@@ -32,7 +32,7 @@ a structure that needs more than ``MAX_LP_PARTS`` parts in one LP (reason ``grou
 limit``), an LP that does not finish in ``LP_TIME_LIMIT_S`` (``time limit``) or that no
 solver decides, however retried (``solver failure``: GLOP's ABNORMAL, issue 28), raises
 :class:`StabilityLimit`. ``check`` asks for a tolerant report instead (the instance's
-``_stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
+``derived.stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
 standing, so no violation is claimed for them) and the others are decided as usual, so
 the verdict can still be ``fail`` on what is known (cellspec/solver/verify.py).
 """
@@ -627,7 +627,7 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
         else DEFAULT_MARGIN
     fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
     # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
-    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, getattr(inst, "_near_pairs", None))
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, inst.derived.near_pairs)
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
@@ -637,8 +637,8 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
 def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
     """Stability of the finished layout and, when it has an order, of every stage (without
     ``sides``: as if no side face carried anything, uncached)."""
-    tolerant = bool(getattr(inst, "_stability_tolerant", False)) and sides
-    cached = getattr(inst, "_stability_report", None) if sides else None
+    tolerant = inst.derived.stability_tolerant and sides
+    cached = inst.derived.stability_report if sides else None
     if cached is not None and (cached.placed_stable is not None or not stages_too
                                or inst.order_pos is None):
         if cached.undecided and not tolerant:  # a caller that needs every structure decided
@@ -668,7 +668,7 @@ def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa
             stage_why[sf.placed] = sf.text(inst.ids)
     rep = Report(ok, placed_ok, why, stage_why, _distinct(st.undecided or []))
     if sides:
-        object.__setattr__(inst, "_stability_report", rep)
+        inst.derived.stability_report = rep
     return rep
 
 

@@ -32,13 +32,13 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
                                                tuple[stability.Undecided, ...]]:
     """The backend's result on ``inst`` (the violations certain whatever an undecided
     structure does) and the undecided structures (empty: everything decided)."""
-    object.__setattr__(inst, "_stability_tolerant", True)
+    inst.derived.stability_tolerant = True
     try:
         res = checker.violations(inst, rules, timeout)
     except stability.StabilityLimit as exc:  # raised outside a structure (not tolerant)
         return checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
                                       reason_code=exc.code), ()
-    rep: stability.Report | None = getattr(inst, "_stability_report", None)
+    rep = inst.derived.stability_report
     if rep is None or res.status != "done" or not rep.undecided:
         return res, rep.undecided if rep is not None else ()
     undecided = rep.undecided
@@ -50,12 +50,13 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
     for u in undecided:
         falls[list(u.parts)] = True
     placed = None if rep.placed_stable is None else rep.placed_stable & ~falls
-    object.__setattr__(inst, "_stability_report",
-                       replace(rep, stable=rep.stable & ~falls, placed_stable=placed))
-    try:
-        other = checker.violations(inst, rules, timeout)
-    finally:
-        object.__setattr__(inst, "_stability_report", rep)
+    # the same layout with the undecided parts counted as falling: a fresh instance whose
+    # derived report says so (``inst`` keeps its own)
+    falling = replace(inst)
+    falling.derived.stability_tolerant = True
+    falling.derived.stability_report = replace(rep, stable=rep.stable & ~falls,
+                                               placed_stable=placed)
+    other = checker.violations(falling, rules, timeout)
     if other.status != "done":
         return other, undecided
     both = set(other.violations)

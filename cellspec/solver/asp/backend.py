@@ -169,7 +169,7 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     i, j = g.broad_phase(boxes, margin)
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
     if margin >= inst.eps:  # the stability contacts' pairs are among these: no second pass
-        object.__setattr__(inst, "_near_pairs", (i, j) if perm is None else (perm[i], perm[j]))
+        inst.derived.near_pairs = (i, j) if perm is None else (perm[i], perm[j])
     cols = None
     if prog.columns:
         cols = g.broad_phase(boxes, margin, columns=True)
