@@ -67,3 +67,37 @@ def test_review_session_sees_an_edited_cell_in_the_same_process(tmp_path: Path) 
     moved = after.move("c3", [0.50, 0.20, 0.025])  # an edit re-verifies against the new rules
     assert moved.ok and after.verdict.verdict == "pass"
     assert before.move("c3", [0.50, 0.20, 0.025]).ok and before.verdict.verdict == "pass"
+
+
+def test_every_solver_limit_is_one_root_with_its_reason() -> None:
+    from cellspec.core.geometry import TooDense
+    from cellspec.core.status import Reason, SolverLimit
+    from cellspec.solver.asp.arith import TooWide
+    from cellspec.solver.asp.compile import CompileError
+    from cellspec.solver.smt.backend import Unsupported, Z3Unknown
+    from cellspec.solver.smt.ground import LimitHit, NotInFragment
+    from cellspec.solver.smt.shapes import NotLinear
+    from cellspec.solver.stability import StabilityLimit
+    from cellspec.solver.stability_lp import LPLimit
+    from cellspec.world.rules import Undecided
+
+    made = {TooDense(9, 4): Reason.DENSITY_LIMIT, TooWide("x"): Reason.UNSUPPORTED,
+            CompileError("x"): Reason.UNSUPPORTED, Unsupported("x"): Reason.UNSUPPORTED,
+            Z3Unknown("x"): Reason.TIME_LIMIT, LimitHit("x"): Reason.GROUNDING_LIMIT,
+            NotInFragment("x"): Reason.UNSUPPORTED, NotLinear("x"): Reason.UNSUPPORTED,
+            StabilityLimit("x"): Reason.GROUNDING_LIMIT,
+            StabilityLimit("x", Reason.TIME_LIMIT): Reason.TIME_LIMIT,
+            LPLimit([("GLOP", "ABNORMAL")], False): Reason.SOLVER_FAILURE,
+            LPLimit([("GLOP", "LIMIT")], True): Reason.TIME_LIMIT,
+            Undecided("commit", "slow"): Reason.TIME_LIMIT,
+            Undecided("commit", "big", Reason.GROUNDING_LIMIT): Reason.GROUNDING_LIMIT}
+    for exc, reason in made.items():
+        assert isinstance(exc, SolverLimit) and exc.reason is reason, type(exc).__name__
+    assert str(TooDense(9, 4)) == "9 candidate pairs (limit 4)"
+    assert str(Undecided("commit", "slow")) == "cellspec: error: unknown (time limit): commit: slow"
+    try:
+        SolverLimit("no reason")
+    except TypeError as exc:
+        assert "needs a reason" in str(exc)
+    else:
+        raise AssertionError("a SolverLimit without a reason was accepted")

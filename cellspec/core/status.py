@@ -63,5 +63,21 @@ def exit_code(status: Status | str, reason: Reason | str | None = None) -> int:
     return _EXIT[Status(status)]
 
 
+class SolverLimit(Exception):
+    """The root of every solver limit and refusal (time, grounding, density, memory, a rule
+    or shape a backend cannot decide): the run ends ``unknown`` with :attr:`reason`, never
+    ``pass``. Each subclass declares its reason (a class attribute) or is given one, so a
+    caller turns any of them into ``unknown`` the same way, with no mapping of its own."""
+
+    reason: Reason
+
+    def __init__(self, message: str = "", reason: Reason | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+        elif not isinstance(getattr(self, "reason", None), Reason):
+            raise TypeError(f"{type(self).__name__} needs a reason (a Reason)")
+
+
 class InternalError(RuntimeError):
     """A bug of cellspec or a solver (not the user's input): reported with exit code 3."""

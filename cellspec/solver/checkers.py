@@ -230,10 +230,8 @@ class Z3Checker:
         """The violation set decided by Z3 (every instance's truth in one model)."""
         try:
             found = smt.smt_violations(inst, rules, timeout=timeout)
-        except smt.Z3Unknown as exc:
-            return _unknown(str(exc), Reason.TIME_LIMIT)
-        except LimitHit as exc:
-            return _unknown(str(exc), Reason.GROUNDING_LIMIT)
+        except (smt.Z3Unknown, LimitHit) as exc:  # a time or grounding limit
+            return _unknown(str(exc), exc.reason)
         return CheckerResult("done", tuple(found))
 
 

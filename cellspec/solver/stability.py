@@ -45,7 +45,7 @@ from fractions import Fraction
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core.status import Reason
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.solver import stability_lp as lp
 from cellspec.solver.stability_contacts import (  # noqa: F401 (callers import them here)
     Contacts,
@@ -75,13 +75,11 @@ def _shapes():  # noqa: ANN202
     return stability_shapes
 
 
-class StabilityLimit(Exception):
+class StabilityLimit(SolverLimit):
     """A stability LP could not be decided within its limits (the verdict is unknown):
-    ``code`` is the reason (size: grounding limit; time limit; solver failure)."""
+    ``reason`` says which (size: grounding limit; time limit; solver failure)."""
 
-    def __init__(self, message: str, code: Reason = Reason.GROUNDING_LIMIT):
-        super().__init__(message)
-        self.code = code
+    reason = Reason.GROUNDING_LIMIT
 
 
 def _limit(exc: lp.LPLimit, n: int) -> StabilityLimit:
@@ -89,9 +87,9 @@ def _limit(exc: lp.LPLimit, n: int) -> StabilityLimit:
     if exc.timed_out:
         tried = ", ".join(f"{name} {status}" for name, status in exc.statuses)
         return StabilityLimit(f"the stability LP of a structure of {n} parts did not finish "
-                              f"within {LP_TIME_LIMIT_S:g} s ({tried})", Reason.TIME_LIMIT)
+                              f"within {LP_TIME_LIMIT_S:g} s ({tried})", exc.reason)
     return StabilityLimit(f"the stability LP of a structure of {n} parts could not be "
-                          f"solved: {exc.sentence()}", Reason.SOLVER_FAILURE)
+                          f"solved: {exc.sentence()}", exc.reason)
 
 
 def _size_limit(n: int) -> StabilityLimit:
@@ -175,7 +173,7 @@ class Structure:
         """Record ``parts`` as undecided, or raise ``exc`` when the report is not tolerant."""
         if self.undecided is None:
             raise exc
-        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.code, self.step))
+        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.reason, self.step))
 
     def centre_of(self, parts: np.ndarray | list[int]) -> np.ndarray:
         """Box centres (m) of some parts."""

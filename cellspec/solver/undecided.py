@@ -37,7 +37,7 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
         res = checker.violations(inst, rules, timeout)
     except stability.StabilityLimit as exc:  # raised outside a structure (not tolerant)
         return checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
-                                      reason_code=exc.code), ()
+                                      reason_code=exc.reason), ()
     rep = inst.derived.stability_report
     if rep is None or res.status != "done" or not rep.undecided:
         return res, rep.undecided if rep is not None else ()

@@ -243,7 +243,7 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
             f"{_margin(inst, prog) * float(g.U):.4f}"
             " m of each "
             "other: far denser than a buildable cell (many parts at the same place?)"),
-            reason_code=Reason.DENSITY_LIMIT)
+            reason_code=exc.reason)
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(["--warn=none"])
     ctl.add("base", [], _builtins())
