@@ -28,6 +28,7 @@ from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
 from cellspec.core.proc import Sandbox, call_in_fork, unmappable
+from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as _s
@@ -335,7 +336,7 @@ def _repair(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
     rec: dict[str, Any] = {"verdict": verdict, "violations": [x.to_json() for x in before],
                            "status": r.status, "already_valid": r.already_valid,
                            "moved": [m.part for m in r.moves]}
-    if r.status not in ("optimal", "feasible") and r.reason:
+    if r.status not in FOUND and r.reason:
         rec["reason"] = r.reason
     if r.layout is not None and not r.already_valid:
         rec["layout"] = r.layout  # the client writes it to --out-dir and drops it here
@@ -346,7 +347,7 @@ def _plan(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
     r = plan(cell, layout, time_limit=o.get("time_limit", 10.0))
     verdict = {"optimal": "pass", "infeasible": "fail"}.get(r.status, "unknown")
     rec: dict[str, Any] = {"verdict": verdict, "violations": [], "status": r.status}
-    if r.status == "optimal":
+    if r.status == Status.OPTIMAL:
         rec["order"] = list(r.order)
     elif r.reason:
         rec["reason"] = r.reason

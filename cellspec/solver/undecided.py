@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cellspec.core.status import BackendStatus
 from cellspec.dsl.model import Rule
 from cellspec.solver import checkers, stability
 from cellspec.solver.instance import Instance
@@ -36,10 +37,10 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
     try:
         res = checker.violations(inst, rules, timeout)
     except stability.StabilityLimit as exc:  # raised outside a structure (not tolerant)
-        return checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
+        return checkers.CheckerResult(BackendStatus.UNKNOWN, reason=f"stability limit: {exc}",
                                       reason_code=exc.reason), ()
     rep = inst.derived.stability_report
-    if rep is None or res.status != "done" or not rep.undecided:
+    if rep is None or res.status != BackendStatus.DONE or not rep.undecided:
         return res, rep.undecided if rep is not None else ()
     undecided = rep.undecided
     reads = {k for k, r in enumerate(rules)
@@ -57,11 +58,11 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
     falling.derived.stability_report = replace(rep, stable=rep.stable & ~falls,
                                                placed_stable=placed)
     other = checker.violations(falling, rules, timeout)
-    if other.status != "done":
+    if other.status != BackendStatus.DONE:
         return other, undecided
     both = set(other.violations)
     kept = tuple(v for v in res.violations if v[0] not in reads or v in both)
-    return checkers.CheckerResult("done", kept), undecided
+    return checkers.CheckerResult(BackendStatus.DONE, kept), undecided
 
 
 def notes(undecided: Sequence[stability.Undecided], ids: tuple[str, ...]) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
+from cellspec.core.status import BackendStatus
 from cellspec.dsl.model import Cell, Rule
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.solver.asp.backend import run
@@ -146,7 +147,7 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
     split, mapping = split_disjuncts(prog)
     res = run(inst, split, list(range(len(mapping))), timeout=timeout)
     hits: dict[int, set[int]] = {k: set() for k in range(len(rules))}
-    if res.status != "done":
+    if res.status != BackendStatus.DONE:
         return rules, hits, res.reason
     for d, _ in res.violations:
         k, dis = mapping[d]
