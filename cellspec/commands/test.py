@@ -22,6 +22,7 @@ from cellspec.commands.common import (
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds
 from cellspec.core.proc import call_in_fork
+from cellspec.core.status import TestStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,8 +126,9 @@ def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any]:
         counts = {"passed": 0, "failed": 0}
 
         def stream(r) -> None:  # stderr, TTY only: each result as it completes
-            counts["passed" if r.status == "passed" else "failed"] += 1
-            if r.status != "passed":
+            passed = r.status == TestStatus.PASSED
+            counts["passed" if passed else "failed"] += 1
+            if not passed:
                 bar.write(f"FAIL {r.id}: {r.message}")
             bar.tick("test", counts["passed"] + counts["failed"], None,
                      f"{counts['passed']} passed, {counts['failed']} failed")

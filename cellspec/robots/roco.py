@@ -251,8 +251,8 @@ def evaluate_plan_test(cell: Cell, test: Any) -> tuple[str, dict]:
     expected = tuple(f"{e.rule}({', '.join(e.parts)})" for e in test.expected) or (test.expect,)
     det = {"expected": expected, "actual": actual}
     if test.expect == Status.PASS:
-        return ("passed", det) if r.ok else ("failed", {**det, "message": f"expected pass; "
-                                                         f"{r.ours()}"})
+        return (TestStatus.PASSED, det) if r.ok else (
+            TestStatus.FAILED, {**det, "message": f"expected pass; {r.ours()}"})
     if r.ok:
         return TestStatus.FAILED, {**det,
                                    "message": "expected the plan to fail, it passes every check"}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
-from cellspec.core.status import BackendStatus
+from cellspec.core.status import BackendStatus, TestStatus
 from cellspec.dsl.model import Cell, Rule
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.solver.asp.backend import run
@@ -237,7 +237,7 @@ def run_coverage(paths: list[str], pattern: str | None = None, workers: int = 1,
             rc.checked += 1
             for n in rec["fired"]:
                 rc.disjunct_hits[n] = rc.disjunct_hits.get(n, 0) + 1
-            passed = rec["status"] == "passed"
+            passed = rec["status"] == TestStatus.PASSED
             if passed and not rec["fired"]:
                 rc.held.append(rec["test"])
             elif passed and rec["expected"]:
