@@ -5,7 +5,10 @@ an edited cell gives the new verdict in the same process."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
+
+import pytest
 
 from cellspec.agent.base import parse_spec
 from cellspec.agent.loop import content_key, reference
@@ -101,3 +104,22 @@ def test_every_solver_limit_is_one_root_with_its_reason() -> None:
         assert "needs a reason" in str(exc)
     else:
         raise AssertionError("a SolverLimit without a reason was accepted")
+
+
+def test_review_mesh_cache_reads_a_mesh_edited_on_disk(tmp_path: Path) -> None:
+    pytest.importorskip("trimesh")
+    from cellspec.review import robots as rr
+
+    obj = tmp_path / "link.obj"
+
+    def write(x: float, when: int) -> None:
+        obj.write_text(f"v 0 0 0\nv {x} 0 0\nv 0 1 0\nf 1 2 3\n")
+        os.utime(obj, ns=(when, when))
+
+    write(1.0, 10**18)
+    v, f = rr._primitive(rr._GEOM_MESH, (2.0, 2.0, 2.0), str(obj))
+    assert v[:, 0].max() == 2.0 and f.tolist() == [[0, 1, 2]]
+    write(3.0, 10**18 + 10**9)  # the same path, edited
+    v, _ = rr._primitive(rr._GEOM_MESH, (2.0, 2.0, 2.0), str(obj))
+    assert v[:, 0].max() == 6.0
+    assert rr._primitive(rr._GEOM_MESH, (1.0, 1.0, 1.0), str(tmp_path / "gone.obj")) is None
