@@ -462,3 +462,41 @@ async def test_version2_hover_completion_and_diagnostics(client, files: Path):
     msgs = sorted(d.message for d in client.diagnostics[u])
     assert any("takes 1 argument(s), got 2" in m for m in msgs), msgs
     assert any("'GAP' is not a number or a known const" in m for m in msgs), msgs
+
+
+LIB = 'rule tall "{p} is too tall: {p.top}" :\n    forall p in cube: p.top <= {H}\n'
+EDITED = CELL.split("rule low")[0].replace(
+    "import physical", 'import physical\nimport "lib.cell"') + """test two {
+    layout {
+        c1 cube at (0.40, 0.20, 0.025)
+        c2 cube at (0.40, 0.20, 0.075)
+    }
+    order (c1, c2)
+    expect pass
+}
+"""
+
+
+async def test_edits_on_disk_and_in_the_buffer_give_the_new_verdict(client, files: Path):
+    # one long-lived server: an imported file edited on disk, then the document edited in
+    # the editor; each run sees the new rules (no result is reused across an edit)
+    (files / "lib.cell").write_text(LIB.replace("{H}", "0.30"))
+    path = files / "edited.cell"
+    path.write_text(EDITED)
+    u = await open_doc(client, path)
+
+    async def run() -> tuple[str, list[str]]:
+        out = await client.workspace_execute_command_async(T.ExecuteCommandParams(
+            command="cellspec.runTest", arguments=[u, "two"]))
+        (t,) = out["tests"]
+        return t["status"], t.get("unexpected", [])
+
+    assert await run() == ("passed", [])
+    (files / "lib.cell").write_text(LIB.replace("{H}", "0.08"))  # c2's top is 0.1
+    assert await run() == ("failed", ["tall(c2)"])
+    change_to = EDITED.replace("    expect pass\n}", "    expect fail tall(c2)\n}")
+    await change(client, u, change_to, 2)
+    assert await run() == ("passed", [])
+    (files / "lib.cell").write_text(LIB.replace("{H}", "0.30"))
+    status, _ = await run()
+    assert status == "failed"  # the expected violation is gone again

@@ -526,8 +526,9 @@ def test_an_undecided_structure_undecides_a_preference_that_reads_stability(
     """A real solver limit (the stability LP's time limit at a nanosecond): the bridge is
     undecided, a cube floats. The verdict fails on gravity; a preference reading stable()
     makes the score undecided (JSON met null, with the reason); without one it is decided."""
+    from structure_families import cell_text
+
     from cellspec.solver import stability as stab
-    from cellspec.testing.structures import cell_text
 
     bridge = [{"id": "pl", "type": "cube", "pos": [0.40, 0.275, 0.025]},
               {"id": "pr", "type": "cube", "pos": [0.50, 0.275, 0.025]},

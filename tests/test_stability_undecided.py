@@ -72,7 +72,7 @@ def test_abnormal_status_and_reason(cell, monkeypatch):
     monkeypatch.setattr(lp, "RETRIES", ())
     with pytest.raises(stab.StabilityLimit) as exc:
         stab.report(build_instance(cell, load_layout(HEAP)))
-    assert exc.value.code is Reason.SOLVER_FAILURE
+    assert exc.value.reason is Reason.SOLVER_FAILURE
     assert "the LP solver returned ABNORMAL (GLOP dual simplex)" in str(exc.value)
     assert "did not finish" not in str(exc.value)
 

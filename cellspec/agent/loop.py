@@ -16,6 +16,8 @@ here (``gate``, ``conformance``, ``reference``, ``max_height``, ``error_text``).
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +46,7 @@ from cellspec.solver.verify import check
 
 DEFAULT_T_MAX = 3
 Violation = tuple[str, tuple[str, ...], str]  # (rule, parts, message): one entry of phi(E)
-_REF_CACHE: dict[tuple[str, str, float], Reference] = {}
+_REF_CACHE: dict[tuple[str, str, float], Reference] = {}  # (content_key(cell), spec, limit)
 
 
 @dataclass(frozen=True)
@@ -116,10 +118,17 @@ class Reference:
         return None if self.layout is None else len(self.layout)
 
 
+def content_key(cell: Any) -> str:
+    """A digest of the cell's content (its pickle): equal for equal cells, different for a
+    cell whose rules, parts or constants were edited (its path and name may stay)."""
+    return hashlib.sha256(pickle.dumps(cell, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+
+
 def reference(cell: Any, spec: DesignSpec, time_limit: float) -> Reference:
     """The solver's build of ``spec`` in ``cell``, generated once per (cell, spec, limit):
-    the loop, the orchestrator and the fault injector ask for it more than once."""
-    key = (str(getattr(cell, "path", "")) + "|" + str(cell.name), repr(spec), time_limit)
+    the loop, the orchestrator and the fault injector ask for it more than once. Keyed by
+    the cell's content, so a cell edited and reloaded at the same path is built anew."""
+    key = (content_key(cell), repr(spec), time_limit)
     if key not in _REF_CACHE:
         if len(_REF_CACHE) > 256:
             _REF_CACHE.clear()

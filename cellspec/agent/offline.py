@@ -35,6 +35,7 @@ from cellspec.agent.nl.compose import compose
 from cellspec.agent.nl.compose import fmt as _fmt
 from cellspec.agent.nl.lexer import MAX_COMMAND, check_text, tokenize
 from cellspec.agent.nl.parser import parse_tokens
+from cellspec.core.status import FOUND
 from cellspec.solver.cpsat.generate import generate
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _fill(text: str, cell: Cell, notes: list[str]) -> str | None:
                 f"    max height {_fmt(sz)}\n}}\n")
 
     def fits(n: int) -> bool:
-        return generate(cell, parse_spec(spec_for(n))).status in ("optimal", "feasible")
+        return generate(cell, parse_spec(spec_for(n))).status in FOUND
 
     # the largest n the generator places: binary search (a packing of n that fits leaves
     # room for n - 1), each probe a real generator call

@@ -61,7 +61,7 @@ from cellspec.agent.loop import (
 from cellspec.agent.skills import SkillRegistry
 from cellspec.core.errors import CellspecError
 from cellspec.core.io import TooLarge, read_text_bounded
-from cellspec.core.status import Status
+from cellspec.core.status import PhaseStatus, Status
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.verify import check
@@ -99,7 +99,7 @@ class PhaseStep:
     """One visited phase: how it went and where it routed."""
 
     phase: str
-    status: str  # ok | fail | skipped | unavailable
+    status: PhaseStatus
     detail: str | None
     next: str | None
     routed_by: str = "rule"  # rule | llm | rule (llm choice invalid: ...)
@@ -247,11 +247,11 @@ class Orchestrator:
         self.router = router
 
     # --- machinery -------------------------------------------------------------------
-    def _go(self, st: _State, phase: str, status: str, detail: str | None, route: str,
+    def _go(self, st: _State, phase: str, status: PhaseStatus, detail: str | None, route: str,
             context: dict[str, Any] | None = None) -> str:
         """Record the phase and return the next one (the router's, when valid)."""
         how = "rule"
-        if self.router is not None and phase in BRANCHES and status == "fail":
+        if self.router is not None and phase in BRANCHES and status == PhaseStatus.FAIL:
             options = [p for p in BRANCHES[phase] if p in TRANSITIONS[phase]
                        and (p != "HumanReview" or (self.reviewer is not None
                                                    and st.candidate is not None))]
@@ -290,7 +290,7 @@ class Orchestrator:
                 raise
             except CellspecError as exc:  # an error no route handles: abort, with why
                 st.reason = f"{phase}: {error_text(exc)}"
-                phase = self._go(st, phase, "fail", st.reason, "Failed")
+                phase = self._go(st, phase, PhaseStatus.FAIL, st.reason, "Failed")
         d = st.design
         ok = phase == "Done" and st.final is not None
         intent, intent_of = intent_report(self.cell, st.spec, st.final if ok else None,
@@ -307,8 +307,8 @@ class Orchestrator:
             st.final if ok else None, self.adapter.calls,
             time.perf_counter() - t0, d.repairs if d else 0, d.attempts if d else 0,
             tuple(self.adapter.records), intent, intent_of)
-        st.trace.append(PhaseStep(phase, "ok" if ok else "fail", None if ok else res.reason,
-                                  None))
+        st.trace.append(PhaseStep(phase, PhaseStatus.OK if ok else PhaseStatus.FAIL,
+                                  None if ok else res.reason, None))
         return OrchestratorResult(res, tuple(st.trace), st.execute)
 
     # --- the candidate ---------------------------------------------------------------
@@ -329,8 +329,8 @@ class Orchestrator:
         st.spec_text, st.spec, why = translate_spec(command, self.cell, self.adapter)
         if st.spec is None:
             st.reason = why
-            return self._go(st, "Plan", "fail", st.reason, "Failed")
-        return self._go(st, "Plan", "ok", None, "Design")
+            return self._go(st, "Plan", PhaseStatus.FAIL, st.reason, "Failed")
+        return self._go(st, "Plan", PhaseStatus.OK, None, "Design")
 
     def _design(self, st: _State, command: str) -> str:
         feedback, st.feedback = st.feedback, None
@@ -340,12 +340,12 @@ class Orchestrator:
         st.design = r
         if r.final is None:
             st.reason = r.reason
-            return self._go(st, "Design", "fail", r.reason,
+            return self._go(st, "Design", PhaseStatus.FAIL, r.reason,
                             "Replan" if st.candidate is not None else "Failed")
         n = len(r.final.layout)
         if _fingerprint(r.final.layout) in st.rejected_by_twin:
             st.reason = f"the re-plan gave the layout the twin already rejected ({st.reason})"
-            return self._go(st, "Design", "fail", st.reason, "Failed")
+            return self._go(st, "Design", PhaseStatus.FAIL, st.reason, "Failed")
         # the loop's gate passed this layout (conformance, sequence, clingo): known clean;
         # the candidate is its parts (no order), the gate's order rides along in ``gated``
         self._propose(st, r.final.layout.with_order(None), known=(), gated=r.final)
@@ -353,7 +353,7 @@ class Orchestrator:
         st.reason = r.reason
         ref = reference(self.cell, st.spec, self.time_limit)  # cached: nothing is solved
         st.want = ref.parts if ref.parts is not None else n
-        return self._go(st, "Design", "ok", f"{r.outcome}, {n} parts", "Inspect")
+        return self._go(st, "Design", PhaseStatus.OK, f"{r.outcome}, {n} parts", "Inspect")
 
     def _check(self, st: _State, lay: Layout) -> tuple[Violation, ...]:
         """The spec's conformance and one clingo check of ``lay``."""
@@ -376,33 +376,34 @@ class Orchestrator:
         if st.violations:
             what = "; ".join(f"{r}({', '.join(p)})" if p else f"{r}: {m}"
                              for r, p, m in st.violations[:6])
-            return self._go(st, "Inspect", "fail", what, "Replan",
+            return self._go(st, "Inspect", PhaseStatus.FAIL, what, "Replan",
                             {"violations": [r for r, _, _ in st.violations]})
         nxt = "HumanReview" if self.reviewer is not None else "PreExecute"
-        return self._go(st, "Inspect", "ok", "re-verified pass (clingo)", nxt)
+        return self._go(st, "Inspect", PhaseStatus.OK, "re-verified pass (clingo)", nxt)
 
     def _review(self, st: _State, command: str) -> str:
         assert self.reviewer is not None and st.candidate is not None
         st.reviews += 1
         if st.reviews > MAX_REVIEWS:
             st.reason = f"no decision after {MAX_REVIEWS} reviews"
-            return self._go(st, "HumanReview", "fail", st.reason, "Failed")
+            return self._go(st, "HumanReview", PhaseStatus.FAIL, st.reason, "Failed")
         verdict = "verified pass" if not st.violations else \
             f"FAILS {', '.join(sorted({r for r, _, _ in st.violations}))} (escalated)"
         ans, payload = self.reviewer.ask(self._shown(st.candidate), verdict)
         if ans == "accept":
             if st.violations:  # an escalated, failing layout can not be accepted
                 st.reason = "the reviewer accepted a layout that fails the check: refused"
-                return self._go(st, "HumanReview", "fail", st.reason, "Failed")
-            return self._go(st, "HumanReview", "ok", "accepted by the reviewer", "PreExecute")
+                return self._go(st, "HumanReview", PhaseStatus.FAIL, st.reason, "Failed")
+            return self._go(st, "HumanReview", PhaseStatus.OK, "accepted by the reviewer",
+                            "PreExecute")
         if ans == "reject":
             st.reason = str(payload)
-            return self._go(st, "HumanReview", "fail", st.reason, "Failed")
+            return self._go(st, "HumanReview", PhaseStatus.FAIL, st.reason, "Failed")
         self._propose(st, payload)
         st.outcome = "accepted"
         st.reason = "modified by the reviewer"
         st.escalated = False
-        return self._go(st, "HumanReview", "ok", "modified by the reviewer", "Inspect")
+        return self._go(st, "HumanReview", PhaseStatus.OK, "modified by the reviewer", "Inspect")
 
     def _pre_execute(self, st: _State, command: str) -> str:
         assert st.candidate is not None
@@ -411,35 +412,36 @@ class Orchestrator:
         if final is None:
             st.reason = why
             st.violations = (("sequence", (), why or "no sequence"),)
-            return self._go(st, "PreExecute", "fail", why, "Replan")
+            return self._go(st, "PreExecute", PhaseStatus.FAIL, why, "Replan")
         st.final = st.gated = final
         nxt = "Execute" if self.execute else "Done"
-        return self._go(st, "PreExecute", "ok", f"{len(final.steps)} steps, gate pass", nxt)
+        return self._go(st, "PreExecute", PhaseStatus.OK, f"{len(final.steps)} steps, gate pass",
+                        nxt)
 
     def _execute(self, st: _State, command: str) -> str:
         assert st.final is not None
         try:
             from cellspec.robots.sim import simulate  # lazy: the twin (pybullet) is optional
         except ImportError as exc:
-            st.execute = {"status": "unavailable",
+            st.execute = {"status": PhaseStatus.UNAVAILABLE,
                           "reason": f"twin not available: cellspec.robots.sim ({exc})"}
-            return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
+            return self._go(st, "Execute", PhaseStatus.UNAVAILABLE, st.execute["reason"], "Done")
         try:
             res = simulate(self.cell, st.final.layout, steps=st.final.steps,
                            time_limit=self.time_limit)
         except CellspecError as exc:  # e.g. the cell declares no supply the twin can use
-            st.execute = {"status": "unavailable",
+            st.execute = {"status": PhaseStatus.UNAVAILABLE,
                           "reason": f"the twin cannot run this cell: {error_text(exc)}"}
-            return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
+            return self._go(st, "Execute", PhaseStatus.UNAVAILABLE, st.execute["reason"], "Done")
         except Exception as exc:  # noqa: BLE001 - a twin defect is reported, not hidden
-            st.execute = {"status": "unavailable",
+            st.execute = {"status": PhaseStatus.UNAVAILABLE,
                           "reason": f"twin not available: it failed with "
                                     f"{type(exc).__name__}: {exc}"}
-            return self._go(st, "Execute", "unavailable", st.execute["reason"], "Done")
+            return self._go(st, "Execute", PhaseStatus.UNAVAILABLE, st.execute["reason"], "Done")
         st.execute = {"status": res.verdict, **res.to_json()}
         if res.verdict == Status.PASS:
-            return self._go(st, "Execute", "ok", f"{len(res.actions)} actions executed in the "
-                            "twin, all pass", "Done")
+            return self._go(st, "Execute", PhaseStatus.OK, f"{len(res.actions)} actions executed "
+                            "in the twin, all pass", "Done")
         bad = [a for a in res.actions if not a.ok]
         why = res.reason or "the twin rejects the plan"
         if bad:
@@ -449,7 +451,7 @@ class Orchestrator:
             or (("execute", (), why),)
         st.rejected_by_twin.add(_fingerprint(st.final.layout))
         st.final = None
-        return self._go(st, "Execute", "fail", why, "Replan")
+        return self._go(st, "Execute", PhaseStatus.FAIL, why, "Replan")
 
     def _recover(self, st: _State) -> tuple[str, Layout, tuple[Violation, ...] | None] | None:
         """shift, flatten, then repair: the first whose output passes verify and the spec;
@@ -495,7 +497,7 @@ class Orchestrator:
         st.replans += 1
         if st.replans > MAX_REPLANS:
             st.reason = f"gave up after {MAX_REPLANS} re-plans: {st.reason}"
-            return self._go(st, "Replan", "fail", st.reason, "Failed")
+            return self._go(st, "Replan", PhaseStatus.FAIL, st.reason, "Failed")
         if st.candidate is not None and st.violations:
             rec = self._recover(st)
             if rec is not None:
@@ -503,21 +505,21 @@ class Orchestrator:
                 self._propose(st, cand, known)
                 st.outcome = "repaired"
                 st.reason = f"recovered by {name}"
-                return self._go(st, "Replan", "ok", f"recovery skill {name}", "Inspect")
+                return self._go(st, "Replan", PhaseStatus.OK, f"recovery skill {name}", "Inspect")
         if not st.reprompted:
             st.reprompted = True
             st.feedback = Feedback(st.replans, st.violations)
-            return self._go(st, "Replan", "ok", "re-prompt with the violated constraints",
+            return self._go(st, "Replan", PhaseStatus.OK, "re-prompt with the violated constraints",
                             "Design")
         detail = "recovery skills and re-prompt did not help"
         malformed = any(r == "format" for r, _, _ in st.violations)
         if self.reviewer is not None and not st.escalated and st.candidate is not None \
                 and not malformed:
             st.escalated = True
-            return self._go(st, "Replan", "fail", detail + "; escalated to the human",
+            return self._go(st, "Replan", PhaseStatus.FAIL, detail + "; escalated to the human",
                             "HumanReview", {"violations": [r for r, _, _ in st.violations]})
         st.reason = f"{detail}: {st.reason}"
-        return self._go(st, "Replan", "fail", st.reason, "Failed")
+        return self._go(st, "Replan", PhaseStatus.FAIL, st.reason, "Failed")
 
 
 def _fingerprint(layout: Layout) -> str:

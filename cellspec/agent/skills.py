@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from cellspec.agent.base import parse_spec, strict_schema
 from cellspec.agent.offline import OfflineAdapter
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Box, BoxZone, Source
 from cellspec.layout import UnknownPartType, layout_from_obj
 from cellspec.solver.cpsat.repair import with_blocked
@@ -252,7 +253,7 @@ class SkillRegistry:
 
     def _sequence(self, a: LayoutArgs) -> dict[str, Any]:
         p = plan(self.cell, self._layout(a.layout), time_limit=self.time_limit)
-        found = p.status in ("optimal", "feasible") and bool(p.steps)
+        found = p.status in FOUND and bool(p.steps)
         return {"status": p.status, "reason": p.reason,
                 "order": [s.part for s in p.steps] if found else None,
                 "grips": [s.to_json() for s in p.steps] if found else None,
@@ -261,7 +262,7 @@ class SkillRegistry:
     def _task(self, a: LayoutArgs) -> dict[str, Any]:
         self._layout(a.layout, need_parts=True)
         v = self._verify(a)
-        if v["verdict"] != "pass":
+        if v["verdict"] != Status.PASS:
             what = "; ".join(f"{x['rule']}({', '.join(x['parts'])})" for x in v["violations"][:5])
             raise SkillError(f"the layout does not verify ({what or v['reason']}): no tasks "
                              "for an infeasible layout")
@@ -335,7 +336,7 @@ class SkillRegistry:
             tried += 1
             v = self._verdict(cell, lay)
             spent = perf_counter() - t0 > self.time_limit  # the whole search is bounded
-            if v["verdict"] == "pass" or a.dx is not None or tried >= 12 or spent:
+            if v["verdict"] == Status.PASS or a.dx is not None or tried >= 12 or spent:
                 return {"layout": obj, "dx": _r(dx), "dy": _r(dy), **v}
         raise SkillError("no rigid shift inside the workspace clears the keep-outs and the "
                          "blocked region (try flatten, or a re-plan)")

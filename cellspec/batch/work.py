@@ -27,7 +27,8 @@ import numpy as np
 from cellspec import __version__
 from cellspec.batch.inputs import Item
 from cellspec.core.errors import CellspecError, Diagnostic, line_col
-from cellspec.core.proc import Sandbox, call_in_fork, unmappable
+from cellspec.core.proc import Outcome, Sandbox, call_in_fork, unmappable
+from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as _s
@@ -185,7 +186,7 @@ def close_sandboxes() -> None:
     _SANDBOXES.sb = None
 
 
-def _serve_layout(req: tuple[str, str, dict[str, Any], Layout]) -> tuple[str, Any]:
+def _serve_layout(req: tuple[str, str, dict[str, Any], Layout]) -> tuple[Outcome, Any]:
     """In the sandbox child: one layout's verb (the cell from this process's cache)."""
     key, verb, options, layout = req
     return _work(verb, _CELLS[key], layout, options)
@@ -204,28 +205,28 @@ def _bounded(verb: str, cell: Cell, layout: Layout, options: dict[str, Any],
     return _record(verb, bound, kind, value)
 
 
-def _work(verb: str, cell: Cell, layout: Layout, options: dict[str, Any]) -> tuple[str, Any]:
+def _work(verb: str, cell: Cell, layout: Layout, options: dict[str, Any]) -> tuple[Outcome, Any]:
     """The verb on one layout, its errors as values (in the child)."""
     try:
-        return ("ok", _VERB_FUNCS[verb](cell, layout, options))
+        return (Outcome.OK, _VERB_FUNCS[verb](cell, layout, options))
     except CellspecError as exc:
-        return ("input", [str(d) for d in exc.diagnostics])
+        return (Outcome.INPUT, [str(d) for d in exc.diagnostics])
     except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way
         if "alloc" in str(exc).lower():
             raise MemoryError from None
-        return ("internal", f"{type(exc).__name__}: {exc}")
+        return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
         if unmappable(exc):
             raise MemoryError from None
-        return ("internal", f"{type(exc).__name__}: {exc}")
+        return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
     except SystemError as exc:  # CPython's allocation failure inside an import or a call
         if _capped() and "returned NULL" in str(exc):
             raise MemoryError from None
-        return ("internal", f"{type(exc).__name__}: {exc}")
+        return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - a bug for this layout: its record
-        return ("internal", f"{type(exc).__name__}: {exc}")
+        return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
 
@@ -238,21 +239,21 @@ def _capped() -> bool:
 
 def _record(verb: str, bound: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
     """The record of a bounded layout from its child's outcome."""
-    if kind == "ok":
+    if kind == Outcome.OK:
         what, got = value
-        if what == "ok":
+        if what == Outcome.OK:
             return dict(got)
-        if what == "input":
+        if what == Outcome.INPUT:
             return {"verdict": "bad input", "violations": [], "errors": list(got)}
         return {"verdict": "error", "violations": [], "error": f"internal error: {got}"}
     status = {"status": "unknown"} if verb in ("repair", "plan") else {}
-    if kind == "time":
+    if kind == Outcome.TIME:
         return {"verdict": "unknown", "violations": [], **status, "reason_code": "time limit",
                 "reason": f"time limit: the layout was not finished within "
                 f"{bound['seconds']:g} s and was stopped (--time-limit"
                 f"{'' if verb != 'check' else ' / --timeout'} per layout, plus the "
                 "solver's grace to hand its answer over)"}
-    if kind == "memory":
+    if kind == Outcome.MEMORY:
         return {"verdict": "unknown", "violations": [], **status,
                 "reason_code": "memory limit",
                 "reason": f"memory limit: the layout needed more than "
@@ -335,7 +336,7 @@ def _repair(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
     rec: dict[str, Any] = {"verdict": verdict, "violations": [x.to_json() for x in before],
                            "status": r.status, "already_valid": r.already_valid,
                            "moved": [m.part for m in r.moves]}
-    if r.status not in ("optimal", "feasible") and r.reason:
+    if r.status not in FOUND and r.reason:
         rec["reason"] = r.reason
     if r.layout is not None and not r.already_valid:
         rec["layout"] = r.layout  # the client writes it to --out-dir and drops it here
@@ -346,7 +347,7 @@ def _plan(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
     r = plan(cell, layout, time_limit=o.get("time_limit", 10.0))
     verdict = {"optimal": "pass", "infeasible": "fail"}.get(r.status, "unknown")
     rec: dict[str, Any] = {"verdict": verdict, "violations": [], "status": r.status}
-    if r.status == "optimal":
+    if r.status == Status.OPTIMAL:
         rec["order"] = list(r.order)
     elif r.reason:
         rec["reason"] = r.reason

@@ -29,6 +29,7 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require_extra
 from cellspec.core.io import AtomicOutput
 from cellspec.core.limits import DEFAULT_MAX_MEMORY, check_output, check_seconds, parse_memory
+from cellspec.core.status import Status
 
 KINDS = ("pass", "fail", "unknown", "bad input", "error")
 
@@ -282,6 +283,6 @@ def _pretty(rec: dict[str, Any]) -> str:
     if v == "error":
         return f"{rec['id']}: error: {rec.get('error', '')}"
     found = ", ".join(f"{x['rule']}({', '.join(x['parts'])})" for x in rec["violations"])
-    tail = f": {found}" if found and v == "fail" else (f": {rec['reason']}"
+    tail = f": {found}" if found and v == Status.FAIL else (f": {rec['reason']}"
                                                        if rec.get("reason") else "")
     return f"{rec['id']}: {v}{tail}"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.core.proc import die_with_parent, unmappable, vm_size
+from cellspec.core.proc import Outcome, die_with_parent, unmappable, vm_size
 
 
 def _process_age() -> float:
@@ -147,32 +147,32 @@ def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
         except (ValueError, OSError):
             pass
     try:
-        out: tuple[str, Any] = ("ok", fn())
+        out: tuple[Outcome, Any] = (Outcome.OK, fn())
     except CellspecError as exc:
-        out = ("input", exc.diagnostics)
+        out = (Outcome.INPUT, exc.diagnostics)
     except MemoryError:
-        out = ("memory", None)
+        out = (Outcome.MEMORY, None)
     except (ImportError, OSError) as exc:  # a library that cannot be mapped under the cap
-        out = ("memory", None) if unmappable(exc) else \
-            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        out = (Outcome.MEMORY, None) if unmappable(exc) else \
+            (Outcome.INTERNAL, (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except RuntimeError as exc:  # clingo and OR-Tools report std::bad_alloc this way; a
         # thread whose stack the cap refuses: "can't start new thread" / EAGAIN
         text = str(exc).lower()
-        out = ("memory", None) if max_memory is not None and any(
+        out = (Outcome.MEMORY, None) if max_memory is not None and any(
             w in text for w in ("alloc", "can't start new thread",
                                 "resource temporarily unavailable")) else \
-            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            (Outcome.INTERNAL, (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except SystemError as exc:  # a C extension whose allocation failed without saying so
-        out = ("memory", None) if max_memory is not None else \
-            ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        out = (Outcome.MEMORY, None) if max_memory is not None else \
+            (Outcome.INTERNAL, (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     except BaseException as exc:  # a bug: the parent says so (exit 3)
-        out = ("internal", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        out = (Outcome.INTERNAL, (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     try:
         conn.send_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     except MemoryError:
         os._exit(MEMORY_EXIT)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        conn.send_bytes(pickle.dumps(("internal", (f"result not picklable: {exc}", ""))))
+        conn.send_bytes(pickle.dumps((Outcome.INTERNAL, (f"result not picklable: {exc}", ""))))
     conn.close()
 
 
@@ -278,11 +278,11 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
                         "(--time-limit bounds the whole verb: loading, grounding, solving)",
                         took)
     kind, value = pickle.loads(data)
-    if kind == "ok":
+    if kind == Outcome.OK:
         return value
-    if kind == "input":
+    if kind == Outcome.INPUT:
         raise CellspecError(value)
-    if kind == "memory":
+    if kind == Outcome.MEMORY:
         return LimitHit("memory limit", f"memory limit: the run needed more than "
                         f"{_mib(max_memory or 0)} (--max-memory)" if max_memory else
                         "memory limit: out of memory", took)

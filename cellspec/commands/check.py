@@ -26,7 +26,7 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
-from cellspec.core.proc import call_in_fork
+from cellspec.core.proc import Outcome, call_in_fork
 from cellspec.core.status import Status, exit_code
 
 # the names of cellspec.solver.checkers.REGISTRY (not imported: the parser is built at
@@ -83,28 +83,28 @@ def _compute(a: argparse.Namespace):
     # --robust-timeout bounds the whole proof (building and grounding the displaced
     # problem too, not only Z3's search: 13.8 s at --robust-timeout 1 before, issue 31):
     # it runs in a child stopped at the limit plus a grace to hand its answer over
-    def proof() -> tuple[str, Any]:
+    def proof() -> tuple[Outcome, Any]:
         try:
-            return ("ok", prove_robust(cell, layout, float(a.robust), timeout=t,
+            return (Outcome.OK, prove_robust(cell, layout, float(a.robust), timeout=t,
                                        backend=a.backend))
         except CellspecError as exc:
-            return ("input", exc.diagnostics)
+            return (Outcome.INPUT, exc.diagnostics)
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: re-raised in the worker
-            return ("internal", f"{type(exc).__name__}: {exc}")
+            return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     kind, got = call_in_fork(proof, seconds=t + anytime_grace(t), extra_memory=None)
-    if kind == "ok":
+    if kind == Outcome.OK:
         what, value = got
-        if what == "input":
+        if what == Outcome.INPUT:
             raise CellspecError(value)
-        if what == "internal":
+        if what == Outcome.INTERNAL:
             raise RuntimeError(value)
         return v, value
-    if kind == "memory":
+    if kind == Outcome.MEMORY:
         raise MemoryError
-    if kind != "time":
+    if kind != Outcome.TIME:
         raise RuntimeError(f"the robustness proof's process died (exit code {got})")
     from cellspec.core import geometry as g
     from cellspec.solver.formal.robust import validate_tolerance  # lazy: as above

@@ -14,6 +14,7 @@ from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_writ
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_llm_limits, check_output, check_seconds, parse_memory
+from cellspec.core.status import PhaseStatus
 
 if TYPE_CHECKING:
     from cellspec.agent.base import Adapter
@@ -269,8 +270,8 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
             mark = "ok  " if c["holds"] else "FAIL"
             soft = " (soft)" if c.get("soft") else ""
             say(f"  {mark} {c['clause']}{soft}: {c['detail']}  [{c['source']}]")
-    say("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == "ok" else f" [{p.status}]")
-                                 for p in o.phases))
+    say("phases: " + " -> ".join(f"{p.phase}" + ("" if p.status == PhaseStatus.OK
+                                                  else f" [{p.status}]") for p in o.phases))
     if o.execute is not None:
         ex = o.execute.get("execution") or {}
         extra = f" (δ {ex['delta']:.4f} rad, ε {ex['epsilon']:g})" if "delta" in ex else ""

@@ -11,6 +11,7 @@ from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_writ
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_output, check_seconds, parse_memory
+from cellspec.core.status import Status
 from cellspec.robots import quiet_pybullet
 
 
@@ -168,7 +169,7 @@ def _print(a: argparse.Namespace, rec: dict, text: str) -> None:
             for at in r["attempts"]:
                 plan = (at["plan"] or "(no plan)").replace("\n", " | ")
                 print(f"  round {r['round']} try {at['replan']}: {at['verdict']}: {plan}")
-                if at["verdict"] == "fail":
+                if at["verdict"] == Status.FAIL:
                     for f in at["failures"]:
                         print(f"    {f['source']} {f['check']} {f['robots']}: {f['text'][:160]}")
             if r.get("execute_error"):

@@ -14,7 +14,7 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
-from cellspec.core.status import Status
+from cellspec.core.status import ExplainStatus, Status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +61,9 @@ def run(a: argparse.Namespace) -> int:
             "seconds": round(e.seconds, 4)}, f"unknown: {e.reason}")
     if a.format == "json":
         print(json.dumps(e.to_json(), indent=2))
-    elif e.status == Status.PASS:
+    elif e.status == ExplainStatus.PASS:
         print("pass: nothing to explain")
-    elif e.status == Status.UNKNOWN:
+    elif e.status == ExplainStatus.UNKNOWN:
         print(f"unknown: {e.reason}")
     else:
         print(f"{e.total_violations} violation(s) in the layout; {len(e.causes)} failing "
@@ -76,6 +76,6 @@ def run(a: argparse.Namespace) -> int:
                 print(f"  {r.source}: rule {r.rule}")
             for v in c.violations:
                 print(f"  {v['source']}: {v['rule']}({', '.join(v['parts'])}): {v['message']}")
-    if e.status == Status.PASS:
+    if e.status == ExplainStatus.PASS:
         return EXIT_OK
-    return EXIT_FAIL if e.status == "explained" else EXIT_INPUT
+    return EXIT_FAIL if e.status == ExplainStatus.EXPLAINED else EXIT_INPUT

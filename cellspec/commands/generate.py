@@ -19,6 +19,7 @@ from cellspec.commands.bounded import (
 )
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
+from cellspec.core.status import FOUND, Status
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -64,10 +65,10 @@ def _compute(a: argparse.Namespace) -> Any:
     if r.layout is not None:
         left = remaining(a.time_limit + anytime_grace(a.time_limit))
         v = check(cell, layout_from_obj(r.layout), timeout=left)
-        if v.verdict != "pass":
+        if v.verdict != Status.PASS:
             detail = v.reason or "; ".join(f"{x.rule}({', '.join(x.parts)})"
                                            for x in v.violations[:5])
-            r = type(r)(status="unknown", design=r.design, seconds=r.seconds,
+            r = type(r)(status=Status.UNKNOWN, design=r.design, seconds=r.seconds,
                         reason=f"internal error: the generated layout fails the check: {detail}")
     # plain data for the parent: unpickling the result model would import the solvers there
     return {"status": str(r.status), "layout": r.layout, "json": r.to_json(),
@@ -89,11 +90,11 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
             grip = f"{st.gripper} {st.axis}" if st.axis else st.gripper
             p = pos[st.part]
             say(f"{k:4d}  {st.part}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
-        proof = "placement optimal" if r.status == "optimal" else \
+        proof = "placement optimal" if r.status == Status.OPTIMAL else \
             "placement not proved optimal within the search budget"
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
             f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
-    elif r.status == "infeasible":
+    elif r.status == Status.INFEASIBLE:
         say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:
         say(f"unknown: {r.reason} ({in_all(r.seconds)})")
@@ -118,6 +119,6 @@ def run(a: argparse.Namespace) -> int:
         print(json.dumps(got["json"], indent=2))
     else:
         print(got["pretty"], end="")
-    if got["status"] in ("optimal", "feasible"):
+    if got["status"] in FOUND:
         return EXIT_OK
-    return EXIT_FAIL if got["status"] == "infeasible" else EXIT_INPUT
+    return EXIT_FAIL if got["status"] == Status.INFEASIBLE else EXIT_INPUT

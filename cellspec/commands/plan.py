@@ -11,6 +11,7 @@ from cellspec.commands import common
 from cellspec.commands.bounded import LimitHit, in_all, print_stopped, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
+from cellspec.core.status import Status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,7 +67,7 @@ def run(a: argparse.Namespace) -> int:
             "status": "unknown", "method": "", "order": [], "steps": [], "reason": res.reason,
             "seconds": round(res.seconds, 4)}), f"unknown: {res.reason} ({res.seconds:.3f} s)")
     r, layout, paper = res
-    if r.status == "optimal" and a.output:
+    if r.status == Status.OPTIMAL and a.output:
         atomic_write(Path(a.output), json.dumps(layout.with_order(r.order).to_json(),
                                                 indent=2) + "\n")
     other = [v for v in (r.verdict.violations if r.verdict else ()) if v.rule not in
@@ -80,10 +81,10 @@ def run(a: argparse.Namespace) -> int:
         for k, s in enumerate(r.steps, 1):
             grip = f"{s.gripper} {s.axis}" if s.axis else s.gripper
             print(f"{k:4d}  {s.part}  {grip}")
-        if r.status == "optimal":
+        if r.status == Status.OPTIMAL:
             print(f"plan: {len(r.steps)} parts ordered ({r.method}), re-verified: no order "
                   f"rule violated ({in_all(r.seconds)})")
-        elif r.status == "infeasible":
+        elif r.status == Status.INFEASIBLE:
             print(f"infeasible: {r.reason} ({r.method}, {in_all(r.seconds)})")
         else:
             print(f"unknown: {r.reason} ({in_all(r.seconds)})")
@@ -93,6 +94,6 @@ def run(a: argparse.Namespace) -> int:
     for v in other:
         print(f"note: the layout itself fails {v.rule}({', '.join(v.parts)}) (see "
               "`cellspec repair`)", file=sys.stderr)
-    if r.status == "optimal":
+    if r.status == Status.OPTIMAL:
         return EXIT_OK
-    return EXIT_FAIL if r.status == "infeasible" else EXIT_INPUT
+    return EXIT_FAIL if r.status == Status.INFEASIBLE else EXIT_INPUT

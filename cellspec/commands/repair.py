@@ -21,6 +21,7 @@ from cellspec.commands.bounded import (
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import FOUND, Status
 
 MAX_WORKERS = 64
 MAX_SECONDS = 3600.0
@@ -135,13 +136,13 @@ def run(a: argparse.Namespace) -> int:
             turn = "" if m.yaw is None else (f"  yaw {m.yaw:g} kept" if m.yaw_kept else
                                              f"  turned to yaw {m.yaw:g}")
             print(f"moved {m.part}: {_p(m.src)} -> {_p(m.dst)}  {m.how}{turn}  [{m.why}]")
-        if r.status in ("optimal", "feasible") and not r.already_valid:
+        if r.status in FOUND and not r.already_valid:
             if r.reordered and r.layout is not None:
                 order = r.layout["order"]
                 print("order re-sequenced: " + " ".join(order[:40])
                       + (f" ... ({len(order)} parts; the full order is in -o / --format json)"
                          if len(order) > 40 else ""))
-            proof = ("minimal" if r.status == "optimal" else
+            proof = ("minimal" if r.status == Status.OPTIMAL else
                      "not proved minimal within the limits")
             if r.clusters:
                 proof += (f"; {sum(c.proved for c in r.clusters)}/{len(r.clusters)} "
@@ -149,10 +150,10 @@ def run(a: argparse.Namespace) -> int:
             print(f"repaired: {r.parts_moved} part(s) moved, L1 {r.displacement:.4f} m, "
                   f"re-verified pass, {proof} ({in_all(r.seconds)})"
                   + (f"; written to {a.output}" if a.output else ""))
-        elif r.status == "infeasible":
+        elif r.status == Status.INFEASIBLE:
             print(f"impossible: {r.reason} ({in_all(r.seconds)})")
-        elif r.status == "unknown":
+        elif r.status == Status.UNKNOWN:
             print(f"unknown: {r.reason} ({in_all(r.seconds)})")
-    if r.status in ("optimal", "feasible"):
+    if r.status in FOUND:
         return EXIT_OK
-    return EXIT_FAIL if r.status == "infeasible" else EXIT_INPUT
+    return EXIT_FAIL if r.status == Status.INFEASIBLE else EXIT_INPUT

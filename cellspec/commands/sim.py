@@ -24,6 +24,7 @@ from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.limits import check_seconds, parse_memory
+from cellspec.core.status import Status
 from cellspec.robots import quiet_pybullet
 
 if TYPE_CHECKING:
@@ -186,9 +187,9 @@ def run(a: argparse.Namespace) -> int:
         print(json.dumps(got["json"], indent=2))
     else:
         print(got["pretty"], end="")
-    if got["verdict"] == "pass":
+    if got["verdict"] == Status.PASS:
         return EXIT_OK
-    return EXIT_FAIL if got["verdict"] == "fail" else EXIT_INPUT
+    return EXIT_FAIL if got["verdict"] == Status.FAIL else EXIT_INPUT
 
 
 def _compute(a: argparse.Namespace) -> dict[str, Any]:
@@ -225,7 +226,7 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
                            motion_time_limit=a.motion_time_limit, time_limit=solver,
                            snapshots=None if shots is None else str(shots),
                            unverified=a.unverified)
-            if a.compare_single and res.verdict == "pass":
+            if a.compare_single and res.verdict == Status.PASS:
                 compare_single(cell, layout, res, seed=a.seed,
                                motion_time_limit=a.motion_time_limit, time_limit=solver)
         gantt, png = (_gantt(Path(tmp, "gantt.png"), cell, layout, res) if a.gantt

@@ -21,7 +21,8 @@ from cellspec.commands.common import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds
-from cellspec.core.proc import call_in_fork
+from cellspec.core.proc import Outcome, call_in_fork
+from cellspec.core.status import TestStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,30 +98,30 @@ def run(a: argparse.Namespace) -> int:
                                    seconds=remaining(a.time_limit), extra_memory=None,
                                    group=True)
         took = time.monotonic() - bounded.STARTED
-        if kind == "time":
+        if kind == Outcome.TIME:
             print(f"unknown: time limit: the test run was not finished within "
                   f"{a.time_limit:g} s and was stopped (--time-limit bounds the whole run: "
                   f"loading, every test) ({took:.3f} s)")
             return EXIT_INPUT
-        if kind != "ok":
+        if kind != Outcome.OK:
             raise RuntimeError(f"the test run's process died ({kind}, {value})")
         what, got = value
-        if what == "input":
+        if what == Outcome.INPUT:
             raise CellspecError(got)
-        if what == "internal":
+        if what == Outcome.INTERNAL:
             raise RuntimeError(got)
         report, cov, base = got
     return _print(a, report, cov, base)
 
 
-def _guarded(a: argparse.Namespace, scheduler: str | None) -> tuple[str, Any]:
+def _guarded(a: argparse.Namespace, scheduler: str | None) -> tuple[Outcome, Any]:
     """:func:`_compute` in the bounded child: its result, or the error to re-raise."""
     try:
-        return ("ok", _compute(a, scheduler))
+        return (Outcome.OK, _compute(a, scheduler))
     except CellspecError as exc:
-        return ("input", exc.diagnostics)
+        return (Outcome.INPUT, exc.diagnostics)
     except Exception as exc:  # noqa: BLE001 - a bug: the parent says so (exit 3)
-        return ("internal", f"{type(exc).__name__}: {exc}")
+        return (Outcome.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
 def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any, Any]:
@@ -140,8 +141,9 @@ def _compute(a: argparse.Namespace, scheduler: str | None) -> tuple[Any, Any, An
         counts = {"passed": 0, "failed": 0}
 
         def stream(r) -> None:  # stderr, TTY only: each result as it completes
-            counts["passed" if r.status == "passed" else "failed"] += 1
-            if r.status != "passed":
+            passed = r.status == TestStatus.PASSED
+            counts["passed" if passed else "failed"] += 1
+            if not passed:
                 bar.write(f"FAIL {r.id}: {r.message}")
             bar.tick("test", counts["passed"] + counts["failed"], None,
                      f"{counts['passed']} passed, {counts['failed']} failed")

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.status import Reason, SolverLimit
+
 RESOLUTION = Fraction(1, 10000)  # metres: 0.1 mm
 U = RESOLUTION / 2  # one integer unit of a box corner, metres
 U_PER_M = int(1 / U)  # 20000
@@ -262,8 +264,10 @@ def relation_margin(boxes: np.ndarray, eps: int, near: int = 0, flanks: bool = F
 MAX_CANDIDATES = 2_000_000  # beyond this a layout is denser than anything buildable
 
 
-class TooDense(Exception):
+class TooDense(SolverLimit):
     """The broad phase would produce more candidate pairs than ``limit``."""
+
+    reason = Reason.DENSITY_LIMIT
 
     def __init__(self, count: int, limit: int):
         super().__init__(f"{count} candidate pairs (limit {limit})")

@@ -21,7 +21,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
+
+
+class Outcome(StrEnum):
+    """How a call in a bounded child ended (the first item of its result pair): its value
+    (``ok``), bad input or a bug it reported (``input``, ``internal``: the verbs' workers),
+    or the limit that stopped it (``time``, ``memory``) or a crash (its exit status)."""
+
+    OK = "ok"
+    INPUT = "input"
+    INTERNAL = "internal"
+    TIME = "time"
+    MEMORY = "memory"
+    CRASH = "crash"
+
 
 PR_SET_PDEATHSIG = 1
 ORPHAN_EXIT = 87  # a worker's exit code when it ended because its parent was gone
@@ -107,7 +122,7 @@ def vm_size() -> int:
 
 
 def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
-                 extra_memory: int | None, group: bool = False) -> tuple[str, Any]:
+                 extra_memory: int | None, group: bool = False) -> tuple[Outcome, Any]:
     """``fn()`` in a forked child (lean: a few milliseconds, no multiprocessing) that dies
     with this process, is killed after ``seconds`` and may grow its address space by
     ``extra_memory`` bytes beyond what it inherits. Returns ``("ok", value)``, ``("time",
@@ -132,9 +147,9 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
                 with contextlib.suppress(ValueError, OSError):
                     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
             try:
-                out: tuple[str, Any] = ("ok", fn())
+                out: tuple[Outcome, Any] = (Outcome.OK, fn())
             except MemoryError:
-                out = ("memory", None)
+                out = (Outcome.MEMORY, None)
             blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(len(blob).to_bytes(8, "little") + blob)
             while view:
@@ -154,7 +169,7 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
     if timed_out:
-        return ("time", None)
+        return (Outcome.TIME, None)
     if data is not None:
         try:
             got = pickle.loads(data)
@@ -164,8 +179,8 @@ def call_in_fork(fn: Callable[[], Any], *, seconds: float | None,
             return got
     code = os.waitstatus_to_exitcode(status)
     if extra_memory is not None and code in CAPPED_DEATHS:
-        return ("memory", None)
-    return ("crash", code)
+        return (Outcome.MEMORY, None)
+    return (Outcome.CRASH, code)
 
 
 def _collect(pid: int, r: int, seconds: float | None) -> tuple[bytes | None, int, bool]:
@@ -280,11 +295,11 @@ class Sandbox:
                     if not ok:
                         break
                     try:
-                        out: tuple[str, Any] = ("ok", self.handler(req))
+                        out: tuple[Outcome, Any] = (Outcome.OK, self.handler(req))
                     except MemoryError:
-                        out = ("memory", None)
+                        out = (Outcome.MEMORY, None)
                     _send_msg(res_w, out)
-                    if out[0] == "memory":
+                    if out[0] == Outcome.MEMORY:
                         break  # a fresh child for the next request
             except MemoryError:
                 code = 86
@@ -313,7 +328,7 @@ class Sandbox:
             os.waitpid(self.pid, 0)
         self.pid = None
 
-    def call(self, request: Any, seconds: float | None) -> tuple[str, Any]:
+    def call(self, request: Any, seconds: float | None) -> tuple[Outcome, Any]:
         """``handler(request)`` in the child: ``("ok", value)``, ``("time", None)``,
         ``("memory", None)`` or ``("crash", exit status)``, as :func:`call_in_fork`."""
         if self.pid is not None and os.waitpid(self.pid, os.WNOHANG)[0]:
@@ -327,11 +342,11 @@ class Sandbox:
             ok, out = _recv_msg(self.res_r, end)
         except TimeoutError:
             self.close()
-            return ("time", None)
+            return (Outcome.TIME, None)
         except (BrokenPipeError, pickle.UnpicklingError, EOFError):
             ok, out = False, None
         if ok and isinstance(out, tuple) and len(out) == 2:
-            if out[0] == "memory":
+            if out[0] == Outcome.MEMORY:
                 self.close()
             return out
         pid = self.pid
@@ -341,8 +356,8 @@ class Sandbox:
         self.pid = None
         code = os.waitstatus_to_exitcode(status)
         if self.extra_memory is not None and code in CAPPED_DEATHS:
-            return ("memory", None)
-        return ("crash", code)
+            return (Outcome.MEMORY, None)
+        return (Outcome.CRASH, code)
 
 
 def unmappable(exc: BaseException) -> bool:

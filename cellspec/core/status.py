@@ -19,6 +19,53 @@ class Status(StrEnum):
     UNKNOWN = "unknown"  # a limit, a refusal or an internal error stopped the run
 
 
+VERDICTS = frozenset({Status.PASS, Status.FAIL, Status.UNKNOWN})  # check's words
+SOLVED = frozenset({Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE, Status.UNKNOWN})
+FOUND = frozenset({Status.OPTIMAL, Status.FEASIBLE})  # repair/generate/plan found an answer
+
+
+class BackendStatus(StrEnum):
+    """A backend's raw run (before ``verify`` makes it a verdict): every violation found, or
+    stopped by a limit (then with a :class:`Reason`)."""
+
+    DONE = "done"
+    UNKNOWN = "unknown"
+
+
+class ExplainStatus(StrEnum):
+    """What ``explain`` found: a minimal failing core, nothing to explain, or a limit."""
+
+    EXPLAINED = "explained"
+    PASS = "pass"
+    UNKNOWN = "unknown"
+
+
+class LintStatus(StrEnum):
+    """What ``lint`` decided about a cell's error rules for one part set."""
+
+    CONSISTENT = "consistent"
+    INCONSISTENT = "inconsistent"
+    UNKNOWN = "unknown"
+
+
+class PhaseStatus(StrEnum):
+    """How one phase of the design orchestrator ended (its trace's words)."""
+
+    OK = "ok"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+    UNAVAILABLE = "unavailable"  # the twin or its extra is missing: not run, said so
+
+
+class TestStatus(StrEnum):
+    """The outcome of one rule-file test (``cellspec test``, the language server's lens)."""
+
+    __test__ = False  # not a pytest test class
+
+    PASSED = "passed"
+    FAILED = "failed"
+
+
 class Reason(StrEnum):
     """Why a run ended ``unknown``; :data:`SENTENCES` gives the human sentence beside it."""
 
@@ -61,6 +108,22 @@ def exit_code(status: Status | str, reason: Reason | str | None = None) -> int:
             str(reason) == Reason.INTERNAL_ERROR or str(reason).startswith("internal error")):
         return EXIT_INTERNAL
     return _EXIT[Status(status)]
+
+
+class SolverLimit(Exception):
+    """The root of every solver limit and refusal (time, grounding, density, memory, a rule
+    or shape a backend cannot decide): the run ends ``unknown`` with :attr:`reason`, never
+    ``pass``. Each subclass declares its reason (a class attribute) or is given one, so a
+    caller turns any of them into ``unknown`` the same way, with no mapping of its own."""
+
+    reason: Reason
+
+    def __init__(self, message: str = "", reason: Reason | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+        elif not isinstance(getattr(self, "reason", None), Reason):
+            raise TypeError(f"{type(self).__name__} needs a reason (a Reason)")
 
 
 class InternalError(RuntimeError):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from cellspec.core.ir import Node, top_domains
+from cellspec.core.status import Status
 
 Vec3 = tuple[Fraction, Fraction, Fraction]
 
@@ -241,7 +242,7 @@ class TestCase(_Frozen):
     parts: tuple[InlinePart, ...] | None = None
     layout_path: str | None = None
     order: tuple[str, ...] | None = None
-    expect: Literal["pass", "fail"]
+    expect: Literal[Status.PASS, Status.FAIL]
     expected: tuple[Expectation, ...] = ()
     only: bool = False
     robust: Fraction | None = None  # `robust T` / `not robust T`: the tolerance, metres

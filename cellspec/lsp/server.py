@@ -22,6 +22,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from cellspec import __version__
 from cellspec.core.errors import CellspecError
+from cellspec.core.status import TestStatus
 from cellspec.dsl.formatter import FormatError, format_source
 from cellspec.dsl.parser import parse_text
 from cellspec.lsp import diagnose, framing, gitdiff, index
@@ -189,7 +190,7 @@ def _send(ls: CellServer, doc: Any) -> None:
             range=_range(doc.position_codec, lines, s.name_line, s.name_col, s.name_line,
                          s.name_col + len(s.name)),
             message=f"test {s.name} {status}" + (f": {msg}" if msg else ""),
-            severity=T.DiagnosticSeverity.Information if status == "passed"
+            severity=T.DiagnosticSeverity.Information if status == TestStatus.PASSED
             else T.DiagnosticSeverity.Error, source="cellspec test"))
     out.extend(_hint_diagnostics(ls, doc, idx))
     ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(
@@ -379,7 +380,7 @@ def code_lens(ls: CellServer, params: T.CodeLensParams) -> list[T.CodeLens]:
         res = ls.results.get((doc.uri, s.name))
         if res is None:
             title = "▶ run test"
-        elif res[0] == "passed":
+        elif res[0] == TestStatus.PASSED:
             title = "✓ passed · run again"
         else:
             title = f"✗ {res[0]}: {res[1][:80]} · run again" if res[1] else f"✗ {res[0]}"
@@ -419,7 +420,7 @@ async def _run_command(ls: CellServer, args: list[Any], single: bool) -> dict:
     summary = ", ".join(f"{t['name']} {t['status']}" for t in out["tests"]) or \
         out.get("error") or "; ".join(out["errors"][:3])
     ls.window_show_message(T.ShowMessageParams(
-        type=T.MessageType.Info if all(t["status"] == "passed" for t in out["tests"])
+        type=T.MessageType.Info if all(t["status"] == TestStatus.PASSED for t in out["tests"])
         and not out["errors"] and "error" not in out else T.MessageType.Warning,
         message=f"cellspec test: {summary}"))
     if doc is not None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cellspec.core.extras import require
+from cellspec.core.status import FOUND, Status
 from cellspec.review.replay import Replay
 from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
@@ -312,7 +313,7 @@ class ReviewApp:
                 self.md_repair.content = f"_{msg}_"
 
         r = self.session.repair(progress=show)
-        return EditResult(r.status in ("optimal", "feasible"), r.message, r.verdict, r.seconds)
+        return EditResult(r.status in FOUND, r.message, r.verdict, r.seconds)
 
     def _accept(self) -> EditResult:
         r = self.session.accept(self.output)
@@ -333,9 +334,9 @@ class ReviewApp:
         with self.server.atomic():
             self.parts.update(s)
             head = f"### verdict: {v.verdict}"
-            if v.verdict == "fail":
+            if v.verdict == Status.FAIL:
                 head += f" ({len(v.violations)} violation{'s' if len(v.violations) != 1 else ''})"
-            elif v.verdict == "unknown":
+            elif v.verdict == Status.UNKNOWN:
                 head += f": {_md_escape(v.reason or '')}"
             stats = (f"{len(s.ids)} parts · re-verified in {s.verify_seconds * 1000:.0f} ms · "
                      f"{s.edits} edit(s)")

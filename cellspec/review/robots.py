@@ -10,6 +10,7 @@ shapes at other joint configurations).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
 ROBOT_COLOUR = (120, 130, 150)
 
 _GEOM_SPHERE, _GEOM_BOX, _GEOM_CYLINDER, _GEOM_MESH, _GEOM_CAPSULE = 2, 3, 4, 5, 7
-_MESH_CACHE: dict[tuple[str, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
+# (file, its version: mtime ns and size, scale) -> vertices and faces: a mesh edited on disk
+# while the review runs is read again
+_MESH_CACHE: dict[tuple[str, int, int, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
+_MAX_MESHES = 256
 
 
 def quat_matrix(q: Any) -> np.ndarray:
@@ -53,13 +57,19 @@ def _primitive(kind: int, dims: Any, filename: str) -> tuple[np.ndarray, np.ndar
     elif kind == _GEOM_CAPSULE:
         m = trimesh.creation.capsule(height=d[0], radius=d[1], count=[12, 12])
     elif kind == _GEOM_MESH and filename:
-        key = (filename, tuple(d))
+        try:
+            st = os.stat(filename)
+        except OSError:  # a mesh we cannot read: the other links still show
+            return None
+        key = (filename, st.st_mtime_ns, st.st_size, tuple(d))
         if key not in _MESH_CACHE:
             try:
                 loaded = trimesh.load(filename, force="mesh")
             except Exception:  # a mesh we cannot read: the other links still show
                 return None
             v = np.asarray(loaded.vertices, dtype=np.float64) * np.array(d[:3])
+            if len(_MESH_CACHE) >= _MAX_MESHES:
+                _MESH_CACHE.clear()
             _MESH_CACHE[key] = (v, np.asarray(loaded.faces, dtype=np.int64))
         return _MESH_CACHE[key]
     else:

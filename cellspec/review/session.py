@@ -24,6 +24,7 @@ import numpy as np
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M
 from cellspec.core.io import atomic_write
+from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import ID_PATTERN, MAX_ABS_YAW_DEG, Layout
 from cellspec.solver.cpsat.repair import repair
@@ -427,7 +428,7 @@ class ReviewSession:
         if r.already_valid:
             out = RepairOutcome(r.status, "already valid: nothing to repair",
                                 verdict=self.verdict, seconds=secs)
-        elif r.status in ("optimal", "feasible") and r.layout is not None:
+        elif r.status in FOUND and r.layout is not None:
             self._push()
             rep = r.layout
             idx = {pid: i for i, pid in enumerate(self.ids)}
@@ -436,12 +437,12 @@ class ReviewSession:
             self.order = list(rep["order"]) if rep.get("order") is not None else self.order
             moves = tuple(PartMove(m.part, m.src, m.dst, m.how, m.why) for m in r.moves)
             self.verdict = self._verify()
-            proof = "minimal" if r.status == "optimal" else "not proved minimal"
+            proof = "minimal" if r.status == Status.OPTIMAL else "not proved minimal"
             msg = (f"repaired: {len(moves)} part(s) moved, L1 {r.displacement:.4f} m, {proof}"
                    + ("; order re-sequenced" if r.reordered else ""))
             self.edits += 1
             out = RepairOutcome(r.status, msg, moves, r.reordered, True, self.verdict, secs)
-        elif r.status == "infeasible":
+        elif r.status == Status.INFEASIBLE:
             out = RepairOutcome(r.status, f"no repair exists: {r.reason}", verdict=self.verdict,
                                 seconds=secs)
         else:
@@ -467,9 +468,9 @@ class ReviewSession:
         t0 = time.perf_counter()
         self.verdict = self._verify()
         secs = time.perf_counter() - t0
-        if self.verdict.verdict != "pass":
+        if self.verdict.verdict != Status.PASS:
             why = (f"{len(self.verdict.violations)} violation(s)" if self.verdict.verdict ==
-                   "fail" else f"verdict unknown: {self.verdict.reason}")
+                   Status.FAIL else f"verdict unknown: {self.verdict.reason}")
             return EditResult(False, f"not accepted: the layout does not verify ({why}); "
                               "nothing written", self.verdict, secs)
         path = Path(out)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.robots import settle as st
@@ -147,9 +148,9 @@ def label(cell: Cell, layout: Layout, noise: Noise, *, seed: int = 0, index: int
 
 def outcome(falls: bool, verdict: str) -> str:
     """One of KEYS for a settle label and a check verdict (``unknown`` is never a pass)."""
-    if verdict == "unknown":
+    if verdict == Status.UNKNOWN:
         return "unknown"
-    if verdict == "pass":
+    if verdict == Status.PASS:
         return "false_pass" if falls else "true_pass"
     return "true_fail" if falls else "false_fail"
 

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as p
 
-from cellspec.robots.collision import CollisionChecker
-
 POS_TOL = 1e-3
 ROT_TOL = 1e-3
 STEP_CAP = 0.4
@@ -104,12 +102,8 @@ def grasp_quat(axis: str = "z", yaw: float = 0.0) -> np.ndarray:
 
 
 def default_checker(twin):
-    """The CollisionChecker cached on the twin (created on first use)."""
-    chk = getattr(twin, "_default_checker", None)
-    if chk is None:
-        chk = CollisionChecker(twin)
-        twin._default_checker = chk
-    return chk
+    """The twin's own CollisionChecker (:meth:`Twin.default_checker`, made on first use)."""
+    return twin.default_checker()
 
 
 def _errors(twin, rb, pos: np.ndarray, quat: np.ndarray | None, yaw_free: bool

@@ -23,6 +23,7 @@ from typing import Any
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.io import TooLarge, read_text_bounded
+from cellspec.core.status import Status, TestStatus
 from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
 from cellspec.dsl.model import Cell
 from cellspec.dsl.parser import display_path
@@ -230,15 +231,16 @@ def evaluate_plan_test(cell: Cell, test: Any) -> tuple[str, dict]:
     try:
         text = load_plan_text(test.plan_path)
     except CellspecError as exc:
-        return "failed", {"expected": (test.expect,), "actual": ("error",),
+        return TestStatus.FAILED, {"expected": (test.expect,), "actual": ("error",),
                           "message": "; ".join(str(d) for d in exc.diagnostics)}
     mode = plan_mode(text) or "action_only"
     try:
         std = plan_spacing_std(text)
     except CellspecError as exc:
-        return "failed", {"expected": (test.expect,), "actual": ("error",), "message": str(exc)}
+        return TestStatus.FAILED, {"expected": (test.expect,), "actual": ("error",),
+                                   "message": str(exc)}
     if mode not in MODES:
-        return "failed", {"expected": (test.expect,), "actual": ("error",),
+        return TestStatus.FAILED, {"expected": (test.expect,), "actual": ("error",),
                           "message": f"{test.plan_path}: unknown mode {mode!r} (modes: "
                           f"{', '.join(MODES)})"}
     kw = {} if std is None else {"step_std": std}
@@ -248,14 +250,15 @@ def evaluate_plan_test(cell: Cell, test: Any) -> tuple[str, dict]:
     actual = ("pass",) if r.ok else (f"{first.check}({', '.join(first.robots)})",)  # type: ignore
     expected = tuple(f"{e.rule}({', '.join(e.parts)})" for e in test.expected) or (test.expect,)
     det = {"expected": expected, "actual": actual}
-    if test.expect == "pass":
-        return ("passed", det) if r.ok else ("failed", {**det, "message": f"expected pass; "
-                                                         f"{r.ours()}"})
+    if test.expect == Status.PASS:
+        return (TestStatus.PASSED, det) if r.ok else (
+            TestStatus.FAILED, {**det, "message": f"expected pass; {r.ours()}"})
     if r.ok:
-        return "failed", {**det, "message": "expected the plan to fail, it passes every check"}
+        return TestStatus.FAILED, {**det,
+                                   "message": "expected the plan to fail, it passes every check"}
     for e in test.expected:
         if (e.rule, tuple(e.parts)) != (first.check, first.robots[:len(e.parts)]):  # type: ignore
-            return "failed", {**det, "missing": (expected[0],),
+            return TestStatus.FAILED, {**det, "missing": (expected[0],),
                               "message": f"expected {expected[0]} to fail first; got "
                               f"{actual[0]}: {r.ours()}"}
-    return "passed", det
+    return TestStatus.PASSED, det

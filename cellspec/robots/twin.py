@@ -36,6 +36,7 @@ import pybullet as p
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
+from cellspec.robots.collision import CollisionChecker
 from cellspec.robots.custom import spec_of
 from cellspec.robots.home import tool_down_home
 from cellspec.robots.models import check_models
@@ -144,6 +145,7 @@ class Twin:
         self._shapes: dict[tuple[float, float, float, str, str], tuple[int, int]] = {}
         self.yaws: dict[str, float] = {}  # body name -> its rest yaw (degrees), parts only
         self.shapes: dict[str, str] = {}  # body name -> "box" | "cylinder"
+        self._checker: CollisionChecker | None = None  # the default one, made on first use
         try:  # any error while building (bad input or pybullet's) disconnects the client
             for r in cell.robots:
                 self._load_robot(r)
@@ -343,6 +345,13 @@ class Twin:
             return self._robots[robot]
         except KeyError:
             raise KeyError(f"no robot {robot!r}; robots: {', '.join(self._robots)}") from None
+
+    def default_checker(self) -> CollisionChecker:
+        """The twin's own CollisionChecker (margin 0), made on first use and kept: IK and
+        motion planning share it when no checker is passed."""
+        if self._checker is None:
+            self._checker = CollisionChecker(self)
+        return self._checker
 
     def spec(self, robot: str) -> RobotSpec:
         """The robot's model spec."""

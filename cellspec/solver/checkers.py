@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError
-from cellspec.core.status import SENTENCES, Reason
+from cellspec.core.status import SENTENCES, BackendStatus, Reason
 from cellspec.dsl.model import Rule
 from cellspec.solver import reference as ref
 from cellspec.solver.asp import backend as asp
@@ -51,17 +51,17 @@ class CheckerResult:
     """A backend's raw answer: ``done`` with the violated (rule index, binding) pairs, or
     ``unknown`` with a :class:`Reason` and the human sentence."""
 
-    status: str  # "done" or "unknown"
+    status: BackendStatus
     violations: tuple[tuple[int, tuple], ...] = ()
     reason: str | None = None
     reason_code: Reason | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in ("done", "unknown"):
+        if self.status not in tuple(BackendStatus):
             raise ValueError(f"checker status must be done or unknown, not {self.status!r}")
-        if self.status == "unknown" and not (self.reason and self.reason_code):
+        if self.status == BackendStatus.UNKNOWN and not (self.reason and self.reason_code):
             raise ValueError("an unknown checker result needs a reason and its code")
-        if self.status == "done" and self.reason_code is not None:
+        if self.status == BackendStatus.DONE and self.reason_code is not None:
             raise ValueError("a decided checker result carries no reason code")
 
 
@@ -124,7 +124,7 @@ def order_rules(rules: Iterable[Rule], has_order: bool) -> tuple[list[Rule], lis
 
 
 def _unknown(reason: str, code: Reason) -> CheckerResult:
-    return CheckerResult("unknown", reason=reason, reason_code=code)
+    return CheckerResult(BackendStatus.UNKNOWN, reason=reason, reason_code=code)
 
 
 # --- clingo ------------------------------------------------------------------------------
@@ -173,10 +173,10 @@ class ClingoChecker:
         """Ground and solve; limits come back as unknown with their reason."""
         rules = tuple(rules)
         res = asp.run(inst, compiled(rules, inst), list(range(len(rules))), timeout=timeout)
-        if res.status != "done":
+        if res.status != BackendStatus.DONE:
             code = res.reason_code or Reason.INTERNAL_ERROR  # every limit of run() names one
             return _unknown(res.reason or SENTENCES[code], code)
-        return CheckerResult("done", tuple(res.violations))
+        return CheckerResult(BackendStatus.DONE, tuple(res.violations))
 
 
 # --- reference ---------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class ReferenceChecker:
         out: list[tuple[int, tuple]] = []
         for k, rule in enumerate(rules):
             out.extend((k, b) for b in r.violations(rule))
-        return CheckerResult("done", tuple(sorted(out)))
+        return CheckerResult(BackendStatus.DONE, tuple(sorted(out)))
 
 
 # --- Z3 ----------------------------------------------------------------------------------
@@ -230,11 +230,9 @@ class Z3Checker:
         """The violation set decided by Z3 (every instance's truth in one model)."""
         try:
             found = smt.smt_violations(inst, rules, timeout=timeout)
-        except smt.Z3Unknown as exc:
-            return _unknown(str(exc), Reason.TIME_LIMIT)
-        except LimitHit as exc:
-            return _unknown(str(exc), Reason.GROUNDING_LIMIT)
-        return CheckerResult("done", tuple(found))
+        except (smt.Z3Unknown, LimitHit) as exc:  # a time or grounding limit
+            return _unknown(str(exc), exc.reason)
+        return CheckerResult(BackendStatus.DONE, tuple(found))
 
 
 REGISTRY: dict[str, Checker] = {c.name: c for c in (ClingoChecker(), ReferenceChecker(),

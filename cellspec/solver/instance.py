@@ -7,8 +7,9 @@ the numbers by construction.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,11 +20,26 @@ from cellspec.core.shapes import ShapesU, shapes_u
 from cellspec.dsl.model import BoxZone, Cell
 from cellspec.layout import Layout
 
+if TYPE_CHECKING:
+    from cellspec.solver.stability import Report
+
 
 @dataclass(frozen=True)
 class BoxU:
     lo: tuple[int, int, int]
     hi: tuple[int, int, int]
+
+
+@dataclass
+class Derived:
+    """What the stages of one check derive from an instance and share (declared here, so no
+    stage writes hidden attributes onto the frozen :class:`Instance`): the clingo broad
+    phase's near pairs (the stability contacts' candidates), the stability report, and
+    whether that report may leave a structure undecided (``solver/undecided.py``)."""
+
+    near_pairs: tuple[np.ndarray, np.ndarray] | None = None
+    stability_report: Report | None = None
+    stability_tolerant: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,8 @@ class Instance:
     # rounding analysis decides on them (``zones`` and ``surfaces`` are on the grid)
     zones_u: dict[str, tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] | None = None
     surfaces_u: dict[str, Fraction] | None = None
+    # derived once per instance, never passed in: ``dataclasses.replace`` starts afresh
+    derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:

@@ -117,11 +117,11 @@ class Verdict(BaseModel):
         if unmet is not None and (unmet == 0) != (not self.preferences):
             raise ValueError("a preference score below its total lists an unmet preference, "
                              "and only then")
-        if self.verdict == "pass" and self.violations:
+        if self.verdict == Status.PASS and self.violations:
             raise ValueError("a pass verdict cannot carry violations")
-        if self.verdict == "fail" and not self.violations:
+        if self.verdict == Status.FAIL and not self.violations:
             raise ValueError("a fail verdict needs at least one violation")
-        if self.verdict == "unknown" and not self.reason:
+        if self.verdict == Status.UNKNOWN and not self.reason:
             raise ValueError("an unknown verdict must say why")
         if self.reason_code is not None and self.verdict != Status.UNKNOWN:
             raise ValueError("only an unknown verdict carries a reason code")

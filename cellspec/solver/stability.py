@@ -32,7 +32,7 @@ a structure that needs more than ``MAX_LP_PARTS`` parts in one LP (reason ``grou
 limit``), an LP that does not finish in ``LP_TIME_LIMIT_S`` (``time limit``) or that no
 solver decides, however retried (``solver failure``: GLOP's ABNORMAL, issue 28), raises
 :class:`StabilityLimit`. ``check`` asks for a tolerant report instead (the instance's
-``_stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
+``derived.stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
 standing, so no violation is claimed for them) and the others are decided as usual, so
 the verdict can still be ``fail`` on what is known (cellspec/solver/verify.py).
 """
@@ -45,7 +45,7 @@ from fractions import Fraction
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core.status import Reason
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.solver import stability_lp as lp
 from cellspec.solver.stability_contacts import Contacts, contacts
 
@@ -71,13 +71,11 @@ def _shapes():  # noqa: ANN202
     return stability_shapes
 
 
-class StabilityLimit(Exception):
+class StabilityLimit(SolverLimit):
     """A stability LP could not be decided within its limits (the verdict is unknown):
-    ``code`` is the reason (size: grounding limit; time limit; solver failure)."""
+    ``reason`` says which (size: grounding limit; time limit; solver failure)."""
 
-    def __init__(self, message: str, code: Reason = Reason.GROUNDING_LIMIT):
-        super().__init__(message)
-        self.code = code
+    reason = Reason.GROUNDING_LIMIT
 
 
 def _limit(exc: lp.LPLimit, n: int) -> StabilityLimit:
@@ -85,9 +83,9 @@ def _limit(exc: lp.LPLimit, n: int) -> StabilityLimit:
     if exc.timed_out:
         tried = ", ".join(f"{name} {status}" for name, status in exc.statuses)
         return StabilityLimit(f"the stability LP of a structure of {n} parts did not finish "
-                              f"within {LP_TIME_LIMIT_S:g} s ({tried})", Reason.TIME_LIMIT)
+                              f"within {LP_TIME_LIMIT_S:g} s ({tried})", exc.reason)
     return StabilityLimit(f"the stability LP of a structure of {n} parts could not be "
-                          f"solved: {exc.sentence()}", Reason.SOLVER_FAILURE)
+                          f"solved: {exc.sentence()}", exc.reason)
 
 
 def _size_limit(n: int) -> StabilityLimit:
@@ -171,7 +169,7 @@ class Structure:
         """Record ``parts`` as undecided, or raise ``exc`` when the report is not tolerant."""
         if self.undecided is None:
             raise exc
-        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.code, self.step))
+        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.reason, self.step))
 
     def centre_of(self, parts: np.ndarray | list[int]) -> np.ndarray:
         """Box centres (m) of some parts."""
@@ -623,7 +621,7 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
         else DEFAULT_MARGIN
     fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
     # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
-    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, getattr(inst, "_near_pairs", None))
+    con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, inst.derived.near_pairs)
     if not sides:
         con.sides = np.zeros((0, 8), dtype=np.int64)
     return Structure(inst.ids, inst.boxes, np.asarray(masses, dtype=np.float64), mu,
@@ -633,8 +631,8 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
 def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
     """Stability of the finished layout and, when it has an order, of every stage (without
     ``sides``: as if no side face carried anything, uncached)."""
-    tolerant = bool(getattr(inst, "_stability_tolerant", False)) and sides
-    cached = getattr(inst, "_stability_report", None) if sides else None
+    tolerant = inst.derived.stability_tolerant and sides
+    cached = inst.derived.stability_report if sides else None
     if cached is not None and (cached.placed_stable is not None or not stages_too
                                or inst.order_pos is None):
         if cached.undecided and not tolerant:  # a caller that needs every structure decided
@@ -664,7 +662,7 @@ def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa
             stage_why[sf.placed] = sf.text(inst.ids)
     rep = Report(ok, placed_ok, why, stage_why, _distinct(st.undecided or []))
     if sides:
-        object.__setattr__(inst, "_stability_report", rep)
+        inst.derived.stability_report = rep
     return rep
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cellspec.core.status import Reason, SolverLimit
+
 GRAVITY = 9.81
 CASES = ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))
 SOLVER = "glop"  # OR-Tools model-builder backend ("highs" also works; bench compares them)
@@ -56,7 +58,7 @@ TINY = 1e-12
 ATTEMPTS = [0]  # LP solves that needed a retry so far (the benchmark and tests read it)
 
 
-class LPLimit(Exception):
+class LPLimit(SolverLimit):
     """No solver decided the LP: ``statuses`` says how each attempt ended (name, status)
     and ``timed_out`` whether the time limit ran out (else every attempt returned at once
     without an answer, e.g. ABNORMAL)."""
@@ -64,7 +66,8 @@ class LPLimit(Exception):
     def __init__(self, statuses: list[tuple[str, str]], timed_out: bool):
         self.statuses = statuses
         self.timed_out = timed_out
-        super().__init__("; ".join(f"{n}: {st}" for n, st in statuses))
+        super().__init__("; ".join(f"{n}: {st}" for n, st in statuses),
+                         Reason.TIME_LIMIT if timed_out else Reason.SOLVER_FAILURE)
 
     def sentence(self) -> str:
         """'the LP solver returned ABNORMAL (GLOP dual simplex; retried: GLOP with presolve

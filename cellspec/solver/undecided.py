@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cellspec.core.status import BackendStatus
 from cellspec.dsl.model import Rule
 from cellspec.solver import checkers, stability
 from cellspec.solver.instance import Instance
@@ -32,14 +33,14 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
                                                tuple[stability.Undecided, ...]]:
     """The backend's result on ``inst`` (the violations certain whatever an undecided
     structure does) and the undecided structures (empty: everything decided)."""
-    object.__setattr__(inst, "_stability_tolerant", True)
+    inst.derived.stability_tolerant = True
     try:
         res = checker.violations(inst, rules, timeout)
     except stability.StabilityLimit as exc:  # raised outside a structure (not tolerant)
-        return checkers.CheckerResult("unknown", reason=f"stability limit: {exc}",
-                                      reason_code=exc.code), ()
-    rep: stability.Report | None = getattr(inst, "_stability_report", None)
-    if rep is None or res.status != "done" or not rep.undecided:
+        return checkers.CheckerResult(BackendStatus.UNKNOWN, reason=f"stability limit: {exc}",
+                                      reason_code=exc.reason), ()
+    rep = inst.derived.stability_report
+    if rep is None or res.status != BackendStatus.DONE or not rep.undecided:
         return res, rep.undecided if rep is not None else ()
     undecided = rep.undecided
     reads = {k for k, r in enumerate(rules)
@@ -50,17 +51,18 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
     for u in undecided:
         falls[list(u.parts)] = True
     placed = None if rep.placed_stable is None else rep.placed_stable & ~falls
-    object.__setattr__(inst, "_stability_report",
-                       replace(rep, stable=rep.stable & ~falls, placed_stable=placed))
-    try:
-        other = checker.violations(inst, rules, timeout)
-    finally:
-        object.__setattr__(inst, "_stability_report", rep)
-    if other.status != "done":
+    # the same layout with the undecided parts counted as falling: a fresh instance whose
+    # derived report says so (``inst`` keeps its own)
+    falling = replace(inst)
+    falling.derived.stability_tolerant = True
+    falling.derived.stability_report = replace(rep, stable=rep.stable & ~falls,
+                                               placed_stable=placed)
+    other = checker.violations(falling, rules, timeout)
+    if other.status != BackendStatus.DONE:
         return other, undecided
     both = set(other.violations)
     kept = tuple(v for v in res.violations if v[0] not in reads or v in both)
-    return checkers.CheckerResult("done", kept), undecided
+    return checkers.CheckerResult(BackendStatus.DONE, kept), undecided
 
 
 def notes(undecided: Sequence[stability.Undecided], ids: tuple[str, ...]) -> list[str]:

@@ -17,7 +17,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.limits import DEFAULT_MAX_MEMORY
-from cellspec.core.status import Reason, Status
+from cellspec.core.status import BackendStatus, Reason, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver import checkers, ground_size, pref_score, undecided
@@ -31,7 +31,8 @@ MAX_LISTED = 10_000  # violations listed per rule; the rest are counted in a not
 
 
 def raw_violations(cell: Cell, inst: Instance, rules: Iterable[Rule], backend: str = "clingo",
-                   timeout: float | None = None) -> tuple[str, list[tuple[int, tuple]], str | None]:
+                   timeout: float | None = None
+                   ) -> tuple[BackendStatus, list[tuple[int, tuple]], str | None]:
     """(status, [(rule index into ``rules``, binding)], reason) from the chosen backend
     (status ``done`` or ``unknown``); the rules are not screened by ``supported``."""
     res = checkers.get(backend).violations(inst, tuple(rules), timeout)
@@ -75,7 +76,7 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
             return unknown(est.reason(budget), Reason.GROUNDING_LIMIT)
     # a structure whose stability LP hits a limit is left undecided, the rest is decided
     res, open_ = undecided.violations(checker, inst, rules, timeout)
-    if res.status != "done":
+    if res.status != BackendStatus.DONE:
         return unknown(res.reason or "solver limit", res.reason_code)
     violations = list(res.violations)
     rounded = needs_analysis(inst)  # off the grid, or a yaw rounded to a rational rotation

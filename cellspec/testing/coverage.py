@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
+from cellspec.core.status import BackendStatus, TestStatus
 from cellspec.dsl.model import Cell, Rule, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.solver.asp.backend import run
@@ -149,7 +150,7 @@ def disjunct_hits(cell: Cell, layout, timeout: float | None = None
     split, mapping = split_disjuncts(prog)
     res = run(inst, split, list(range(len(mapping))), timeout=timeout)
     hits: dict[int, set[int]] = {k: set() for k in range(len(rules))}
-    if res.status != "done":
+    if res.status != BackendStatus.DONE:
         return rules, hits, res.reason
     for d, _ in res.violations:
         k, dis = mapping[d]
@@ -251,7 +252,7 @@ def run_coverage(paths: list[str], pattern: str | None = None, workers: int = 1,
             rc.checked += 1
             for n in rec["fired"]:
                 rc.disjunct_hits[n] = rc.disjunct_hits.get(n, 0) + 1
-            passed = rec["status"] == "passed"
+            passed = rec["status"] == TestStatus.PASSED
             if passed and not rec["fired"]:
                 rc.held.append(rec["test"])
             elif passed and rec["expected"]:

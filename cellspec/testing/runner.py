@@ -23,6 +23,7 @@ from cellspec.batch.stream import dask_map
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
+from cellspec.core.status import Status, TestStatus
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
 from cellspec.layout import Layout, load_layout
@@ -42,7 +43,7 @@ class TestResult:
     file: str
     name: str
     source: str
-    status: str  # passed | failed
+    status: TestStatus
     expected: tuple[str, ...] = ()
     actual: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
@@ -67,11 +68,11 @@ class RunReport:
 
     @property
     def passed(self) -> int:
-        return sum(r.status == "passed" for r in self.results)
+        return sum(r.status == TestStatus.PASSED for r in self.results)
 
     @property
     def failed(self) -> int:
-        return sum(r.status != "passed" for r in self.results)
+        return sum(r.status != TestStatus.PASSED for r in self.results)
 
 
 def collect(paths: list[str]) -> list[Path]:
@@ -132,47 +133,48 @@ def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
     actual = tuple(_fmt(v.rule, v.parts) for v in found)
     expected = tuple(_fmt(e.rule, e.parts) for e in test.expected)
     details = {"expected": expected, "actual": actual}
-    if verdict.verdict == "unknown":
-        return "failed", {**details, "actual": (f"unknown ({verdict.reason})",),
+    if verdict.verdict == Status.UNKNOWN:
+        return TestStatus.FAILED, {**details, "actual": (f"unknown ({verdict.reason})",),
                           "message": f"verdict unknown: {verdict.reason}"}
     status, details = _evaluate_verdict(cell, test, verdict, found, details)
-    if status == "passed" and test.preferences:
+    if status == TestStatus.PASSED and test.preferences:
         return evaluate_preferences(test, verdict, details)
     return status, details
 
 
 def evaluate_preferences(test: TestCase, verdict: Verdict, details: dict
-                         ) -> tuple[str, dict]:
+                         ) -> tuple[TestStatus, dict]:
     """``expect preferences OP N``: the verdict's preference score against each
     expectation; an undecided score fails the test."""
     sc = verdict.preference_score
     want = tuple(str(e) for e in test.preferences)
-    verdict_part = details["expected"] or ((test.expect,) if test.expect == "pass" else ())
+    verdict_part = details["expected"] or ((test.expect,) if test.expect == Status.PASS else ())
     details = {**details, "expected": (*verdict_part, *want)}
     if sc is None or sc.met is None:
         why = f": {sc.reason}" if sc is not None else ""
-        return "failed", {**details, "message": "expected " + ", ".join(want) + ", but the "
-                          f"preference score is not decided{why}"}
+        return TestStatus.FAILED, {**details, "message": "expected " + ", ".join(want)
+                                   + f", but the preference score is not decided{why}"}
     details["actual"] = (*details["actual"], f"preferences {sc.met} of {sc.total}")
     bad = [e for e in test.preferences if not e.holds(sc.met)]
     if bad:
-        return "failed", {**details, "message": "expected " + ", ".join(map(str, bad))
-                          + f", got {sc.met} of {sc.total} weight met"}
-    return "passed", details
+        return TestStatus.FAILED, {**details, "message": "expected " + ", ".join(map(str, bad))
+                                   + f", got {sc.met} of {sc.total} weight met"}
+    return TestStatus.PASSED, details
 
 
 def _evaluate_verdict(cell: Cell, test: TestCase, verdict: Verdict, found: list[Violation],
-                      details: dict) -> tuple[str, dict]:
+                      details: dict) -> tuple[TestStatus, dict]:
     """The verdict and violations part of :func:`evaluate` (a decided verdict)."""
-    if test.expect == "pass":
+    if test.expect == Status.PASS:
         bad = list(verdict.violations) + (list(verdict.warnings) + list(verdict.preferences)
                                           if test.only else [])
         if bad:
-            return "failed", {**details, "unexpected": tuple(_fmt(v.rule, v.parts) for v in bad),
-                              "message": "expected pass"}
-        return "passed", details
-    if not test.expected and verdict.verdict != "fail":
-        return "failed", {**details, "message": "expected fail, got pass"}
+            return TestStatus.FAILED, {**details,
+                                       "unexpected": tuple(_fmt(v.rule, v.parts) for v in bad),
+                                       "message": "expected pass"}
+        return TestStatus.PASSED, details
+    if not test.expected and verdict.verdict != Status.FAIL:
+        return TestStatus.FAILED, {**details, "message": "expected fail, got pass"}
     used: set[int] = set()
     missing = []
     for e in test.expected:
@@ -192,9 +194,9 @@ def _evaluate_verdict(cell: Cell, test: TestCase, verdict: Verdict, found: list[
             msg.append(f"{len(missing)} expected violation(s) missing")
         if unexpected:
             msg.append(f"{len(unexpected)} unexpected violation(s) (test says only)")
-        return "failed", {**details, "missing": tuple(missing), "unexpected": unexpected,
+        return TestStatus.FAILED, {**details, "missing": tuple(missing), "unexpected": unexpected,
                           "message": "; ".join(msg)}
-    return "passed", details
+    return TestStatus.PASSED, details
 
 
 def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
@@ -204,18 +206,18 @@ def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
     tol = float(test.robust)  # type: ignore[arg-type]
     r = prove_robust(cell, layout, tol, timeout=timeout or DEFAULT_TIMEOUT)
     want = "robust" if test.robust_expected else "not robust"
-    if r.status == "unknown":
-        return "failed", {**details, "message": f"expected {want} to {tol:g} m, robustness "
-                          f"unknown: {r.reason}"}
-    got = r.status == "proved"
+    if r.status == Status.UNKNOWN:
+        return TestStatus.FAILED, {**details, "message": f"expected {want} to {tol:g} m, "
+                                   f"robustness unknown: {r.reason}"}
+    got = r.status == Status.PROVED
     if got == test.robust_expected:
-        return "passed", details
+        return TestStatus.PASSED, details
     if got:
-        return "failed", {**details, "message": f"expected not robust to {tol:g} m, but the "
-                          "verdict is proved to hold for every displacement"}
+        return TestStatus.FAILED, {**details, "message": f"expected not robust to {tol:g} m, but "
+                                   "the verdict is proved to hold for every displacement"}
     where = f": {r.rule}({', '.join(r.parts)}) breaks" if r.rule else ": it passes"
     moved = ", ".join(f"{k} by ({d[0]:+.4f}, {d[1]:+.4f})" for k, d in r.displacement.items())
-    return "failed", {**details, "message": f"expected robust to {tol:g} m{where} when "
+    return TestStatus.FAILED, {**details, "message": f"expected robust to {tol:g} m{where} when "
                       f"displaced: {moved}"}
 
 
@@ -260,7 +262,7 @@ def run_file(path: str, pattern: str | None = None, timeout: float | None = None
                 layout = layout_of_test(test)
                 verdict = check(cell, layout, timeout=timeout)
                 status, det = evaluate(cell, test, verdict)
-                if test.robust is not None and status == "passed":
+                if test.robust is not None and status == TestStatus.PASSED:
                     status, det = evaluate_robust(cell, test, layout, det, timeout)
         except CellspecError as exc:
             errors.extend(exc.diagnostics)
@@ -359,11 +361,12 @@ def junit_xml(report: RunReport, timings: bool = False) -> str:
         by_file.setdefault(r.file, []).append(r)
     for f, rs in by_file.items():
         suite = ET.SubElement(root, "testsuite", name=f, tests=str(len(rs)),
-                              failures=str(sum(r.status != "passed" for r in rs)), errors="0")
+                              failures=str(sum(r.status != TestStatus.PASSED for r in rs)),
+                              errors="0")
         for r in rs:
             tc = ET.SubElement(suite, "testcase", classname=f.replace("/", "."), name=r.name,
                                file=f, time=f"{r.seconds:.4f}" if timings else "0")
-            if r.status != "passed":
+            if r.status != TestStatus.PASSED:
                 fail = ET.SubElement(tc, "failure", message=r.message or "failed")
                 fail.text = _failure_text(r)
     if report.errors:
@@ -393,9 +396,9 @@ def pretty(report: RunReport, quiet: bool = False) -> str:
     (``quiet``: no PASS lines)."""
     out = []
     for r in report.results:
-        if not (quiet and r.status == "passed"):
-            out.append(f"{'PASS' if r.status == 'passed' else 'FAIL'} {r.id}")
-    fails = [r for r in report.results if r.status != "passed"]
+        if not (quiet and r.status == TestStatus.PASSED):
+            out.append(f"{'PASS' if r.status == TestStatus.PASSED else 'FAIL'} {r.id}")
+    fails = [r for r in report.results if r.status != TestStatus.PASSED]
     if fails:
         out.append("")
         for r in fails:

@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.core.status import InternalError, Reason
+from cellspec.core.status import InternalError, Reason, SolverLimit
 from cellspec.dsl.model import Cell, Source, WorldRule
 from cellspec.dsl.world import (
     ACTIONS,
@@ -43,8 +43,10 @@ DEFAULT_FORCES = {"grasp": (Fraction(5), None), "collision": (Fraction(15), None
 TIME_LIMIT_S = 10.0
 
 
-class Undecided(CellspecError):
+class Undecided(CellspecError, SolverLimit):
     """clingo did not decide a world rule within its time limit: ``unknown`` (exit 2)."""
+
+    reason = Reason.TIME_LIMIT
 
     def __init__(self, what: str, message: str, reason: Reason = Reason.TIME_LIMIT):
         super().__init__(f"unknown ({reason}): {what}: {message}")

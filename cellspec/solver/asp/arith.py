@@ -8,11 +8,14 @@ from collections.abc import Callable
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.solver.instance import lin_to_int
 
 
-class TooWide(Exception):
+class TooWide(SolverLimit):
     """A comparison whose integer form could leave clingo's 32-bit range (says why)."""
+
+    reason = Reason.UNSUPPORTED
 
 
 def cmp_text(c: ir.Cmp, var: Callable[[str], str]) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import relations
-from cellspec.core.status import InternalError, Reason
+from cellspec.core.status import BackendStatus, InternalError, Reason
 from cellspec.solver import stability
 from cellspec.solver.asp.clingo_log import clingo_logger
 from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
@@ -29,7 +29,7 @@ class BackendResult:
     """What one clingo run decided: ``done`` with the violations, or ``unknown`` with the
     :class:`Reason` and its sentence."""
 
-    status: str  # "done" or "unknown"
+    status: BackendStatus
     violations: list[tuple[int, tuple]] = field(default_factory=list)
     reason: str | None = None
     stats: dict[str, float] = field(default_factory=dict)
@@ -166,7 +166,7 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
     i, j = g.broad_phase(boxes, margin)
     stats = {"candidates": float(len(i)), "broad_phase_s": time.perf_counter() - t0}
     if margin >= inst.eps:  # the stability contacts' pairs are among these: no second pass
-        object.__setattr__(inst, "_near_pairs", (i, j) if perm is None else (perm[i], perm[j]))
+        inst.derived.near_pairs = (i, j) if perm is None else (perm[i], perm[j])
     cols = None
     if prog.columns:
         cols = g.broad_phase(boxes, margin, columns=True)
@@ -225,7 +225,7 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     n = max(inst.n, 1)
     for r in prog.rules:
         if r.index in rule_ids and r.cost >= 2 and n ** r.cost > GROUND_LIMIT:
-            return BackendResult("unknown", reason=(
+            return BackendResult(BackendStatus.UNKNOWN, reason=(
                 f"rule '{r.name}' relates {r.cost} parts with no spatial relation between them,"
                 f" so it needs {inst.n}^{r.cost} bindings (limit {GROUND_LIMIT}); add a "
                 "relation such as contact or near to its body"),
@@ -235,12 +235,12 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     try:
         text, stats = facts(inst, prog, perm)
     except g.TooDense as exc:
-        return BackendResult("unknown", reason=(
+        return BackendResult(BackendStatus.UNKNOWN, reason=(
             f"the layout has more than {exc.limit} pairs of parts within "
             f"{_margin(inst, prog) * float(g.U):.4f}"
             " m of each "
             "other: far denser than a buildable cell (many parts at the same place?)"),
-            reason_code=Reason.DENSITY_LIMIT)
+            reason_code=exc.reason)
     rules_text = "\n".join(prog.rules[k].text for k in rule_ids)
     ctl = clingo.Control(logger=clingo_logger)
     ctl.add("base", [], _builtins())
@@ -282,14 +282,15 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
         finished = handle.wait(timeout) if timeout is not None else handle.wait()
         if not finished:
             handle.cancel()
-            return BackendResult("unknown", reason=f"clingo did not finish within {timeout} s",
+            return BackendResult(BackendStatus.UNKNOWN,
+                                 reason=f"clingo did not finish within {timeout} s",
                                  reason_code=Reason.TIME_LIMIT)
         res = handle.get()
     if not res.satisfiable:  # the program only derives violations: a model always exists
         raise InternalError("clingo found no model (internal error)")
     stats.update({"facts_s": t1 - t0, "ground_s": t2 - t1, "solve_s": time.perf_counter() - t2})
     found.sort()
-    return BackendResult("done", found, stats=stats)
+    return BackendResult(BackendStatus.DONE, found, stats=stats)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from fractions import Fraction
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.dsl.model import Rule
 from cellspec.solver.asp import arith
 from cellspec.solver.asp import pushdown as pd
@@ -36,8 +37,10 @@ COMPLEMENT = {"stable": "not_stable", "placed_stable": "not_placed_stable"}
 OUTSIDE = "outside"  # outside(P, Zone): the complement of inside(P, Zone) for a named zone
 
 
-class CompileError(Exception):
+class CompileError(SolverLimit):
     """A rule this backend cannot lower (names the rule and the feature)."""
+
+    reason = Reason.UNSUPPORTED
 
 
 @dataclass(frozen=True)

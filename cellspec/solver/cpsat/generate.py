@@ -59,7 +59,7 @@ from cellspec.solver.cpsat.generate_model import (
     where,
 )
 from cellspec.solver.cpsat.repair import with_blocked
-from cellspec.solver.cpsat.results import Status as GenStatus
+from cellspec.solver.cpsat.results import SolveStatus as GenStatus
 from cellspec.solver.cpsat.results import Step
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.cpsat.shapes import Infeasible, even, shape, symmetric

@@ -257,7 +257,7 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
             # it is kept as written (no order search, which may hit its state limit)
             kept_order = repaired.with_order(tuple(layout.order))
             after = check(cell, kept_order, timeout=left())
-            if after.verdict == "pass":
+            if after.verdict == Status.PASS:
                 return "checked", (kept_order, tuple(moves), False, after)
             inst = build_instance(cell, repaired)
             rank = {pid: k for k, pid in enumerate(layout.order)}

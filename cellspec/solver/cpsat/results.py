@@ -6,9 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from cellspec.core.status import FOUND, Status
 from cellspec.solver.result import Verdict
 
-Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+# the words of repair, generate and plan (core.status)
+SolveStatus = Literal[Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE, Status.UNKNOWN]
 
 
 class Step(BaseModel):
@@ -32,7 +34,7 @@ class PlanResult(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    status: Status
+    status: SolveStatus
     steps: tuple[Step, ...] = ()
     method: str = ""
     reason: str | None = None
@@ -44,7 +46,7 @@ class PlanResult(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> PlanResult:
-        if self.status in ("optimal", "feasible"):
+        if self.status in FOUND:
             ids = [s.part for s in self.steps]
             if len(set(ids)) != len(ids):
                 raise ValueError("a sequence places every part exactly once")
@@ -133,7 +135,7 @@ class RepairResult(BaseModel):
     the limits."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    status: Status
+    status: SolveStatus
     layout: dict[str, Any] | None = None  # the repaired layout JSON (docs/formats.md)
     moves: tuple[Move, ...] = ()
     reordered: bool = False
@@ -150,8 +152,8 @@ class RepairResult(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RepairResult:
-        if self.status in ("optimal", "feasible"):
-            if self.layout is None or self.verdict is None or self.verdict.verdict != "pass":
+        if self.status in FOUND:
+            if self.layout is None or self.verdict is None or self.verdict.verdict != Status.PASS:
                 raise ValueError("a repair must carry its layout and a passing re-verification")
         else:
             if self.layout is not None or self.moves:

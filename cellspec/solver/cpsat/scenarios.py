@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cellspec.core.status import Status
 from cellspec.dsl.model import Cell, TestCase
 from cellspec.layout import Layout
 
@@ -69,11 +70,11 @@ def recover(cell: Cell, layout: Layout, name: str, kind: str,
     t0 = time.perf_counter()
     r = repair(cell, layout, time_limit=time_limit, keep_shape=keep_shape)
     secs = time.perf_counter() - t0
-    detected = r.before is not None and r.before.verdict == "fail"
+    detected = r.before is not None and r.before.verdict == Status.FAIL
     ok = False
     if r.layout is not None:
         again = check(cell, layout_from_obj(r.layout))
-        ok = again.verdict == "pass" and len(r.layout["parts"]) == len(layout)
+        ok = again.verdict == Status.PASS and len(r.layout["parts"]) == len(layout)
         types_kept = sorted(p["type"] for p in r.layout["parts"]) == sorted(layout.types)
         ok = ok and types_kept
     return ScenarioOutcome(name=name, kind=kind, parts=len(layout), detected=detected, recovered=ok,

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from cellspec.core.status import Status
 from cellspec.solver import stability as stab
 from cellspec.solver.cpsat.order_graph import order_edges
 from cellspec.solver.graph import components
@@ -41,7 +42,7 @@ def _groups(op, con: stab.Contacts, parts: list[int]) -> dict[int, list[int]]:  
 
 
 def reorder(inst, op, order: list[int], time_limit: float  # noqa: ANN001
-            ) -> tuple[str, list[int], str | None, tuple[str, ...]]:
+            ) -> tuple[Status, list[int], str | None, tuple[str, ...]]:
     """(status, order, reason, conflict ids): ``order`` re-arranged so that every stage
     stands; "infeasible" when no order can, "unknown" at a limit."""
     st = stab.structure_of(inst)
@@ -51,7 +52,7 @@ def reorder(inst, op, order: list[int], time_limit: float  # noqa: ANN001
     finished_bad = {int(final[f.part]) for f in fin}
     bad = stab.stages(st, order, finished_bad, final, trivial)
     if not bad:
-        return "optimal", order, None, ()
+        return Status.OPTIMAL, order, None, ()
     groups = _groups(op, st.con, [f.placed for f in bad])
     inside = {p for g in groups.values() for p in g}
     out = [p for p in order if p not in inside]
@@ -59,10 +60,10 @@ def reorder(inst, op, order: list[int], time_limit: float  # noqa: ANN001
     size = {int(c): int(k) for c, k in zip(*np.unique(final, return_counts=True), strict=True)}
     for _, members in sorted(groups.items()):
         res = _search(st, op, members, final, finished_bad, size, order, deadline, inst.ids)
-        if res[0] != "optimal":
+        if res[0] != Status.OPTIMAL:
             return res
         out.extend(res[1])
-    return "optimal", out, None, ()
+    return Status.OPTIMAL, out, None, ()
 
 
 def _search(st, op, members, final, finished_bad, size, prefer, deadline, ids):  # noqa: ANN001
@@ -125,14 +126,14 @@ def _search(st, op, members, final, finished_bad, size, prefer, deadline, ids): 
 
     r = dfs()
     if r is None:
-        return ("unknown", [], f"the search for an order in which every stage stands hit its "
+        return (Status.UNKNOWN, [], f"the search for an order in which every stage stands hit its "
                 f"limit ({NODE_LIMIT} states or the time limit) on a group of {len(mem)} parts",
                 ())
     if not r:
         done = ", ".join(best[1][:8]) + (" ..." if len(best[1]) > 8 else "")
         why = "; ".join(f"{ids[p]}: {w}" for p, w in best[2][:6]) or "no part is available"
         after = f"after {done}" if best[1] else "at the start"
-        return ("infeasible", [], "no placement order keeps every stage of construction "
+        return (Status.INFEASIBLE, [], "no placement order keeps every stage of construction "
                 f"standing: {after}, no remaining part can be placed next ({why})",
                 tuple(ids[p] for p, _ in best[2]))
-    return "optimal", list(seq), None, ()
+    return Status.OPTIMAL, list(seq), None, ()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core import ir
-from cellspec.core.status import InternalError, Status
+from cellspec.core.status import ExplainStatus, InternalError, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver.formal.common import (
@@ -54,15 +54,16 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     tms = timeout_ms(timeout)
     nominal = check(cell, layout, timeout=timeout, backend=backend)
     if nominal.verdict == Status.UNKNOWN:
-        return Explanation(status="unknown",
+        return Explanation(status=ExplainStatus.UNKNOWN,
                            reason=f"the verdict is unknown: {nominal.reason}",
                            seconds=time.perf_counter() - t0)
     if nominal.verdict == Status.PASS:
-        return Explanation(status="pass", seconds=time.perf_counter() - t0)
+        return Explanation(status=ExplainStatus.PASS, seconds=time.perf_counter() - t0)
     rules = [r for r in error_rules(cell, layout)
              if not ir.uses_relation(r.body, STABILITY_RELATIONS)]
     if not any(v.rule in {r.name for r in rules} for v in nominal.violations):
-        return Explanation(status="unknown", reason="the layout fails only by stability, "
+        return Explanation(status=ExplainStatus.UNKNOWN,
+                           reason="the layout fails only by stability, "
                            "which Z3 does not encode (the stability LP): see the verdict's "
                            "stability messages", seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
@@ -73,12 +74,14 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
     except LimitHit as exc:
-        return Explanation(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
+        return Explanation(status=ExplainStatus.UNKNOWN, reason=str(exc),
+                           seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
     solver, rule_lits, part_lits, label = _encode(grounded, builder, inst.n, tms)
 
     def unknown(reason: str) -> Explanation:
-        return Explanation(status="unknown", reason=reason, seconds=time.perf_counter() - t0,
+        return Explanation(status=ExplainStatus.UNKNOWN, reason=reason,
+                           seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))
 
     res = solver.check(*rule_lits, *part_lits)
@@ -92,7 +95,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     if isinstance(causes, str):
         return unknown(causes)
     first = causes[0]
-    return Explanation(status="explained", rules=first.rules, parts=first.parts,
+    return Explanation(status=ExplainStatus.EXPLAINED, rules=first.rules, parts=first.parts,
                        violations=first.violations, total_violations=len(nominal.violations),
                        minimal=first.minimal, causes=tuple(causes),
                        seconds=time.perf_counter() - t0)

@@ -345,7 +345,7 @@ def _stability_not_robust(inst: Any, steps: int, nominal: Any, stab_rules: list)
     not proved. Structures that need an LP and failing verdicts that
     rest on stability alone are not proved: unknown, never a silent pass."""
     names = {r.name for r in stab_rules}
-    if nominal.verdict != "pass":
+    if nominal.verdict != Status.PASS:
         if all(v.rule in names for v in nominal.violations):
             return ("the layout fails only by stability, and Z3 does not encode the stability "
                     "LP: that it keeps falling under every displacement is not proved")

@@ -18,7 +18,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.core.status import InternalError
+from cellspec.core.status import InternalError, Reason, SolverLimit
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import Instance
 from cellspec.solver.smt.formula import Builder, Z3Lowering, const, lin, smtlib
@@ -32,8 +32,10 @@ FEATURES = frozenset({"forall", "exists", "count", "linear arithmetic", "type", 
                       *RELATIONS})
 
 
-class Z3Unknown(Exception):
+class Z3Unknown(SolverLimit):
     """Z3 gave up (a time limit): the verdict is ``unknown``, never ``pass``."""
+
+    reason = Reason.TIME_LIMIT
 
 
 def seed_z3() -> None:
@@ -141,9 +143,11 @@ def displaced_problem(inst: Instance, rules, steps: int, prune: bool = True
     return prob, bounds
 
 
-class Unsupported(Exception):
+class Unsupported(SolverLimit):
     """A rule this encoding cannot decide for these shapes (a cylinder that may move): the
     answer is ``unknown`` (``unsupported``), naming the rule, never a silent pass."""
+
+    reason = Reason.UNSUPPORTED
 
 
 def ground_rules(prob: Problem, rules, builder: Builder, max_bindings: int

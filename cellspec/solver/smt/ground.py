@@ -26,6 +26,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, lin_to_int
 from cellspec.solver.reference import free_vars
@@ -38,12 +39,16 @@ _ATTR_COL = {"top": 5, "zmax": 5, "bottom": 4, "zmin": 4, "xmin": 0, "xmax": 1, 
              "ymax": 3}
 
 
-class LimitHit(Exception):
+class LimitHit(SolverLimit):
     """Grounding would exceed the binding budget (the result is ``unknown``)."""
 
+    reason = Reason.GROUNDING_LIMIT
 
-class NotInFragment(Exception):
+
+class NotInFragment(SolverLimit):
     """A rule uses something this backend cannot encode (names rule and feature)."""
+
+    reason = Reason.UNSUPPORTED
 
 
 @dataclass(frozen=True)

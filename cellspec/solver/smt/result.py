@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from cellspec.core.status import Status
+from cellspec.core.status import ExplainStatus, LintStatus, Status
 
 # the words of the robust check (core.status); explain and lint keep their own words
 # ("explained", "consistent", "inconsistent"), which their JSON has always used
@@ -25,7 +25,7 @@ class RobustResult(BaseModel):
     tolerance: float  # metres, what was decided: ``steps`` grid steps (the asked one rounded up)
     steps: int  # the tolerance in 0.1 mm grid steps (what was proved)
     requested: float | None = None  # metres, as asked (when it differs from ``tolerance``)
-    verdict: Literal["pass", "fail", "unknown"]  # the nominal verdict
+    verdict: Literal[Status.PASS, Status.FAIL, Status.UNKNOWN]  # the nominal verdict
     witness: dict[str, Any] | None = None  # displaced layout (layout JSON) that changes it
     rule: str | None = None  # the rule that breaks at the witness (nominal pass)
     parts: tuple[str, ...] = ()  # its parts
@@ -102,7 +102,7 @@ class Explanation(BaseModel):
     """A minimal subset of rules and parts that alone already fails (an MUS)."""
 
     model_config = ConfigDict(frozen=True)
-    status: Literal["explained", "pass", "unknown"]
+    status: ExplainStatus
     rules: tuple[RuleRef, ...] = ()
     parts: tuple[str, ...] = ()
     violations: tuple[dict[str, Any], ...] = ()  # of the sub-layout, re-checked by clingo
@@ -117,9 +117,9 @@ class Explanation(BaseModel):
         if self.causes and (self.causes[0].parts != self.parts
                             or self.causes[0].rules != self.rules):
             raise ValueError("the first cause is the explanation itself")
-        if self.status == "explained" and not (self.rules and self.violations):
+        if self.status == ExplainStatus.EXPLAINED and not (self.rules and self.violations):
             raise ValueError("an explanation names rules and the violations they cause")
-        if self.status == "unknown" and not self.reason:
+        if self.status == ExplainStatus.UNKNOWN and not self.reason:
             raise ValueError("an unknown explanation must say why")
         return self
 
@@ -154,7 +154,7 @@ class LintReport(BaseModel):
     model_config = ConfigDict(frozen=True)
     cell: str
     part_set: dict[str, int]
-    status: Literal["consistent", "inconsistent", "unknown"]
+    status: LintStatus
     findings: tuple[LintFinding, ...] = ()
     example: dict[str, Any] | None = None  # a layout satisfying every error rule (consistent)
     reason: str | None = None
@@ -162,18 +162,18 @@ class LintReport(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> LintReport:
-        if self.status == "inconsistent" and not any(f.kind == "inconsistent"
+        if self.status == LintStatus.INCONSISTENT and not any(f.kind == "inconsistent"
                                                      for f in self.findings):
             raise ValueError("an inconsistent cell needs a conflict set")
-        if self.status == "unknown" and not self.reason:
+        if self.status == LintStatus.UNKNOWN and not self.reason:
             raise ValueError("an unknown lint must say why")
-        if (self.example is not None) != (self.status == "consistent"):
+        if (self.example is not None) != (self.status == LintStatus.CONSISTENT):
             raise ValueError("a consistent cell comes with an example layout, only then")
         return self
 
     @property
     def clean(self) -> bool:
-        return self.status == "consistent" and not self.findings
+        return self.status == LintStatus.CONSISTENT and not self.findings
 
     def to_json(self, timing: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"cell": self.cell, "parts": self.part_set, "status": self.status,

@@ -42,14 +42,17 @@ import numpy as np
 
 from cellspec.core import relations
 from cellspec.core import shapes as ks
+from cellspec.core.status import Reason, SolverLimit
 from cellspec.solver.instance import BoxU
 from cellspec.solver.smt.formula import Builder, const, lin
 
 Affine = tuple[Fraction, dict]  # const + sum(coef * var)
 
 
-class NotLinear(Exception):
+class NotLinear(SolverLimit):
     """A relation of a cylinder that may move: not linear in the displacement."""
+
+    reason = Reason.UNSUPPORTED
 
 
 @dataclass(frozen=True)
