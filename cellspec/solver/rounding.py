@@ -31,8 +31,15 @@ from cellspec.solver.rounding_cmp import cmp_notes
 # none of them cannot change its verdict because of that check): each relation names its own
 # (``rounding``, cellspec/core/relations.py); a pair relation's check is named after it
 CHECKS = tuple(dict.fromkeys(c for r in relations.BUILTINS.values() for c in r.rounding))
+
+
+def _decided_by(check: str) -> frozenset[str]:
+    """The built-in relations whose verdict the rounding check ``check`` can change."""
+    return relations.names(lambda r: check in r.rounding)
+
+
 ROUNDING_RELATIONS: dict[str, frozenset[str]] = {
-    **{c: relations.names(lambda r, c=c: c in r.rounding) for c in CHECKS},
+    **{c: _decided_by(c) for c in CHECKS},
     "comparison": frozenset({"<cmp>"}),  # an attribute comparison the rules read
 }
 # pair checks analysed whether or not the rules name them (the stability rules read them)
