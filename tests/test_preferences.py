@@ -24,7 +24,7 @@ from cellspec.layout import layout_from_obj
 from cellspec.schemas import NAMES, schema
 from cellspec.solver import pref_score, verify
 from cellspec.solver.instance import build_instance
-from cellspec.solver.reference import Reference
+from cellspec.solver.reference import ReferenceEvaluator
 from cellspec.testing.coverage import run_coverage
 from cellspec.testing.runner import run_file
 
@@ -297,7 +297,7 @@ def test_batch_and_diff_take_preferences(tmp_path: Path) -> None:
     new.write_text(CONFLICT.replace("p.x <= 0.4", "p.x <= 0.35"), encoding="utf-8")
     d = run_cellspec("diff", old, new, "--parts", "2", "--rule", "left")
     assert d.returncode in (0, 1), d.stdout + d.stderr
-    assert "rule left: stricter" in d.stdout, d.stdout
+    assert "rule left (preference): stricter" in d.stdout, d.stdout
 
 
 # -- backends agree (differential, seeded) ------------------------------------------------------
@@ -338,7 +338,7 @@ def _oracle_score(cell, lay) -> tuple[int, int]:
     """(met, total) from the reference evaluator's own bindings: a rule's total is the
     number of bindings its outer chain enumerates (the body replaced by false)."""
     inst = build_instance(cell, lay)
-    ref = Reference(inst)
+    ref = ReferenceEvaluator(inst)
     rules, _ = verify.checkers.order_rules(cell.rules, lay.order is not None)
     total = unmet = 0
     for r in rules:
