@@ -93,6 +93,13 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
             "placement not proved optimal within the search budget"
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
             f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
+        if r.preferences is not None:
+            # lazy: CLI start-up time (only cells with preference rules print it)
+            from cellspec.solver.asp.prefer import score_line
+
+            say(score_line(r.preferences))
+            for note in r.preferences.get("notes", ()):
+                say(f"note: {note}")
     elif r.status == "infeasible":
         say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:
