@@ -159,3 +159,51 @@ def test_differential_is_not_vacuous(tmp_path: Path) -> None:
     scores = {preference_cost(cell, _random_layout(np.random.default_rng(s), 3 + s % 5))
               .violated.__len__() for s in range(12)}
     assert len(scores) > 1
+
+
+REPAIR_CELL = """
+import physical
+cell rc {
+    units m
+    workspace x [0, 0.3] y [0, 0.2] z [0, 0.2]
+    surface table z 0
+    part cube size (0.04, 0.04, 0.04)
+}
+"""
+REPAIR_PREFS = """
+rule wall "{p} far from the wall" severity preference weight 5 : forall p: p.x <= 0.05
+rule low "{p} stacked" severity preference : forall p: p.z <= 0.03
+rule back "{p} in front" severity preference : forall p: p.y >= 0.10
+"""
+TWO_ON_ONE = {"units": "m", "parts": [{"id": "a", "type": "cube", "pos": [0.10, 0.10, 0.02]},
+                                      {"id": "b", "type": "cube", "pos": [0.10, 0.10, 0.02]}]}
+
+
+def _repair(tmp_path: Path, text: str, *extra: str) -> dict:
+    c = tmp_path / "r.cell"
+    c.write_text(text, encoding="utf-8")
+    lay = tmp_path / "r.json"
+    lay.write_text(json.dumps(TWO_ON_ONE), encoding="utf-8")
+    r = run_cellspec("repair", c, lay, "--format", "json", *extra)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_repair_ties_broken_by_preferences_and_prefer_ranks_them_first(tmp_path: Path) -> None:
+    # two cubes in one place: every minimal repair moves one cube by 4 cm (L1 0.04);
+    # without preferences the repair stacks it (z 0.06)
+    plain = _repair(tmp_path, REPAIR_CELL)
+    assert plain["parts_moved"] == 1 and "preferences" not in plain
+    assert [m["to"][2] for m in plain["moves"]] == [0.06]
+    # ties broken: still one cube by 4 cm, now beside the other towards y >= 0.10 (low and
+    # back met for both: 4 of 14; the wall, x <= 0.05, needs more change)
+    ties = _repair(tmp_path, REPAIR_CELL + REPAIR_PREFS)
+    assert ties["parts_moved"] == 1 and ties["displacement_m"] == pytest.approx(0.04)
+    assert ties["preferences"] == {"met": 4, "total": 14, "optimal": True}
+    (mv,) = ties["moves"]
+    assert mv["to"][1] == pytest.approx(0.14) and mv["to"][2] == pytest.approx(0.02)
+    # --prefer: both cubes to the wall (x <= 0.05), every preference met, more change
+    first = _repair(tmp_path, REPAIR_CELL + REPAIR_PREFS, "--prefer")
+    assert first["preferences"] == {"met": 14, "total": 14, "optimal": True}
+    assert first["parts_moved"] == 2
+    assert all(p["pos"][0] <= 0.05 for p in first["layout"]["parts"])
