@@ -16,7 +16,7 @@ from cellspec.layout import Layout
 from cellspec.solver.asp.prefer import preference_cost
 from cellspec.solver.cpsat.prefer import encode, fixed_boxes
 from cellspec.solver.instance import build_instance
-from tests.conftest import run_cellspec
+from conftest import run_cellspec
 
 CELL = """
 import physical
@@ -207,3 +207,16 @@ def test_repair_ties_broken_by_preferences_and_prefer_ranks_them_first(tmp_path:
     assert first["preferences"] == {"met": 14, "total": 14, "optimal": True}
     assert first["parts_moved"] == 2
     assert all(p["pos"][0] <= 0.05 for p in first["layout"]["parts"])
+
+
+def test_repair_json_with_preferences_meets_its_schema(tmp_path: Path) -> None:
+    from test_schemas import validate
+
+    c = tmp_path / "r.cell"
+    c.write_text(REPAIR_CELL + REPAIR_PREFS, encoding="utf-8")
+    lay = tmp_path / "r.json"
+    lay.write_text(json.dumps(TWO_ON_ONE), encoding="utf-8")
+    r = run_cellspec("repair", c, lay, "--format", "json")
+    out = json.loads(r.stdout)
+    assert "preferences" in out
+    validate("repair", out)
