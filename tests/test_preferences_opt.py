@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cellspec
 from ortools.sat.python import cp_model
 
 import cellspec
@@ -16,7 +17,6 @@ from cellspec.layout import Layout
 from cellspec.solver.asp.prefer import preference_cost
 from cellspec.solver.cpsat.prefer import encode, fixed_boxes
 from cellspec.solver.instance import build_instance
-from conftest import run_cellspec
 
 CELL = """
 import physical

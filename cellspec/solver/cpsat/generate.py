@@ -155,17 +155,19 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
 
     from cellspec.solver.cpsat.generate_scale import scale_packing  # issue 29.4
 
-    big = scale_packing(cell, design, time_limit)
-    if big is not None:
+    big_ = scale_packing(cell, design, time_limit)
+    if big_ is not None:
+        assert isinstance(big_, GenerateResult)
+        big = big_
         if big.layout is not None and any(r.severity == "preference" for r in cell.rules):
-            from cellspec.solver.cpsat.prefer import final_score
             from cellspec.layout import layout_from_obj
+            from cellspec.solver.cpsat.prefer import final_score
 
             prefs = final_score(cell, layout_from_obj(big.layout), {"notes": [
                 "preferences are not optimised by the large-packing generator; the score "
                 "is not claimed optimal"]}, max(0.05, time_limit))
             big = big.model_copy(update={"preferences": prefs})
-        return big  # type: ignore[return-value]
+        return big
     try:
         return _generate(cell, design, left, workers, done, time_limit)
     except Infeasible as exc:

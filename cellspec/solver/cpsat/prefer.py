@@ -360,7 +360,7 @@ class Reifier:
     def rel(self, node: ir.Rel, env: dict[str, Any]) -> Any:
         """A built-in relation on the grounded parts (zones by name)."""
         name = node.name
-        args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
+        args: list[Any] = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
         e = self.pb.eps
         box = self.pb.box
         if name in ("contact", "overlaps", "supports", "above", "near"):
@@ -451,7 +451,7 @@ class LexResult:
     (``status``), the solver holding that solution, each stage's value and whether each
     stage was proved optimal (a later stage runs only under the earlier one's value)."""
 
-    status: int
+    status: Any  # a CP-SAT status
     solver: Any
     values: list[int]
     proved: list[bool]

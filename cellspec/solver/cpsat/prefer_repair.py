@@ -35,7 +35,7 @@ SEED = 1
 
 
 def repair_preferring(cell: Cell, layout: Layout, *, prefer: bool = False,
-                      time_limit: float = 10.0, workers: int = 1, **kw: Any
+                      time_limit: float | None = 10.0, workers: int = 1, **kw: Any
                       ) -> tuple[RepairResult, dict[str, Any] | None]:
     """:func:`.repair.repair`, then the preference stage (module doc) within the same
     ``time_limit``: the result and the ``preferences`` object (None without preference
@@ -44,7 +44,8 @@ def repair_preferring(cell: Cell, layout: Layout, *, prefer: bool = False,
 
     t0 = time.perf_counter()
     if not preference_rules(cell):
-        return repair(cell, layout, time_limit=time_limit, workers=workers, **kw), None
+        return repair(cell, layout, time_limit=time_limit, workers=workers, **kw), None  # type: ignore[arg-type]
+    time_limit = 10.0 if time_limit is None else time_limit
     share = 0.5  # of the limit: the repair, then the preference stage
     r = repair(cell, layout, time_limit=share * time_limit, workers=workers, **kw)
     left = max(0.2, time_limit - (time.perf_counter() - t0))
@@ -160,9 +161,8 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
                     proved and same)
     from cellspec.solver.asp.prefer import score_json
 
-    status = r.status if proved else Status.FEASIBLE
-    out = RepairResult(status=status, before=r.before, seconds=r.seconds + time.perf_counter()
-                       - t0, layout=new.to_json(), moves=tuple(moves),
+    out = RepairResult(status=r.status if proved else "feasible", before=r.before,
+                       seconds=r.seconds + time.perf_counter() - t0, layout=new.to_json(), moves=tuple(moves),
                        reordered=not order_kept and layout.order is not None,
                        verdict=after, first_seconds=r.first_seconds)
     return out, score_json(got, proved, notes)
