@@ -162,7 +162,8 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
     from cellspec.solver.asp.prefer import score_json
 
     out = RepairResult(status=r.status if proved else "feasible", before=r.before,
-                       seconds=r.seconds + time.perf_counter() - t0, layout=new.to_json(), moves=tuple(moves),
+                       seconds=r.seconds + time.perf_counter() - t0,
+                       layout=new.to_json(), moves=tuple(moves),
                        reordered=not order_kept and layout.order is not None,
                        verdict=after, first_seconds=r.first_seconds)
     return out, score_json(got, proved, notes)
