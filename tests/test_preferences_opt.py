@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 
 import cellspec
 from cellspec.layout import Layout
-from cellspec.solver.asp.prefer import preference_cost
+from cellspec.solver.asp.prefer import fixed_violated, preference_cost
 from cellspec.solver.cpsat.prefer import encode, fixed_boxes
 from cellspec.solver.instance import build_instance
 
@@ -147,6 +147,8 @@ def test_cpsat_score_equals_clingo_and_reference(tmp_path: Path, seed: int) -> N
     by_ref = preference_cost(cell, layout, backend="reference")
     assert by_clingo.unknown is None and by_ref.unknown is None
     assert (met, total) == (by_clingo.met, by_clingo.total) == (by_ref.met, by_ref.total)
+    # the #minimize encoding of the proof, with every box fixed, counts the same
+    assert fixed_violated(cell, layout) == total - met
     assert 0 <= met <= total
 
 
@@ -220,3 +222,42 @@ def test_repair_json_with_preferences_meets_its_schema(tmp_path: Path) -> None:
     out = json.loads(r.stdout)
     assert "preferences" in out
     validate("repair", out)
+
+
+def test_clingo_proves_the_generated_score_on_a_small_cell(tmp_path: Path) -> None:
+    # one level (the workspace is 5 cm high): clingo's #minimize over every layout of the
+    # two cubes on the 1 cm lattice (918 positions each) finds at most 8 of 10 weight, the
+    # score CP-SAT reached
+    one_level = CELL.replace("z [0, 0.2]", "z [0, 0.05]")
+    p = tmp_path / "c.cell"
+    p.write_text(one_level + DESIGN, encoding="utf-8")
+    r = run_cellspec("generate", p, p, "--format", "json", "--prove-preferences", "0.01")
+    assert r.returncode == 0, r.stderr
+    prefs = json.loads(r.stdout)["preferences"]
+    assert prefs["met"] == 8 and prefs["optimal"] is True
+    b = prefs["bound"]
+    assert (b["status"], b["met"], b["violated"], b["positions"]) == ("optimal", 8, 2, 918)
+    assert "grip_access" in b["relaxed"] and "no_overlap" not in b["relaxed"]
+
+
+def test_clingo_bound_sees_layouts_the_generator_does_not_build(tmp_path: Path) -> None:
+    # with room to stack, clingo stacks the second cube on the first (every preference met);
+    # the generator builds two separate towers and meets 8: the bound is not a copy of it
+    from cellspec.solver.asp.prefer import least_violated
+
+    p = tmp_path / "c.cell"
+    p.write_text(CELL, encoding="utf-8")
+    cell = cellspec.load_cell(str(p))
+    b = least_violated(cell, ["cube", "cube"], step_m=0.02, timeout=60)
+    assert (b.status, b.violated, b.total) == ("optimal", 0, 10)
+
+
+def test_clingo_bound_beyond_its_size_limit_is_unknown(tmp_path: Path) -> None:
+    from cellspec.solver.asp.prefer import least_violated
+
+    p = tmp_path / "c.cell"
+    p.write_text(CELL, encoding="utf-8")
+    cell = cellspec.load_cell(str(p))
+    b = least_violated(cell, ["cube", "cube"], step_m=0.001, timeout=60)
+    assert b.status == "unknown" and b.violated is None
+    assert "over the limit of the proof" in (b.reason or "")

@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("spec", help="the .cell file holding the design(s) (may be CELL itself)")
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
+    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
+                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
+                   "most preference weight any layout of the generated parts can meet with "
+                   "their centres on a lattice STEP metres apart (small cells only: unknown "
+                   "beyond the size limit); error rules clingo does not encode there (order, "
+                   "stability, grip) are left out and named")
     c.set_defaults(func=run)
 
 
@@ -69,6 +75,16 @@ def _compute(a: argparse.Namespace) -> Any:
                                            for x in v.violations[:5])
             r = type(r)(status="unknown", design=r.design, seconds=r.seconds,
                         reason=f"internal error: the generated layout fails the check: {detail}")
+    if (a.prove_preferences is not None and r.layout is not None
+            and r.preferences is not None):
+        # lazy: CLI start-up time (clingo grounds only when asked)
+        from cellspec.solver.asp.prefer import least_violated
+
+        types = [p["type"] for p in r.layout["parts"]]
+        b = least_violated(cell, types, step_m=a.prove_preferences,
+                           timeout=max(0.1, remaining(a.time_limit) or 10.0))
+        prefs = dict(r.preferences, bound=b.to_json())
+        r = r.model_copy(update={"preferences": prefs})
     # plain data for the parent: unpickling the result model would import the solvers there
     return {"status": str(r.status), "layout": r.layout, "json": r.to_json(),
             "pretty": _pretty(a, r) if a.format != "json" else None}
@@ -100,6 +116,10 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
             say(score_line(r.preferences))
             for note in r.preferences.get("notes", ()):
                 say(f"note: {note}")
+            if "bound" in r.preferences:
+                from cellspec.solver.asp.prefer import bound_line
+
+                say(bound_line(r.preferences["bound"], r.preferences["met"]))
     elif r.status == "infeasible":
         say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:
