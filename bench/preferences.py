@@ -40,7 +40,7 @@ rule high_y "{p} is low on y" severity preference weight 2 : forall p: p.y >= 0.
 
 def design(n: int) -> str:
     """n one-cube towers, all anchored in the middle (the built-in objective's pull)."""
-    towers = "\n".join("    tower(n=1) at (0.15, 0.10)" for _ in range(n))
+    towers = "\n".join("    tower(n=1)" for _ in range(n))
     return f"design d{n} {{\n{towers}\n}}\n"
 
 

@@ -31,8 +31,8 @@ rule high_y "{p} is low on y" severity preference weight 2 : forall p: p.y >= 0.
 """
 DESIGN = """
 design two {
-    tower(n=1) at (0.15, 0.10)
-    tower(n=1) at (0.15, 0.10)
+    tower(n=1)
+    tower(n=1)
 }
 """
 
@@ -231,7 +231,8 @@ def test_clingo_proves_the_generated_score_on_a_small_cell(tmp_path: Path) -> No
     one_level = CELL.replace("z [0, 0.2]", "z [0, 0.05]")
     p = tmp_path / "c.cell"
     p.write_text(one_level + DESIGN, encoding="utf-8")
-    r = run_cellspec("generate", p, p, "--format", "json", "--prove-preferences", "0.01")
+    r = run_cellspec("generate", p, p, "--format", "json", "--prove-preferences", "0.01",
+                     "--time-limit", "120")
     assert r.returncode == 0, r.stderr
     prefs = json.loads(r.stdout)["preferences"]
     assert prefs["met"] == 8 and prefs["optimal"] is True
@@ -261,3 +262,19 @@ def test_clingo_bound_beyond_its_size_limit_is_unknown(tmp_path: Path) -> None:
     b = least_violated(cell, ["cube", "cube"], step_m=0.001, timeout=60)
     assert b.status == "unknown" and b.violated is None
     assert "over the limit of the proof" in (b.reason or "")
+
+
+def test_the_anchor_intent_ranks_before_preferences(tmp_path: Path) -> None:
+    # `at (0.034, 0.10)`: the intent holds within 5 mm, so the tower slides 4 mm to meet
+    # low_x (x <= 0.03) but never leaves the tolerance for high_y (y >= 0.15)
+    one = "design one {\n    tower(n=1) at (0.034, 0.10)\n}\n"
+    out = _generate(tmp_path, CELL + one)
+    (part,) = out["layout"]["parts"]
+    assert part["pos"][0] <= 0.03 and abs(part["pos"][1] - 0.10) <= 0.005
+    assert out["preferences"] == {"met": 3, "total": 5, "optimal": True}
+    # two towers at one anchor: one stands there, the other goes where the weight is
+    two = "design two {\n    tower(n=1) at (0.15, 0.10)\n    tower(n=1) at (0.15, 0.10)\n}\n"
+    out = _generate(tmp_path, CELL + two)
+    assert out["preferences"] == {"met": 5, "total": 10, "optimal": True}
+    pos = sorted(tuple(p["pos"][:2]) for p in out["layout"]["parts"])
+    assert pos[1] == pytest.approx((0.15, 0.10), abs=0.005)

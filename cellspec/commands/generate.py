@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="on a cell with preference rules, also ask clingo (#minimize) for the "
                    "most preference weight any layout of the generated parts can meet with "
                    "their centres on a lattice STEP metres apart (small cells only: unknown "
-                   "beyond the size limit); error rules clingo does not encode there (order, "
+                   "beyond the size limit or when it would not finish in half the time left of "
+                   "--time-limit); error rules clingo does not encode there (order, "
                    "stability, grip) are left out and named")
     c.set_defaults(func=run)
 
@@ -81,8 +82,10 @@ def _compute(a: argparse.Namespace) -> Any:
         from cellspec.solver.asp.prefer import least_violated
 
         types = [p["type"] for p in r.layout["parts"]]
+        # half of what is left of the verb's budget: the layout is handed over either way
+        left = remaining(a.time_limit)
         b = least_violated(cell, types, step_m=a.prove_preferences,
-                           timeout=max(0.1, remaining(a.time_limit) or 10.0))
+                           timeout=max(0.1, 0.5 * (left if left is not None else 60.0)))
         prefs = dict(r.preferences, bound=b.to_json())
         r = r.model_copy(update={"preferences": prefs})
     # plain data for the parent: unpickling the result model would import the solvers there

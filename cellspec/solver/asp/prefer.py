@@ -87,6 +87,9 @@ __all__ = ["Score", "preference_cost", "preference_rules", "score_json", "score_
 
 MAX_POSITIONS = 4000  # lattice positions per part
 MAX_PAIR_GROUND = 6_000_000  # positions^2 x part pairs: the pair relations' grounding
+# position pairs grounded per second (measured ~450 000/s on the loaded 2-core machine, with
+# two pair relations): the proof refuses up front when grounding alone would pass its time
+GROUND_RATE = 400_000
 ENCODED = {"contact", "overlaps", "supports", "above", "near", "inside", "intersects", "on",
            "grounded"}
 
@@ -145,6 +148,7 @@ class _Asp:
         self.domains: dict[str, str] = {}
         self.nears: set[int] = set()
         self.zuses: set[tuple[str, str]] = set()
+        self.used: set[str] = set()  # the builtins.lp program parts the rules read
 
     def var(self, v: str) -> str:
         return "V_" + "".join(c if c.isalnum() else "_" for c in v)
@@ -230,6 +234,8 @@ class _Asp:
         elif isinstance(node, ir.Rel):
             args = [self.var(a.name) if isinstance(a, ir.VarArg) else a for a in node.args]
             name = node.name
+            self.used.add({"near": "near", "inside": "zones", "intersects": "zones",
+                           "grounded": "surfaces"}.get(name, name))
             if name in ("contact", "overlaps", "supports", "above"):
                 rule(f"{name}({args[0]},{args[1]})")
             elif name == "near":
@@ -246,8 +252,10 @@ class _Asp:
                     rule(f'{name}({args[0]},"{z.name}")')
             elif name == "on":
                 if isinstance(node.args[1], ir.VarArg):
+                    self.used.add("supports")
                     rule(f"supports({args[1]},{args[0]})")
                 else:
+                    self.used.add("surfaces")
                     rule(f'on_surface({args[0]},"{node.args[1].name}")')
             else:  # grounded
                 rule(f"grounded({args[0]})")
@@ -353,6 +361,11 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
     if bad:
         return Bound("unknown", reason="clingo does not encode the preference(s) "
                      + "; ".join(bad), **base)  # type: ignore[arg-type]
+    est = npos * npos * max(1, pairs) / GROUND_RATE
+    if est > 0.6 * timeout:
+        return Bound("unknown", reason=f"grounding {npos} positions per part would take about "
+                     f"{est:.0f} s, over the {timeout:.1f} s left for the proof (raise "
+                     "--time-limit or use a coarser step)", **base)  # type: ignore[arg-type]
     status, violated, why = _minimize(cell, types, [cands[t] for t in types], relaxed,
                                       timeout, hard=True)
     if status == "unknown":
@@ -368,8 +381,13 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
               grippers: list[str] | None = None) -> tuple[str, int | None, str | None]:
     """clingo's least violated preference weight with part i's box chosen from
     ``cands[i]`` (U corners) and, with ``hard``, every error rule not ``relaxed`` a
-    constraint: (optimal | infeasible | unknown, the weight, why unknown)."""
+    constraint: (optimal | infeasible | unknown, the weight, why unknown). ``timeout``:
+    grounding and solving together."""
+    import time
+
     import clingo  # lazy: only the proof grounds
+
+    t0 = time.perf_counter()
 
     from cellspec.solver.instance import BoxU, cell_u
 
@@ -386,8 +404,20 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
     for i, t in enumerate(types):
         gk = default if grippers is None else grippers[i]
         out.append(f'ptype({i},"{t}"). pgrip({i},"{gk}").')
-        out.append("1 { " + "; ".join(f"box({i},{','.join(map(str, b))})"
-                                      for b in cands[i]) + " } 1.")
+        # candidate positions are numbered by their box (sorted): the same number means the
+        # same box for parts of one type
+        out.append("\n".join(f"cpos({i},{k},{','.join(map(str, b))})."
+                             for k, b in enumerate(sorted(cands[i]))))
+    out.append("1 { at(I,K) : cpos(I,K,_,_,_,_,_,_) } 1 :- part(I).")
+    out.append("box(I,X0,X1,Y0,Y1,Z0,Z1) :- at(I,K), cpos(I,K,X0,X1,Y0,Y1,Z0,Z1).")
+    # parts of one type and gripper are interchangeable (no rule encoded here names a part or
+    # reads the order): the lower-numbered part takes the lower-numbered position
+    same = [(i, j) for i in range(len(types)) for j in range(i + 1, len(types))
+            if types[i] == types[j] and (grippers is None or grippers[i] == grippers[j])]
+    if same and len({len(c) for c in cands}) == 1 and all(
+            sorted(cands[i]) == sorted(cands[j]) for i, j in same):
+        out.append("\n".join(f"sym({i},{j})." for i, j in same))
+        out.append(":- sym(I,J), at(I,KI), at(J,KJ), KJ < KI.")
     out.append("cand(I,J) :- part(I), part(J), I < J. col(I,J) :- cand(I,J).")
     for name, z in cu.surfaces.items():
         out.append(f'surf("{name}",{z}).')
@@ -404,14 +434,14 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
         out.append(f'robot("{name}").')
     for rel, zn in sorted(asp.zuses):
         out.append(f"zuse({rel},K) :- keepout(K)." if zn == "*" else f'zuse({rel},"{zn}").')
-    ctl = clingo.Control(["--warn=none", "--opt-mode=opt"])  # the proved optimum
+    ctl = clingo.Control(["--warn=none", "--opt-mode=opt", "--opt-strategy=usc"])  # core-guided
     from cellspec.solver.asp.backend import _builtins
 
     ctl.add("base", [], _builtins())
     ctl.add("base", [], "\n".join(out + asp.lines))
-    parts: list[tuple[str, list[Any]]] = [("base", []), ("contact", []), ("overlaps", []),
-                                          ("supports", []), ("above", []), ("zones", []),
-                                          ("surfaces", [])]
+    parts: list[tuple[str, list[Any]]] = [("base", [])] + [
+        (p, []) for p in ("contact", "overlaps", "supports", "above", "zones", "surfaces")
+        if p in asp.used]
     parts += [("near", [clingo.Number(d)]) for d in sorted(asp.nears)]
     ctl.ground(parts)
     best: list[int] = []
@@ -420,7 +450,8 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
         best[:] = [int(m.cost[0]) if m.cost else 0]
 
     with ctl.solve(on_model=on_model, async_=True) as hnd:
-        if not hnd.wait(timeout):
+        left = max(0.05, timeout - (time.perf_counter() - t0))
+        if not hnd.wait(left):
             hnd.cancel()
             return "unknown", None, (f"clingo did not prove the optimum within {timeout:g} s"
                                      + (f" (best found: {best[0]} violated)" if best else ""))

@@ -535,12 +535,41 @@ def generate_solve(m: Any, cell: Cell, structs: list[Any], z0: int, make_solver:
         return s.Solve(m), s
     terms = encode(m, cell, pb)
     rest = objective_of(m)
-    res = lex_solve(m, [(terms.met_expr(), "max"), (rest, "min")], make_solver)
+    stages = [(terms.met_expr(), "max"), (rest, "min")]
+    off = anchors_missed(m, structs, pb)
+    if off is not None:  # the intent first: each `at` within its tolerance where possible
+        stages.insert(0, (off, "min"))
+    res = lex_solve(m, stages, make_solver)
     pref.update(notes=terms.notes(), refused=bool(terms.refused))
     if res.status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        k = 0 if off is None else 1
         pref.update(model_met=terms.met_value(res.solver.BooleanValue),
-                    proved=bool(res.proved and res.proved[0]) and not terms.refused)
+                    proved=len(res.proved) > k and all(res.proved[:k + 1])
+                    and not terms.refused)
     return res.status, res.solver
+
+
+def anchors_missed(m: Any, structs: list[Any], pb: PartBoxes) -> Any:
+    """How many structures with an ``at (x, y)`` stand farther than the intent's tolerance
+    (:data:`cellspec.dsl.design.AT_TOL`, less 0.1 mm so rounding never decides it) from
+    it, on x or on y (their footprint centre): a linear expression, or None when no
+    structure has an anchor. The design verb refuses a layout that misses an anchor, so
+    preferences rank after these."""
+    from cellspec.core import geometry as g
+    from cellspec.dsl.design import AT_TOL
+
+    tol = int(g.to_u(AT_TOL)) - 2
+    rf = Reifier(m, pb, [MAX_LITERALS])
+    missed: list[Any] = []
+    for st in structs:
+        if st.packing or st.spec.at is None:
+            continue
+        cx, cy = 2 * st.ax + st.w // 2, 2 * st.ay + st.d // 2
+        tx, ty = g.to_u_int(st.spec.at[0]), g.to_u_int(st.spec.at[1])
+        within = rf.all_of([rf.le(cx - tx, tol), rf.ge(cx - tx, -tol), rf.le(cy - ty, tol),
+                            rf.ge(cy - ty, -tol)])
+        missed.append(1 - int(within) if isinstance(within, bool) else within.Not())
+    return sum(missed) if missed else None
 
 
 def final_score(cell: Cell, layout: Any, pref: dict[str, Any], timeout: float
