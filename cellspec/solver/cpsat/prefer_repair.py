@@ -161,7 +161,8 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
                     proved and same)
     from cellspec.solver.asp.prefer import score_json
 
-    out = RepairResult(status=r.status if proved else "feasible", before=r.before,
+    # optimal: both stages proved (minimal change and the weight met, in the order asked)
+    out = RepairResult(status=r.status if all(res.proved) else "feasible", before=r.before,
                        seconds=r.seconds + time.perf_counter() - t0,
                        layout=new.to_json(), moves=tuple(moves),
                        reordered=not order_kept and layout.order is not None,
