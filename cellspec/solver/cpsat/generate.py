@@ -161,7 +161,7 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
         big = big_
         if big.layout is not None and any(r.severity == "preference" for r in cell.rules):
             from cellspec.layout import layout_from_obj
-            from cellspec.solver.cpsat.prefer import final_score
+            from cellspec.solver.cpsat.prefer_generate import final_score
 
             prefs = final_score(cell, layout_from_obj(big.layout), {"notes": [
                 "preferences are not optimised by the large-packing generator; the score "
@@ -237,7 +237,7 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
     final = layout.with_order(pr.order)
     prefs = None
     if pref:  # the cell has preferences: the score of the layout, counted by clingo
-        from cellspec.solver.cpsat.prefer import final_score
+        from cellspec.solver.cpsat.prefer_generate import final_score
 
         prefs = final_score(cell, final, pref, left())
     return done(status=status, layout=final.to_json(), structures=tuple(placed),
@@ -387,7 +387,7 @@ def _solve(structs: list[Struct], design: DesignSpec, site: Site, left: Any, wor
     """Solve the model (with the first-fit hint): (the solver, optimal or feasible), or the
     result when there is no placement (named by its unsat core) or the time ran out. With
     ``cell`` holding preference rules: the weight met first, then the model's own
-    objective (:func:`.prefer.generate_solve`; ``pref`` receives what it achieved)."""
+    objective (:func:`.prefer_generate.generate_solve`; ``pref`` receives what it achieved)."""
     m, _ = build_model(structs, design, site, False)
     hint(m, structs, site, design)
 
@@ -401,7 +401,8 @@ def _solve(structs: list[Struct], design: DesignSpec, site: Site, left: Any, wor
         solver.parameters.max_deterministic_time = DET_TIME_FACTOR * time_limit / of
         return solver
 
-    from cellspec.solver.cpsat.prefer import generate_solve, preference_rules
+    from cellspec.solver.cpsat.prefer import preference_rules
+    from cellspec.solver.cpsat.prefer_generate import generate_solve
 
     if cell is not None and pref is not None and preference_rules(cell):
         st_, solver = generate_solve(m, cell, structs, site.z0, make, pref)
