@@ -242,11 +242,40 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
     o = run_orchestrated(a.command, cell, adapter, t_max=a.t_max, time_limit=solver,
                          reviewer=reviewer, execute=a.execute, router=router)
     out = o.to_json()
+    prefs = _preferences(cell, o)
+    if prefs is not None:
+        out["preferences"] = prefs
     report = getattr(adapter, "structured_report", None)
     if callable(report):  # the structured-output mode negotiated with the server
         out["llm"] = report()
     return {"layout": o.result.layout, "json": out,
             "pretty": _pretty(a, o, adapter) if a.format != "json" else None}
+
+
+def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
+    """The design's preference score (cells with preference rules and a layout only):
+    optimal when the solver built the layout and proved its weight best (generate
+    maximises it first); an accepted or repaired proposal's score is not claimed optimal."""
+    if o.result.layout is None or not any(r.severity == "preference" for r in cell.rules):
+        return None
+    # lazy: CLI start-up time (only cells with preference rules need it)
+    from cellspec.agent.loop import _REF_CACHE
+    from cellspec.layout import layout_from_obj
+    from cellspec.solver.asp.prefer import preference_cost, score_json
+
+    lay = o.result.layout
+    lay_obj = lay if isinstance(lay, dict) else lay.to_json()
+    if o.result.outcome == "generated":
+        for ref in list(_REF_CACHE.values()):
+            got = ref.result
+            if got.layout is not None and got.preferences is not None and (
+                    [p["pos"] for p in got.layout["parts"]]
+                    == [p["pos"] for p in lay_obj["parts"]]):
+                return got.preferences
+    score = preference_cost(cell, layout_from_obj(lay_obj, "<design>"))
+    return score_json(score, False, [f"the {o.result.outcome} layout's score is not proved "
+                                     "optimal (generate maximises it for the layouts it "
+                                     "builds)"])
 
 
 def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:

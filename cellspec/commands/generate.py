@@ -40,6 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("spec", help="the .cell file holding the design(s) (may be CELL itself)")
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
+    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
+                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
+                   "most preference weight any layout of the generated parts can meet with "
+                   "their centres on a lattice STEP metres apart (small cells only: unknown "
+                   "beyond the size limit or when it would not finish in half the time left of "
+                   "--time-limit); error rules clingo does not encode there (order, "
+                   "stability, grip) are left out and named")
     c.set_defaults(func=run)
 
 
@@ -70,6 +77,18 @@ def _compute(a: argparse.Namespace) -> Any:
                                            for x in v.violations[:5])
             r = type(r)(status=Status.UNKNOWN, design=r.design, seconds=r.seconds,
                         reason=f"internal error: the generated layout fails the check: {detail}")
+    if (a.prove_preferences is not None and r.layout is not None
+            and r.preferences is not None):
+        # lazy: CLI start-up time (clingo grounds only when asked)
+        from cellspec.solver.asp.prefer import least_violated
+
+        types = [p["type"] for p in r.layout["parts"]]
+        # half of what is left of the verb's budget: the layout is handed over either way
+        left = remaining(a.time_limit)
+        b = least_violated(cell, types, step_m=a.prove_preferences,
+                           timeout=max(0.1, 0.5 * (left if left is not None else 60.0)))
+        prefs = dict(r.preferences, bound=b.to_json())
+        r = r.model_copy(update={"preferences": prefs})
     # plain data for the parent: unpickling the result model would import the solvers there
     return {"status": str(r.status), "layout": r.layout, "json": r.to_json(),
             "pretty": _pretty(a, r) if a.format != "json" else None}
@@ -94,6 +113,17 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
             "placement not proved optimal within the search budget"
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
             f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
+        if r.preferences is not None:
+            # lazy: CLI start-up time (only cells with preference rules print it)
+            from cellspec.solver.asp.prefer import score_line
+
+            say(score_line(r.preferences))
+            for note in r.preferences.get("notes", ()):
+                say(f"note: {note}")
+            if "bound" in r.preferences:
+                from cellspec.solver.asp.prefer import bound_line
+
+                say(bound_line(r.preferences["bound"], r.preferences["met"]))
     elif r.status == Status.INFEASIBLE:
         say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:

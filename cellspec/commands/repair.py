@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "turn; 45; 30) or comma-separated yaws in degrees (e.g. 0,45,90); at most "
                    "24 distinct yaws. Cylinders never turn; each turn costs a little in the "
                    "objective")
+    c.add_argument("--prefer", action="store_true",
+                   help="rank the cell's preference rules before minimal change (default: "
+                   "fewest parts moved, then least L1, and the weight of preferences met "
+                   "only breaks ties)")
     c.add_argument("--workers", type=int, default=1, metavar="N",
                    help=f"clusters solved in parallel, or CP-SAT workers (interleaved search) "
                    f"for a single cluster; 1 to {MAX_WORKERS}, default 1. Deterministic for "
@@ -88,15 +92,16 @@ def _compute(a: argparse.Namespace) -> Any:
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
     from cellspec.dsl.parser import load_cell
     from cellspec.layout import load_layout
-    from cellspec.solver.cpsat.repair import parse_blocked, repair
+    from cellspec.solver.cpsat.prefer_repair import repair_preferring
+    from cellspec.solver.cpsat.repair import parse_blocked
 
     cell = load_cell(a.cell)
     layout = load_layout(a.layout, part_types=cell.part_types)
     blocked = [parse_blocked(spec, f"blocked_{k + 1}") for k, spec in enumerate(a.block)]
-    r = repair(cell, layout, time_limit=remaining(a.time_limit), blocked=blocked,
-               keep_shape=a.keep_shape, workers=a.workers, progress=_progress(),
-               allow_rotate=a.rotate)
-    return r
+    # without preference rules in the cell: exactly repair() (and no "preferences" output)
+    return repair_preferring(cell, layout, prefer=a.prefer, time_limit=remaining(a.time_limit),
+                             blocked=blocked, keep_shape=a.keep_shape, workers=a.workers,
+                             progress=_progress(), allow_rotate=a.rotate)
 
 
 def run(a: argparse.Namespace) -> int:
@@ -119,11 +124,14 @@ def run(a: argparse.Namespace) -> int:
         return print_unknown(got, a.format, {
             "format": "cellspec.repair/1", "already_valid": False, "parts_moved": 0,
             "displacement_m": 0, "reordered": False, "moves": []}, handed="repair")
-    r = got
+    r, prefs = got
     if r.layout is not None and a.output:
         atomic_write(Path(a.output), json.dumps(r.layout, indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(tagged("repair", r.to_json()), indent=2))
+        out = r.to_json()
+        if prefs is not None:
+            out["preferences"] = prefs
+        print(json.dumps(tagged("repair", out), indent=2))
     else:
         bad = r.before.violations if r.before is not None else ()
         if r.already_valid:
@@ -150,7 +158,14 @@ def run(a: argparse.Namespace) -> int:
             print(f"repaired: {r.parts_moved} part(s) moved, L1 {r.displacement:.4f} m, "
                   f"re-verified pass, {proof} ({in_all(r.seconds)})"
                   + (f"; written to {a.output}" if a.output else ""))
-        elif r.status == Status.INFEASIBLE:
+        if prefs is not None:
+            # lazy: CLI start-up time (only cells with preference rules print it)
+            from cellspec.solver.asp.prefer import score_line
+
+            print(score_line(prefs))
+            for note in prefs.get("notes", ()):
+                print(f"note: {note}")
+        if r.status == Status.INFEASIBLE:
             print(f"impossible: {r.reason} ({in_all(r.seconds)})")
         elif r.status == Status.UNKNOWN:
             print(f"unknown: {r.reason} ({in_all(r.seconds)})")

@@ -104,6 +104,8 @@ class GenerateResult(BaseModel):
     conflict: tuple[str, ...] = ()
     verdict: Verdict | None = None
     seconds: float = 0.0
+    # the preference score (cells with preference rules only): met, total, optimal, notes
+    preferences: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> GenerateResult:
@@ -132,6 +134,8 @@ class GenerateResult(BaseModel):
             out["verdict"] = self.verdict.verdict
         if self.layout is not None:
             out["layout"] = self.layout
+        if self.preferences is not None:
+            out["preferences"] = self.preferences
         if timing:
             out["seconds"] = round(self.seconds, 4)
         return out
@@ -151,9 +155,19 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
 
     from cellspec.solver.cpsat.generate_scale import scale_packing  # issue 29.4
 
-    big = scale_packing(cell, design, time_limit)
-    if big is not None:
-        return big  # type: ignore[return-value]
+    big_ = scale_packing(cell, design, time_limit)
+    if big_ is not None:
+        assert isinstance(big_, GenerateResult)
+        big = big_
+        if big.layout is not None and any(r.severity == "preference" for r in cell.rules):
+            from cellspec.layout import layout_from_obj
+            from cellspec.solver.cpsat.prefer_generate import final_score
+
+            prefs = final_score(cell, layout_from_obj(big.layout), {"notes": [
+                "preferences are not optimised by the large-packing generator; the score "
+                "is not claimed optimal"]}, max(0.05, time_limit))
+            big = big.model_copy(update={"preferences": prefs})
+        return big
     try:
         return _generate(cell, design, left, workers, done, time_limit)
     except Infeasible as exc:
@@ -197,7 +211,8 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
     _shape_bounds(design, structs, site, has_vacuum)
     if "workspace" in rules and len(structs) > 1:
         _floor_bounds(structs, site)
-    solved = _solve(structs, design, site, left, workers, time_limit, done)
+    pref: dict[str, Any] = {}
+    solved = _solve(structs, design, site, left, workers, time_limit, done, cell, pref)
     if isinstance(solved, GenerateResult):
         return solved
     solver, status = solved
@@ -220,8 +235,13 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
                     f"{bad or pr.verdict.reason}")
 
     final = layout.with_order(pr.order)
+    prefs = None
+    if pref:  # the cell has preferences: the score of the layout, counted by clingo
+        from cellspec.solver.cpsat.prefer_generate import final_score
+
+        prefs = final_score(cell, final, pref, left())
     return done(status=status, layout=final.to_json(), structures=tuple(placed),
-                steps=pr.steps, verdict=pr.verdict)
+                steps=pr.steps, verdict=pr.verdict, preferences=prefs)
 
 
 def _keep_clear(cell: Cell, design: DesignSpec) -> dict[str, Any]:
@@ -362,19 +382,33 @@ def _floor_bounds(structs: list[Struct], site: Site) -> None:
 
 
 def _solve(structs: list[Struct], design: DesignSpec, site: Site, left: Any, workers: int,
-           time_limit: float, done: Any) -> tuple[Any, Status] | GenerateResult:
+           time_limit: float, done: Any, cell: Cell | None = None,
+           pref: dict[str, Any] | None = None) -> tuple[Any, Status] | GenerateResult:
     """Solve the model (with the first-fit hint): (the solver, optimal or feasible), or the
-    result when there is no placement (named by its unsat core) or the time ran out."""
+    result when there is no placement (named by its unsat core) or the time ran out. With
+    ``cell`` holding preference rules: the weight met first, then the model's own
+    objective (:func:`.prefer_generate.generate_solve`; ``pref`` receives what it achieved)."""
     m, _ = build_model(structs, design, site, False)
     hint(m, structs, site, design)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = left()
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = SEED
-    # deterministic budget: the same input gives the same answer (the wall-clock limit
-    # is only a safety net)
-    solver.parameters.max_deterministic_time = DET_TIME_FACTOR * time_limit
-    st_ = solver.Solve(m)
+
+    def make(k: int = 0, of: int = 1) -> Any:
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(0.05, left() / (of - k))
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = SEED
+        # deterministic budget: the same input gives the same answer (the wall-clock limit
+        # is only a safety net)
+        solver.parameters.max_deterministic_time = DET_TIME_FACTOR * time_limit / of
+        return solver
+
+    from cellspec.solver.cpsat.prefer import preference_rules
+    from cellspec.solver.cpsat.prefer_generate import generate_solve
+
+    if cell is not None and pref is not None and preference_rules(cell):
+        st_, solver = generate_solve(m, cell, structs, site.z0, make, pref)
+    else:
+        solver = make()
+        st_ = solver.Solve(m)
     if st_ == cp_model.INFEASIBLE:
         return _core(structs, design, site, left, done)
     if st_ not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
