@@ -30,6 +30,7 @@ from typing import Any
 
 from cellspec.core import ir
 from cellspec.dsl.model import Cell, Rule
+from cellspec.solver import pref_score
 from cellspec.solver.instance import BoxU, cell_u, lin_to_int
 from cellspec.solver.reference import free_vars
 
@@ -118,33 +119,8 @@ class Terms:
 
 def binding_count(rule: Rule, n: int, keepouts: int, robots: int) -> int:
     """How many bindings the rule's outer forall variables have (the score's ``total`` is
-    the sum of weight x this): distinct parts, unordered ``{p, q}`` as combinations."""
-    chain, _ = ir.top_foralls(rule.body)
-    count, pool = 1, n
-    for q in chain:
-        k = len(q.vars)
-        if q.domain in ("keepout", "robot"):
-            count *= (keepouts if q.domain == "keepout" else robots) ** k
-            continue
-        if k > pool:
-            return 0
-        count *= _comb(pool, k) if q.unordered else _perm(pool, k)
-        pool -= k
-    return count
-
-
-def _perm(n: int, k: int) -> int:
-    out = 1
-    for i in range(k):
-        out *= n - i
-    return out
-
-
-def _comb(n: int, k: int) -> int:
-    out = _perm(n, k)
-    for i in range(2, k + 1):
-        out //= i
-    return out
+    the sum of weight x this): :func:`cellspec.solver.pref_score.bindings`, check's count."""
+    return pref_score.bindings(rule, n, keepouts, robots)
 
 
 def encode(m: Any, cell: Cell, pb: PartBoxes) -> Terms:

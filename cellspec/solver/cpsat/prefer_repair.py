@@ -75,7 +75,7 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
            ) -> tuple[RepairResult, dict[str, Any]]:
     """The preference stage on the whole layout; the better of it and ``r``."""
     from cellspec.solver.asp.prefer import preference_cost
-    from cellspec.solver.cpsat.placement import _Geo
+    from cellspec.solver.cpsat.placement import GeoOptions, _Geo
     from cellspec.solver.cpsat.sequence import plan
     from cellspec.solver.verify import check
 
@@ -91,7 +91,7 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
     at = {pid: i for i, pid in enumerate(layout.ids)}
     hint = {at[m.part]: [int(round(v * 10000)) for v in m.dst] for m in r.moves}
     geo = _Geo(cell_b, layout.with_order(None) if layout.order else layout,
-               np.ones(n, dtype=bool), assumptions=False, hint=hint)
+               np.ones(n, dtype=bool), GeoOptions(assumptions=False, hint=hint))
     if geo.sr is not None:
         return keep("preferences are not optimised for parts at an angle or cylinders")
     box = [[x for a in range(3) for x in (geo.lo(i, a), geo.hi(i, a))] for i in range(n)]
