@@ -239,7 +239,9 @@ class _Asp:
             if name in ("contact", "overlaps", "supports", "above"):
                 rule(f"{name}({args[0]},{args[1]})")
             elif name == "near":
-                d = int(g.to_u(node.args[2].value))
+                dist = node.args[2]
+                assert isinstance(dist, ir.NumArg)
+                d = int(g.to_u(dist.value))
                 self.nears.add(d)
                 rule(f"near({args[0]},{args[1]},{d})")
             elif name in ("inside", "intersects"):
@@ -248,6 +250,7 @@ class _Asp:
                     self.zuses.add((name, "*"))
                     rule(f"{name}({args[0]},{args[1]})")
                 else:
+                    assert isinstance(z, ir.NameArg)
                     self.zuses.add((name, z.name))
                     rule(f'{name}({args[0]},"{z.name}")')
             elif name == "on":
@@ -255,8 +258,10 @@ class _Asp:
                     self.used.add("supports")
                     rule(f"supports({args[1]},{args[0]})")
                 else:
+                    surf = node.args[1]
+                    assert isinstance(surf, ir.NameArg)
                     self.used.add("surfaces")
-                    rule(f'on_surface({args[0]},"{node.args[1].name}")')
+                    rule(f'on_surface({args[0]},"{surf.name}")')
             else:  # grounded
                 rule(f"grounded({args[0]})")
         elif isinstance(node, ir.Quant | ir.CountCmp):
@@ -421,13 +426,14 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
     out.append("cand(I,J) :- part(I), part(J), I < J. col(I,J) :- cand(I,J).")
     for name, z in cu.surfaces.items():
         out.append(f'surf("{name}",{z}).')
-    for name, z in cu.zones.items():
-        if isinstance(z, BoxU):
-            out.append(f'zbox("{name}",{z.lo[0]},{z.hi[0]},{z.lo[1]},{z.hi[1]},{z.lo[2]},'
-                       f'{z.hi[2]}).')
+    for name, zone in cu.zones.items():
+        if isinstance(zone, BoxU):
+            out.append(f'zbox("{name}",{zone.lo[0]},{zone.hi[0]},{zone.lo[1]},{zone.hi[1]},'
+                       f'{zone.lo[2]},{zone.hi[2]}).')
         else:
-            sense = "gt" if z.op in (">", ">=") else "lt"
-            out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
+            sense = "gt" if zone.op in (">", ">=") else "lt"
+            out.append(f'zhalf("{name}",{zone.coef[0]},{zone.coef[1]},{zone.coef[2]},{sense},'
+                       f'{zone.rhs}).')
     for name in cu.keepouts:
         out.append(f'keepout("{name}").')
     for name in cu.robots:

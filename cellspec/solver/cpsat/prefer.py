@@ -234,7 +234,7 @@ class Reifier:
 
     def bindings(self, vars_: tuple[str, ...], domain: str, unordered: bool, used: set[str],
                  env: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The bindings of a quantifier's variables: :meth:`Reference.bindings`."""
+        """The bindings of a quantifier's variables: :meth:`ReferenceEvaluator.bindings`."""
         if domain in ("keepout", "robot"):
             names = self.pb.keepouts if domain == "keepout" else self.pb.robots
             for combo in itertools.product(names, repeat=len(vars_)):
@@ -244,8 +244,8 @@ class Reifier:
         pool = [i for i in range(self.pb.n) if i not in exclude]
         combos = (itertools.combinations(pool, len(vars_)) if unordered
                   else itertools.permutations(pool, len(vars_)))
-        for combo in combos:
-            yield dict(zip(vars_, combo, strict=True))
+        for picked in combos:
+            yield dict(zip(vars_, picked, strict=True))
 
     def holds(self, node: ir.Node, env: dict[str, Any]) -> Any:
         """A literal (or bool) equivalent to ``node`` under ``env``."""

@@ -162,7 +162,7 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
     from cellspec.solver.asp.prefer import score_json
 
     # optimal: both stages proved (minimal change and the weight met, in the order asked)
-    out = RepairResult(status=r.status if all(res.proved) else "feasible", before=r.before,
+    out = RepairResult(status=r.status if all(res.proved) else Status.FEASIBLE, before=r.before,
                        seconds=r.seconds + time.perf_counter() - t0,
                        layout=new.to_json(), moves=tuple(moves),
                        reordered=not order_kept and layout.order is not None,
