@@ -120,13 +120,13 @@ def restore(cell: Cell, layout: Layout, before: Verdict, inst: Instance,
                 pos[i] = [float(Fraction(int(v), 10000)) for v in c]
             trial = dataclasses.replace(cur, pos=pos, order=None)
             tries += 1
-            v = check(cell, trial, timeout=max(0.05, deadline - time.perf_counter()))
-            if v.verdict == Status.UNKNOWN:
+            ver = check(cell, trial, timeout=max(0.05, deadline - time.perf_counter()))
+            if ver.verdict == Status.UNKNOWN:
                 continue
-            now = {index[p] for x in v.violations for p in x.parts}
+            now = {index[p] for x in ver.violations for p in x.parts}
             if now & set(members.tolist()) or not set(level) - now or now - named_now:
                 continue
-            cur, named_now, verdict = trial, now, v
+            cur, named_now, verdict = trial, now, ver
             cur_b = cur_b.copy()
             cur_b[members] = nb
             shifted.extend(members.tolist())
