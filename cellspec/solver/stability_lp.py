@@ -367,13 +367,7 @@ class _LP:
         col_lb, col_ub = np.concatenate(self.col_lb), np.concatenate(self.col_ub)
         row_lb, row_ub = np.concatenate(self.row_lb), np.concatenate(self.row_ub)
         obj = np.concatenate(self.obj)
-        sparse = None
-        if FAST_FILL and len(v) >= FAST_FILL_MIN:
-            try:
-                # lazy: scipy.sparse costs ~0.5 s to import, more than a small LP's loop
-                from scipy import sparse  # the fast path: the whole matrix in one call
-            except ImportError:  # pragma: no cover (scipy is optional)
-                sparse = None
+        sparse = _scipy_sparse() if FAST_FILL and len(v) >= FAST_FILL_MIN else None
         if sparse is not None:
             a = sparse.csr_matrix((v, (r, c)), shape=(self.nrow, self.ncol))
             model.fill_model_from_sparse_data(col_lb, col_ub, obj, row_lb, row_ub, a)
@@ -395,6 +389,15 @@ class _LP:
                     model.set_constraint_coefficient(cts[ri], int(idx[ci]), vi)
         model.set_maximize(maximize)
         return model
+
+
+def _scipy_sparse():  # noqa: ANN202 (an optional module)
+    """scipy.sparse, or None without scipy (the fast path: the whole matrix in one call)."""
+    try:
+        from scipy import sparse  # lazy: ~0.5 s to import, more than a small LP's loop
+    except ImportError:  # pragma: no cover (scipy is optional)
+        return None
+    return sparse
 
 
 def _new() -> _LP:
