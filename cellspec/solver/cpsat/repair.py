@@ -100,7 +100,7 @@ def repair(cell: Cell, layout: Layout, *,
         return res
     cur = first if res.moves == first.moves else First(
         layout=layout_from_obj(res.layout), moves=res.moves, reordered=res.reordered,
-        verdict=res.verdict)
+        verdict=res.verdict, verify_s=first.verify_s)
     why: dict[str, list[str]] = {}
     for v in before.violations:
         for p in v.parts:

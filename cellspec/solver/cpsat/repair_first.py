@@ -38,6 +38,7 @@ class First:
     verdict: Verdict | None = None
     reason: str | None = None
     proof: str | None = None
+    verify_s: float = 0.0  # how long ordering and verifying the layout took (an estimate)
 
     @property
     def cost(self) -> tuple[int, float]:
@@ -135,14 +136,16 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
                          f"{len(con.kept)} part(s) that are fine kept; no bound rules a "
                          "repair out")
         placed = apply(base, con.centres)
+        t_ver = time.perf_counter()
         out, reordered, ver, oreason = with_order(cell, layout, placed, left)
+        t_ver = time.perf_counter() - t_ver
         if out is None or ver is None:
             last = oreason or "no order"
             stack = False
             continue
         if ver.verdict == Status.PASS:
             return First(layout=out, moves=moves_of(layout, out, why, inst0),
-                         reordered=reordered, verdict=ver)
+                         reordered=reordered, verdict=ver, verify_s=t_ver)
         if not ver.violations:
             return First(reason=f"the constructive repair does not re-verify: {ver.reason}")
         last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in ver.violations[:5])
