@@ -287,6 +287,7 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
     det1 = max(0.05, min(0.1, 0.05 * time_limit))  # first pass, per cluster (deterministic)
 
     pace = [0.0, 0]  # seconds in cluster models so far, and their parts
+    asm_s = 0.0  # the longest merge, re-sequencing and re-verification so far
 
     def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
             tag: str = "first") -> _Sol:
@@ -376,7 +377,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
                 f"no repair of the cluster of {names} with the parts around it fixed"
                 if s_bad.infeasible else
                 f"time limit ({time_limit:g} s) hit before a repair was found"))
+        t_asm = time.perf_counter()
         what, res = assemble(sols, grip_clear)
+        asm_s = max(asm_s, time.perf_counter() - t_asm)
         if what == "no_order":
             grip_clear = True
             say("the placement admits no order: keeping a grip axis clear")
@@ -436,7 +439,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
                 sols2[k] = dataclasses.replace(sols[k], proved=True)  # it was minimal already
             elif s2.ok and (s2.proved or (s2.key[0], s2.key[2]) < old):
                 sols2[k] = s2
-        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)):
+        # re-ordering and re-verifying is bounded by no limit: only when one more fits
+        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)) \
+                and left() > asm_s:
             what, res = assemble(sols2, grip_clear)
             if what == "checked" and res[3].verdict == Status.PASS:
                 repaired, moves, reordered, after = res
@@ -464,6 +469,8 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
         if not all(x.ok and x.proved for x in sw):
             break  # the proof stays the one within the narrower bound
         if cost(sw) < best["cost"]:
+            if left() <= asm_s:
+                break  # no time to re-verify it
             what, res = assemble(sw, grip_clear)
             if what != "checked" or res[3].verdict != Status.PASS:
                 break
