@@ -1,4 +1,5 @@
-"""The first verified repair, always: the constructive placement (:mod:`.repair_construct`),
+"""The first verified repair, always: support put back where a displaced structure held
+parts up (:mod:`.repair_support`), the constructive placement (:mod:`.repair_construct`),
 an assembly order (the layout's own when it still holds, else one computed), and clingo's
 re-verification. What a verification names is moved next time (at most a few rounds)."""
 
