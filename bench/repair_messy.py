@@ -196,6 +196,36 @@ def cases(n: int, per: int, seed: int, d: Path) -> tuple[Path, dict[str, list[Pa
     return cell, files
 
 
+def cli_only(sizes: list[int], a: argparse.Namespace, peers: list[tuple[str, Path]]) -> int:
+    """Whole-process runs alone: per station size, ``--cli`` layouts of each case, every
+    peer on one file before the next file (so machine load falls on both alike)."""
+    err = sys.stderr
+    out: dict = {"bench": "repair_messy_cli", "time_limit_s": 2, "sizes": []}
+    print(f"whole process, --time-limit 2 (wall s): {'parts':>5s} {'peer':6s} {'p50':>6s} "
+          f"{'p95':>6s} {'max':>6s}  status", file=err)
+    with tempfile.TemporaryDirectory() as d:
+        for n in [x for x in sizes if x <= 100]:
+            cell, files = cases(n, a.cli, a.seed, Path(d))
+            runs: dict[str, list[dict]] = {label: [] for label, _ in peers}
+            for f in [f for fl in files.values() for f in fl]:
+                for label, pp in peers:
+                    runs[label].extend(cli_runs(pp, cell, [f]))
+            row: dict = {"parts": n}
+            for label, _ in peers:
+                walls = [x["wall_s"] for x in runs[label]]
+                sts: dict[str, int] = {}
+                for x in runs[label]:
+                    sts[x["status"]] = sts.get(x["status"], 0) + 1
+                row[label] = {"p50": _pct(walls, 50), "p95": _pct(walls, 95),
+                              "max": max(walls), "status": sts}
+                print(f"{'':40s} {n:5d} {label:6s} {_pct(walls, 50):6.2f} "
+                      f"{_pct(walls, 95):6.2f} {max(walls):6.2f}  "
+                      + " ".join(f"{k}={v}" for k, v in sorted(sts.items())), file=err)
+            out["sizes"].append(row)
+    print(json.dumps(out))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10,20,40,60,200,1000")
@@ -206,11 +236,15 @@ def main() -> int:
     ap.add_argument("--no-proof", action="store_true", help="skip the proved minimum")
     ap.add_argument("--cli", type=int, default=0, metavar="N",
                     help="whole-process runs per station size (time limit 2 s)")
+    ap.add_argument("--cli-only", action="store_true",
+                    help="only the whole-process runs (peers alternating file by file)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     out: dict = {"bench": "repair_messy", "time_limit_s": a.time_limit, "sizes": []}
     err = sys.stderr
     peers = [("ours", ROOT)] + ([("before", Path(a.before))] if a.before else [])
+    if a.cli_only:
+        return cli_only(sizes, a, peers)
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:
             cell, files = cases(n, a.per_size, a.seed, Path(d))
@@ -241,6 +275,21 @@ def main() -> int:
                   f"{f(s['final_max_s']):>9s} {s['repaired_verified']:>2d}/{s['layouts']:<2d} "
                   f"{ratio:>10s}  " + " ".join(f"{k}={v}" for k, v in sorted(
                       s["status"].items())), file=err)
+    if a.cli:
+        print(f"whole process, --time-limit 2 (wall s): {'parts':>5s} {'case':9s} {'peer':6s} "
+              f"{'p50':>6s} {'p95':>6s} {'max':>6s}  status", file=err)
+        for r in out["sizes"]:
+            for label, _ in peers:
+                runs = r[label].get("cli")
+                if not runs:
+                    continue
+                walls = [x["wall_s"] for x in runs]
+                sts: dict[str, int] = {}
+                for x in runs:
+                    sts[x["status"]] = sts.get(x["status"], 0) + 1
+                print(f"{'':40s} {r['parts']:5d} {r['case']:9s} {label:6s} "
+                      f"{_pct(walls, 50):6.2f} {_pct(walls, 95):6.2f} {max(walls):6.2f}  "
+                      + " ".join(f"{k}={v}" for k, v in sorted(sts.items())), file=err)
     print(json.dumps(out))
     bad = any(r[lbl]["unverified"] for r in out["sizes"] for lbl, _ in peers)
     return 1 if bad else 0

@@ -43,15 +43,7 @@ def _reverified(cell, original: Layout, r) -> Layout:
     return fixed
 
 
-STAGE_GAP = {  # known gap (issue 14 follow-up), loud on purpose: strict xfail
-    "canopy_21_pillar_moved_to_x_085": "repair moves the pillar back, but the order search "
-    "for a repaired 18-part canopy in which every stage stands hits its state limit",
-}
-
-
-@pytest.mark.parametrize("title,kind,test", [
-    pytest.param(*t, marks=pytest.mark.xfail(strict=True, reason=STAGE_GAP[t[2]]))
-    if t[2] in STAGE_GAP else t for t in TABLE_V], ids=[t[2] for t in TABLE_V])
+@pytest.mark.parametrize("title,kind,test", TABLE_V, ids=[t[2] for t in TABLE_V])
 def test_table_v(title, kind, test):
     cell = load_cell(SCENARIOS / "table_v.cell")
     lay = layout_of_test(find_test(cell, test))

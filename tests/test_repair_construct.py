@@ -176,3 +176,31 @@ def test_same_input_same_output(station):
     a = repair(station, lay, time_limit=1.0).to_json(timing=False)
     b = repair(station, lay, time_limit=1.0).to_json(timing=False)
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_a_pillar_taken_from_under_a_roof_is_put_back():
+    """The canopy's corner pillar dragged out of the workspace leaves the roof floating
+    and hanging off its other pillars: the constructive step shifts the pillar, whole,
+    back under the roof (3 parts moved, the roof untouched), and clingo re-verifies it
+    with every stage of the order standing."""
+    from cellspec.dsl.parser import load_cell
+    from cellspec.solver.cpsat.repair_first import first_repair
+    from cellspec.solver.cpsat.scenarios import SCENARIOS, find_test
+    from cellspec.testing.runner import layout_of_test
+
+    cell = load_cell(SCENARIOS / "table_v.cell")
+    lay = layout_of_test(find_test(cell, "canopy_21_pillar_moved_to_x_085"))
+    before = cellspec.check(cell, lay)
+    assert {v.rule for v in before.violations} >= {"workspace", "gravity", "stability"}
+    end = time.perf_counter() + 10
+    first = first_repair(cell, lay, before, lambda: max(0.05, end - time.perf_counter()),
+                         end)
+    assert first.layout is not None, first.reason
+    assert sorted(m.part for m in first.moves) == ["p4_1", "p4_2", "p4_3"]
+    xy = {m.dst[:2] for m in first.moves}
+    assert len(xy) == 1  # moved whole: still one column
+    assert [m.dst[2] for m in first.moves] == [0.025, 0.075, 0.125]
+    assert first.layout.order == lay.order and not first.reordered
+    v = cellspec.check(cell, first.layout)
+    assert v.verdict == "pass" and "stability_stages" not in v.skipped_rules
+    assert cellspec.check(cell, first.layout, backend="reference").verdict == "pass"

@@ -292,6 +292,7 @@ def test_lp_without_the_sparse_fast_path_decides_the_same(station, monkeypatch):
     inst = build_instance(station, _lay(rows))
     s = stab.structure_of(inst)
     act = stab.active_contacts(s.con, None)
+    monkeypatch.setattr(lp, "FAST_FILL_MIN", 0)  # this small LP through scipy too
     fast = stab._lp(s, [0, 1, 2], act, 0.002)
     monkeypatch.setattr(lp, "FAST_FILL", False)
     slow = stab._lp(s, [0, 1, 2], act, 0.002)

@@ -104,6 +104,12 @@ def _compute(a: argparse.Namespace) -> Any:
                              progress=_progress(), allow_rotate=a.rotate)
 
 
+def _import_results() -> None:
+    """What reading the worker's answer needs (the result models: pydantic), imported in
+    the parent while the worker works rather than after it has answered."""
+    import cellspec.solver.cpsat.results  # noqa: F401  # lazy: CLI start-up time
+
+
 def run(a: argparse.Namespace) -> int:
     """Run the verb; returns the exit code. The whole verb (loading, repair, re-verification,
     output) is bounded by ``--time-limit`` (plus :func:`anytime_grace` to hand over the best
@@ -119,7 +125,7 @@ def run(a: argparse.Namespace) -> int:
 
         a.rotate = parse_rotate(a.allow_rotate)
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
-                      max_memory=a.max_memory)
+                      max_memory=a.max_memory, meanwhile=_import_results)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
         return print_unknown(got, a.format, {
             "format": "cellspec.repair/1", "already_valid": False, "parts_moved": 0,

@@ -44,7 +44,9 @@ SOLVES = [0]  # LPs solved so far (the benchmark reads it)
 # dual simplex without presolve: measured 2x faster on these small, dense LPs
 PARAMS = {"glop": "use_dual_simplex: true, use_preprocessing: false",
           "highs": "output_flag=false"}  # HiGHS prints its banner on stdout without it
-FAST_FILL = True  # with scipy installed, hand GLOP the whole sparse matrix at once
+FAST_FILL = True  # with scipy installed, hand GLOP the whole sparse matrix at once ...
+FAST_FILL_MIN = 50_000  # ... from this many coefficients (below, one call per coefficient,
+# ~3.6 us each, costs less than importing scipy.sparse)
 # When the first solve ends neither OPTIMAL nor INFEASIBLE (GLOP's dual simplex without
 # presolve returns ABNORMAL at once on some dense heaps: issue 28), the same LP is solved
 # again these ways, within what is left of the time limit (the first that decides wins):
@@ -413,14 +415,15 @@ class _LP:
         col_lb, col_ub = np.concatenate(self.col_lb), np.concatenate(self.col_ub)
         row_lb, row_ub = np.concatenate(self.row_lb), np.concatenate(self.row_ub)
         obj = np.concatenate(self.obj)
-        try:
-            from scipy import sparse  # the fast path: the whole matrix in one call
-        except ImportError:  # pragma: no cover (scipy is optional)
-            sparse = None
-        if sparse is not None and FAST_FILL:
+        sparse = _scipy_sparse() if FAST_FILL and len(v) >= FAST_FILL_MIN else None
+        if sparse is not None:
             a = sparse.csr_matrix((v, (r, c)), shape=(self.nrow, self.ncol))
             model.fill_model_from_sparse_data(col_lb, col_ub, obj, row_lb, row_ub, a)
         else:
+            # the same matrix as the sparse path's: duplicates summed, row-major order
+            key, inv = np.unique(r.astype(np.int64) * max(1, self.ncol) + c, return_inverse=True)
+            v = np.bincount(inv, weights=v, minlength=len(key)) if len(key) else v[:0]
+            r, c = key // max(1, self.ncol), key % max(1, self.ncol)
             idx = model.add_var_array_with_bounds(col_lb, col_ub,
                                                   np.zeros(self.ncol, dtype=bool), "")
             for j in np.nonzero(obj)[0].tolist():
@@ -430,9 +433,19 @@ class _LP:
                 model.set_constraint_lower_bound(cts[i], lo)
                 model.set_constraint_upper_bound(cts[i], hi)
             for ri, ci, vi in zip(r.tolist(), c.tolist(), v.tolist(), strict=True):
-                model.set_constraint_coefficient(cts[ri], int(idx[ci]), vi)
+                if vi != 0.0:
+                    model.set_constraint_coefficient(cts[ri], int(idx[ci]), vi)
         model.set_maximize(maximize)
         return model
+
+
+def _scipy_sparse():  # noqa: ANN202 (an optional module)
+    """scipy.sparse, or None without scipy (the fast path: the whole matrix in one call)."""
+    try:
+        from scipy import sparse  # lazy: ~0.5 s to import, more than a small LP's loop
+    except ImportError:  # pragma: no cover (scipy is optional)
+        return None
+    return sparse
 
 
 def _new() -> _LP:

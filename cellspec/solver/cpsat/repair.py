@@ -32,7 +32,8 @@ from cellspec.solver.result import Verdict
 ROOM_RULES = ("workspace", "no_overlap", "gravity")
 PIPELINE_SHARE = 0.6  # of the time after the constructive repair; the rest: neighbourhoods
 PIPELINE_MIN_S = 1.0  # the least budget the pipeline runs with, once a repair is in hand
-LNS_MIN_S = 0.5  # the least time left for neighbourhood search
+LNS_MIN_S = 1.0  # the least time left for neighbourhood search (its first solve may have
+# to import CP-SAT, ~0.5 s with pandas, which no limit can stop)
 LNS_PARTS = 300  # larger layouts: the pipeline alone improves (a verification costs ~1 s)
 
 
@@ -99,7 +100,7 @@ def repair(cell: Cell, layout: Layout, *,
         return res
     cur = first if res.moves == first.moves else First(
         layout=layout_from_obj(res.layout), moves=res.moves, reordered=res.reordered,
-        verdict=res.verdict)
+        verdict=res.verdict, verify_s=first.verify_s)
     why: dict[str, list[str]] = {}
     for v in before.violations:
         for p in v.parts:

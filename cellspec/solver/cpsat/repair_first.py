@@ -1,4 +1,5 @@
-"""The first verified repair, always: the constructive placement (:mod:`.repair_construct`),
+"""The first verified repair, always: support put back where a displaced structure held
+parts up (:mod:`.repair_support`), the constructive placement (:mod:`.repair_construct`),
 an assembly order (the layout's own when it still holds, else one computed), and clingo's
 re-verification. What a verification names is moved next time (at most a few rounds)."""
 
@@ -17,12 +18,14 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat.moved_shapes import kept_yaw
 from cellspec.solver.cpsat.repair_construct import apply, construct, instance_of, room_proof
+from cellspec.solver.cpsat.repair_support import restore
 from cellspec.solver.cpsat.results import Move
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
 from cellspec.solver.instance import build_instance
 from cellspec.solver.result import Verdict
 
 ROUNDS = 3  # verification rounds: the parts a failed verification names move next time
+RESTORE_SHARE = 0.25  # of the time to the deadline: putting support back (clingo checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +39,7 @@ class First:
     verdict: Verdict | None = None
     reason: str | None = None
     proof: str | None = None
+    verify_s: float = 0.0  # how long ordering and verifying the layout took (an estimate)
 
     @property
     def cost(self) -> tuple[int, float]:
@@ -95,26 +99,33 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
     orules = set(order_rule_names(cell))
     index = {pid: i for i, pid in enumerate(layout.ids)}
     why: dict[str, list[str]] = {}
-    bad = np.zeros(len(layout), dtype=bool)
     for v in before.violations:
         for p in v.parts:
             why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
-        if v.rule not in orules:
-            bad[[index[p] for p in v.parts]] = True
     inst0 = instance_of(cell, layout)
     proof = room_proof(inst0) if proofs else None
     if proof is not None:  # no room at all: nothing to construct
         return First(proof=proof)
+    # a structure that must move anyway, put back under what it held up (support), is the
+    # base the placement starts from; what is still named there is placed as usual
+    now = time.perf_counter()
+    back = restore(cell, layout, before, inst0, now + RESTORE_SHARE * max(0.0, deadline - now))
+    base, base_v = (layout, before) if back is None else (back.layout, back.verdict)
+    bad = np.zeros(len(layout), dtype=bool)
+    for v in base_v.violations:
+        if v.rule not in orules:
+            bad[[index[p] for p in v.parts]] = True
+    inst_b = inst0 if back is None else instance_of(cell, base)
     stack = True
     last = ""
     for _ in range(ROUNDS):
         if time.perf_counter() > deadline:
             break
-        con = construct(inst0, bad, stack=stack, deadline=deadline)
+        con = construct(inst_b, bad, stack=stack, deadline=deadline)
         for tiers, pack in ((1, False), (2, False), (2, True)):  # denser, then a packing
             if con.ok or con.reason is not None:
                 break
-            con = construct(inst0, bad, stack=stack, deadline=deadline, tiers=tiers,
+            con = construct(inst_b, bad, stack=stack, deadline=deadline, tiers=tiers,
                             pack=pack)
         if not con.ok:
             if con.reason is not None:
@@ -125,15 +136,17 @@ def first_repair(cell: Cell, layout: Layout, before: Verdict, left: Callable[[],
                          f"{len(con.unplaced)} part(s) ({names}) with the "
                          f"{len(con.kept)} part(s) that are fine kept; no bound rules a "
                          "repair out")
-        placed = apply(layout, con.centres)
+        placed = apply(base, con.centres)
+        t_ver = time.perf_counter()
         out, reordered, ver, oreason = with_order(cell, layout, placed, left)
+        t_ver = time.perf_counter() - t_ver
         if out is None or ver is None:
             last = oreason or "no order"
             stack = False
             continue
         if ver.verdict == Status.PASS:
             return First(layout=out, moves=moves_of(layout, out, why, inst0),
-                         reordered=reordered, verdict=ver)
+                         reordered=reordered, verdict=ver, verify_s=t_ver)
         if not ver.violations:
             return First(reason=f"the constructive repair does not re-verify: {ver.reason}")
         last = "; ".join(f"{x.rule}({', '.join(x.parts)})" for x in ver.violations[:5])

@@ -70,6 +70,7 @@ WIDEN_DET = 1.0  # deterministic seconds per widening, over all its clusters
 # repaired by re-solving: an unstable structure (or construction stage) must change
 LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
+HINTED_PARTS = 300  # with a repair in hand, larger clusters get no CP-SAT model
 
 
 def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
@@ -285,6 +286,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
     bounds = np.full(n, MOVE_BOUND, dtype=np.int64)  # per part, widened where needed
     det1 = max(0.05, min(0.1, 0.05 * time_limit))  # first pass, per cluster (deterministic)
 
+    pace = [0.0, 0]  # seconds in cluster models so far, and their parts
+    asm_s = 0.0  # the longest merge, re-sequencing and re-verification so far
+
     def run(cl: Cluster, w: int, det: float | None, hint: Any = None,
             tag: str = "first") -> _Sol:
         key = (cl.key, tuple(t for t in must_move if set(t) & set(cl.movable)), grip_clear,
@@ -293,9 +297,22 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
             return cache[key]
         if hint is None and start_hint is not None:
             hint = {i: start_hint[i] for i in cl.movable if i in start_hint}
+        # building a cluster's model is bounded by no limit (1 000 scattered cubes: 6.5 s
+        # for one cluster started at the deadline): past the deadline, or when the pace of
+        # the clusters so far says this one would not fit in the time left, it is not
+        # started (a time limit, never a proof; not cached)
+        # With a repair in hand (``start_hint``), a cluster of more than HINTED_PARTS is
+        # left to it (848 parts: 4.1 s to build on the loaded machine, and no better answer)
+        now_left = time_limit - reserve - (time.perf_counter() - t0)
+        if now_left <= 0.05 or (pace[1] and pace[0] / pace[1] * len(cl.parts) > now_left) \
+                or (start_hint is not None and len(cl.parts) > HINTED_PARTS):
+            return _Sol(False, False, False, {}, (0, 0, 0))
+        t_run = time.perf_counter()
         sol = _solve_cluster(cell, layout, cl, keep_shape=keep_shape, grip_clear=grip_clear,
                              must_move=must_move, wall=left(), det=det, workers=w, hint=hint,
                              turns=turns)
+        pace[0] += time.perf_counter() - t_run
+        pace[1] += len(cl.parts)
         cache[key] = sol
         return sol
 
@@ -360,7 +377,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
                 f"no repair of the cluster of {names} with the parts around it fixed"
                 if s_bad.infeasible else
                 f"time limit ({time_limit:g} s) hit before a repair was found"))
+        t_asm = time.perf_counter()
         what, res = assemble(sols, grip_clear)
+        asm_s = max(asm_s, time.perf_counter() - t_asm)
         if what == "no_order":
             grip_clear = True
             say("the placement admits no order: keeping a grip axis clear")
@@ -420,7 +439,9 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
                 sols2[k] = dataclasses.replace(sols[k], proved=True)  # it was minimal already
             elif s2.ok and (s2.proved or (s2.key[0], s2.key[2]) < old):
                 sols2[k] = s2
-        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)):
+        # re-ordering and re-verifying is bounded by no limit: only when one more fits
+        if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)) \
+                and left() > asm_s:
             what, res = assemble(sols2, grip_clear)
             if what == "checked" and res[3].verdict == Status.PASS:
                 repaired, moves, reordered, after = res
@@ -448,6 +469,8 @@ def pipeline(cell: Cell, layout: Layout, *,  # noqa: C901
         if not all(x.ok and x.proved for x in sw):
             break  # the proof stays the one within the narrower bound
         if cost(sw) < best["cost"]:
+            if left() <= asm_s:
+                break  # no time to re-verify it
             what, res = assemble(sw, grip_clear)
             if what != "checked" or res[3].verdict != Status.PASS:
                 break
