@@ -68,9 +68,9 @@ def by_rule(obj: dict) -> dict[str, dict]:
 
 
 def violated(path: str, layout: dict) -> set[str]:
-    """The rules clingo finds violated (errors and warnings) by a layout."""
+    """The rules clingo finds violated (errors, warnings and unmet preferences) by a layout."""
     v = check(load_cell(path), layout_from_obj(layout))
-    return {x.rule for x in (*v.violations, *v.warnings)}
+    return {x.rule for x in (*v.violations, *v.warnings, *v.preferences)}
 
 
 def assert_witnesses(old: str, new: str, entry: dict, rules: set[str] | None = None) -> None:
