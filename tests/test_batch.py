@@ -242,3 +242,31 @@ def test_adaptive_chunks_aim_at_half_a_second_of_work():
     assert ChunkSizer(7).size() == 7
     got = list(serial_map(lambda k, xs: [k * x for x in xs], (3,), range(10), chunk=4))
     assert got == [3 * x for x in range(10)]
+
+
+PREFS = Path(__file__).resolve().parent.parent / "rules" / "examples" / "preferences.cell"
+
+
+def test_check_records_carry_preferences_as_check_json(capsys, tmp_path):
+    """A cell with preferences: each record has check's ``preferences`` object (score and
+    unmet, with weights); a cell without them: no such key (the records are unchanged)."""
+    stacked = {"id": "stacked", "parts": [
+        {"id": "s1", "type": "slab", "pos": [0.30, 0.20, 0.01]},
+        {"id": "c1", "type": "cube", "pos": [0.30, 0.20, 0.045]},
+        {"id": "c2", "type": "cube", "pos": [0.52, 0.20, 0.025]}], "order": ["s1", "c1", "c2"]}
+    src = tmp_path / "p.jsonl"
+    src.write_text(json.dumps(stacked) + "\n")
+    code = main(["batch", str(PREFS), str(src), "--serial", "--no-timings"])
+    recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0 and [r["verdict"] for r in recs] == ["pass"]
+    one = tmp_path / "stacked.json"
+    one.write_text(json.dumps({k: v for k, v in stacked.items() if k != "id"}))
+    assert main(["check", str(PREFS), str(one), "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)["preferences"]
+    assert recs[0]["preferences"] == want
+    assert (want["met"], want["total"]) == (17, 20)
+    assert [(u["rule"], u["parts"], u["weight"]) for u in want["unmet"]] == [
+        ("near_home", ["c2"], 1), ("compact", ["c1", "c2"], 2)]
+    assert list(recs[0]) == ["id", "verdict", "violations", "preferences"]
+    code, plain, _ = batch(capsys, str(src))
+    assert plain and all("preferences" not in r for r in plain)

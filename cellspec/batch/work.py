@@ -323,6 +323,8 @@ def _check(cell: Cell, layout: Layout, o: dict[str, Any]) -> dict[str, Any]:
                            "violations": [x.to_json() for x in v.violations]}
     if v.warnings:
         rec["warnings"] = [x.to_json() for x in v.warnings]
+    if v.preference_score is not None:  # as check's JSON, only for a cell with preferences
+        rec["preferences"] = v.preference_score.to_json(v.preferences)
     if v.reason:
         rec["reason"] = v.reason
     return rec
