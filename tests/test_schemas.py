@@ -97,6 +97,62 @@ def test_design_json(command, extra, code):
         layout_from_obj(out["layout"])
 
 
+PREF_CELL = """
+import physical
+cell prefcell {
+    units m
+    workspace x [0, 0.3] y [0, 0.2] z [0, 0.05]
+    surface table z 0
+    part cube size (0.04, 0.04, 0.04)
+}
+rule low_x "{p} is far from x = 0" severity preference weight 3 : forall p: p.x <= 0.03
+rule high_y "{p} is low on y" severity preference weight 2 : forall p: p.y >= 0.15
+design two {
+    tower(n=1)
+    tower(n=1)
+}
+design too_tall {
+    tower(n=3)
+}
+"""
+DESIGNS = REPO / "rules" / "scenarios" / "designs.cell"
+
+
+@pytest.mark.parametrize("args, code", [
+    ((STATION, DESIGNS, "--design", "tower3"), 0),
+    ((STATION, DESIGNS, "--design", "tower3", "--time-limit", "0.001"), 2),
+])
+def test_generate_json_without_preferences(args, code):
+    out = _json("generate", *args, code=code)
+    validate("generate", out)
+    assert "preferences" not in out and "format" not in out  # generate carries no marker
+    if code == 0:
+        assert out["verdict"] == "pass"
+        validate("layout", out["layout"])
+        layout_from_obj(out["layout"])
+    else:
+        assert out["status"] == "unknown" and "layout" not in out
+
+
+@pytest.mark.parametrize("design, extra, code", [
+    ("two", (), 0), ("two", ("--prove-preferences", "0.02"), 0), ("too_tall", (), 1)])
+def test_generate_json_with_preferences(tmp_path, design, extra, code):
+    p = tmp_path / "c.cell"
+    p.write_text(PREF_CELL, encoding="utf-8")
+    out = _json("generate", p, p, "--design", design, *extra, code=code)
+    validate("generate", out)
+    if code == 1:
+        assert out["status"] == "infeasible" and "layout" not in out
+        return
+    prefs = out["preferences"]
+    assert (prefs["met"], prefs["total"], prefs["optimal"]) == (8, 10, True)
+    if extra:
+        assert (prefs["bound"]["status"], prefs["bound"]["met"]) == ("optimal", 8)
+    broken = dict(out, preferences={k: v for k, v in prefs.items() if k != "optimal"})
+    with pytest.raises(jsonschema.ValidationError, match="optimal"):
+        validate("generate", broken)
+
+
 @pytest.mark.parametrize("args, code", [
     ((INCONSISTENT,), 1),
     ((STATION, "--parts", "cube=3"), (0, 1)),

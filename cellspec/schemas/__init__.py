@@ -7,7 +7,7 @@ import json
 from importlib import resources
 from typing import Any
 
-NAMES = ("layout", "verdict", "plan", "repair", "design", "lint", "diff")
+NAMES = ("layout", "verdict", "plan", "repair", "design", "lint", "diff", "generate")
 
 
 def schema(name: str) -> dict[str, Any]:
