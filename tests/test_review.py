@@ -281,6 +281,57 @@ def test_repair_button_shows_moves(station, tmp_path: Path) -> None:
         app.stop()
 
 
+PREFS = REPO / "rules" / "examples" / "preferences.cell"
+
+
+def test_page_lists_unmet_preferences_with_weight_and_the_score(tmp_path: Path) -> None:
+    """Unmet preferences are rows of their own (grey, with their weight, after errors and
+    warnings); the verdict panel gives the score, and an edit updates both."""
+    from cellspec.review.app import ReviewApp
+
+    cell = load_cell(PREFS)
+    lay = layout_from_obj({"parts": [
+        {"id": "s1", "type": "slab", "pos": [0.30, 0.20, 0.01]},
+        {"id": "c1", "type": "cube", "pos": [0.30, 0.20, 0.045]},
+        {"id": "c2", "type": "cube", "pos": [0.52, 0.20, 0.025]}], "order": ["s1", "c1", "c2"]})
+    s = ReviewSession(cell, lay)
+    assert s.verdict.verdict == "pass" and not s.verdict.warnings
+    assert s.status() == {"s1": "valid", "c1": "valid", "c2": "valid"}  # wishes, not faults
+    app = ReviewApp(s, tmp_path / "out.json", port=0, robots=False)
+    app.start()
+    try:
+        head = app.md_verdict.content
+        assert head.startswith("### verdict: pass\n\n")
+        assert "· 2 unmet preference(s)" in head and "warning" not in head
+        assert "  \npreferences: 17 of 20 weight met" in head
+        rows = [(b.label, b.color) for b, _md in app._viol_rows]
+        assert rows == [("preference (weight 1): near_home(c2)", "gray"),
+                        ("preference (weight 2): compact(c1, c2)", "gray")]
+        assert "keep parts within x 0.45" in app._viol_rows[0][1].content
+        assert app.md_viol_head.content == "2 in all:"
+        # c2 moved to x 0.40 (within x 0.45, 10 cm from c1): every preference met
+        app.dd_part.value = "c2"
+        app.n_xyz[0].value = 0.40
+        assert s.verdict.verdict == "pass" and not s.verdict.preferences
+        assert "  \npreferences: 20 of 20 weight met" in app.md_verdict.content
+        assert "unmet preference" not in app.md_verdict.content
+        assert not app._viol_rows and app.md_viol.content == "none"
+    finally:
+        app.stop()
+
+
+def test_page_of_a_cell_without_preferences_shows_no_score(station, tmp_path: Path) -> None:
+    from cellspec.review.app import ReviewApp
+
+    app = ReviewApp(_session(station, TOWER), tmp_path / "out.json", port=0, robots=False)
+    app.start()
+    try:
+        assert "preference" not in app.md_verdict.content
+        assert not app._viol_rows
+    finally:
+        app.stop()
+
+
 def test_cli_bad_input(tmp_path: Path) -> None:
     r = run_cellspec("review", STATION, tmp_path / "missing.json", "--port", "0")
     assert r.returncode == 2 and "cannot read layout" in r.stderr

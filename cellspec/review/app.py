@@ -28,6 +28,7 @@ from cellspec.review.session import ROTATE_STEP_DEG, EditResult, ReviewSession
 
 if TYPE_CHECKING:
     from cellspec.robots.twin import Twin
+    from cellspec.solver.result import Violation
 
 MAX_VIOLATION_ROWS = 25  # violations with their own select button; the rest are summarised
 MAX_MD_ROWS = 100
@@ -45,6 +46,21 @@ def _quiet() -> Iterator[None]:
 
 def _md_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_").replace("<", "&lt;")
+
+
+# the select button's colour per row kind: errors red, warnings orange, unmet preferences
+# (wishes, never a failure) grey
+_ROW_COLOURS: dict[str, Any] = {"error": "red", "warning": "orange", "preference": "gray"}
+
+
+def _row_prefix(x: Violation) -> str:
+    """A row's kind before its rule: none for an error, ``warning:``, or an unmet
+    preference with its weight (``preference (weight 3):``)."""
+    if x.severity == "warning":
+        return "warning: "
+    if x.severity == "preference":
+        return f"preference (weight {x.weight}): "
+    return ""
 
 
 class ReviewApp:
@@ -342,12 +358,17 @@ class ReviewApp:
                      f"{s.edits} edit(s)")
             if v.warnings:
                 stats += f" · {len(v.warnings)} warning(s)"
+            if v.preferences:
+                stats += f" · {len(v.preferences)} unmet preference(s)"
             if v.skipped_rules:
                 stats += f" · not checked (no order): {', '.join(v.skipped_rules)}"
             if s.decision is not None:
                 stats += f" · **{s.decision}ed**"
             notes = "".join(f"  \nnote: {_md_escape(n)}" for n in v.notes[:3])
-            self.md_verdict.content = head + "\n\n" + stats + notes
+            # the preference score (never part of pass/fail): only for a cell with preferences
+            score = ("" if v.preference_score is None else
+                     f"  \n{_md_escape(v.preference_score.sentence())}")
+            self.md_verdict.content = head + "\n\n" + stats + score + notes
             self.md_message.content = self.message
             self._refresh_violations()
             self._sync_fields()
@@ -370,11 +391,13 @@ class ReviewApp:
         v = self.session.verdict
         key = tuple((x.rule, x.parts, x.message, x.source) for x in v.violations)
         key += tuple(("warning", x.rule, x.parts, x.message, x.source) for x in v.warnings)
+        key += tuple(("preference", x.rule, x.parts, x.message, x.source, x.weight)
+                     for x in v.preferences)
         if key == self._violations_key:
             return
         self._violations_key = key
         gui = self.server.gui
-        rows = list(v.violations) + list(v.warnings)
+        rows = list(v.violations) + list(v.warnings) + list(v.preferences)
         shown = rows[:MAX_VIOLATION_ROWS]
         with self.f_viol:
             if self.md_viol_head is None:
@@ -393,16 +416,16 @@ class ReviewApp:
                 md.remove()
         self._viol_parts = [x.parts for x in shown]
         for (b, md), x in zip(self._viol_rows, shown, strict=True):
-            warn = "warning: " if x.severity == "warning" else ""
-            b.label = f"{warn}{x.rule}({', '.join(x.parts)})"
-            b.color = "orange" if warn else "red"
+            b.label = f"{_row_prefix(x)}{x.rule}({', '.join(x.parts)})"
+            b.color = _ROW_COLOURS[x.severity]
             md.content = f"{_md_escape(x.message)}  \n`{x.source}`"
         self.md_viol_head.content = f"{len(rows)} in all:" if rows else ""
         self.md_viol_head.visible = bool(rows)
         text = "none"
         if len(rows) > MAX_VIOLATION_ROWS:
             more = rows[MAX_VIOLATION_ROWS:MAX_VIOLATION_ROWS + MAX_MD_ROWS]
-            lines = [f"- {_md_escape(x.rule)}({_md_escape(', '.join(x.parts))}): "
+            lines = [f"- {_md_escape(_row_prefix(x))}{_md_escape(x.rule)}"
+                     f"({_md_escape(', '.join(x.parts))}): "
                      f"{_md_escape(x.message)} `{x.source}`" for x in more]
             left = len(rows) - MAX_VIOLATION_ROWS - len(more)
             text = (f"{len(rows) - MAX_VIOLATION_ROWS} more:\n\n" + "\n".join(lines)
