@@ -35,6 +35,15 @@ def test_textmate_grammar_is_valid_and_scopes_the_language():
     assert rel.search("contact p") is None  # a relation only when called
     decl = re.compile(g["repository"]["declarations"]["patterns"][0]["match"])
     assert decl.match("rule gravity").group(2) == "gravity"
+    kw = [(re.compile(p["match"]), p["name"]) for p in g["repository"]["keywords"]["patterns"]]
+
+    def scope(word: str) -> list[str]:
+        return [name for r, name in kw if r.fullmatch(word)]
+
+    # preferences: `severity preference weight 3` in a rule, `expect preferences >= 9` in a test
+    assert scope("preference") == ["constant.language.cellspec"]
+    assert scope("weight") == ["keyword.other.cell.cellspec"]
+    assert scope("preferences") == ["keyword.other.test.cellspec"]
     line = re.compile(g["repository"]["comments"]["patterns"][0]["match"], re.M)
     assert line.search("x // a comment").group(0) == "// a comment"
 
