@@ -278,3 +278,43 @@ def test_the_anchor_intent_ranks_before_preferences(tmp_path: Path) -> None:
     assert out["preferences"] == {"met": 5, "total": 10, "optimal": True}
     pos = sorted(tuple(p["pos"][:2]) for p in out["layout"]["parts"])
     assert pos[1] == pytest.approx((0.15, 0.10), abs=0.005)
+
+
+def test_design_proves_the_preference_score_like_generate(tmp_path: Path) -> None:
+    # the offline translator builds two one-cube towers with no anchor: generate meets 8 of
+    # 10, and clingo's #minimize over the 1 cm lattice proves no layout of two cubes on one
+    # level meets more
+    p = tmp_path / "c.cell"
+    p.write_text(CELL.replace("z [0, 0.2]", "z [0, 0.05]"), encoding="utf-8")
+    cmd = "build a tower of 1 cube and a tower of 1 cube"
+    r = run_cellspec("design", cmd, "--cell", p, "--prove-preferences", "0.01",
+                     "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["outcome"] == "generated"
+    prefs = out["preferences"]
+    assert (prefs["met"], prefs["total"], prefs["optimal"]) == (8, 10, True)
+    b = prefs["bound"]
+    assert (b["status"], b["met"], b["violated"], b["positions"]) == ("optimal", 8, 2, 918)
+    pretty = run_cellspec("design", cmd, "--cell", p, "--prove-preferences", "0.01")
+    assert pretty.returncode == 0, pretty.stderr
+    lines = pretty.stdout.splitlines()
+    assert "preferences: 8 of 10 weight met (optimal)" in lines
+    assert any(x.startswith("preferences proof (clingo): at most 8 of 10 weight met by any "
+                            "layout of these parts on the 0.01 m lattice (918 positions")
+               and x.endswith("the generated layout meets it") for x in lines)
+    # without the option: the score, no bound
+    plain = json.loads(run_cellspec("design", cmd, "--cell", p, "--format", "json").stdout)
+    assert plain["preferences"] == {"met": 8, "total": 10, "optimal": True}
+
+
+def test_prove_preferences_needs_a_positive_step(tmp_path: Path) -> None:
+    p = tmp_path / "c.cell"
+    p.write_text(CELL, encoding="utf-8")
+    spec = tmp_path / "d.cell"
+    spec.write_text(DESIGN, encoding="utf-8")
+    for bad in ("0", "-0.01", "nan"):
+        for args in (("design", "build a tower of 1 cube", "--cell", p), ("generate", p, spec)):
+            r = run_cellspec(*args, "--prove-preferences", bad)
+            assert r.returncode == 2 and "--prove-preferences must be a positive" in r.stderr
+            assert "Traceback" not in r.stderr

@@ -153,6 +153,20 @@ def test_generate_json_with_preferences(tmp_path, design, extra, code):
         validate("generate", broken)
 
 
+def test_design_json_with_preferences_and_bound(tmp_path):
+    p = tmp_path / "c.cell"
+    p.write_text(PREF_CELL.split("design two")[0], encoding="utf-8")
+    out = _json("design", "build a tower of 1 cube and a tower of 1 cube", "--cell", p,
+                "--prove-preferences", "0.02", code=0)
+    validate("design", out)
+    prefs = out["preferences"]
+    assert (prefs["met"], prefs["optimal"], prefs["bound"]["status"]) == (8, True, "optimal")
+    broken = dict(out, preferences=dict(prefs, bound={"status": "optimal", "step_m": 0.02,
+                                                      "positions": 1, "total": 10}))
+    with pytest.raises(jsonschema.ValidationError, match="violated"):
+        validate("design", broken)
+
+
 @pytest.mark.parametrize("args, code", [
     ((INCONSISTENT,), 1),
     ((STATION, "--parts", "cube=3"), (0, 1)),

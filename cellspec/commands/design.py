@@ -87,6 +87,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--execute", action="store_true",
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
+    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
+                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
+                   "most preference weight any layout of the design's parts can meet with "
+                   "their centres on a lattice STEP metres apart (as generate "
+                   "--prove-preferences: small cells only, unknown beyond the size limit or "
+                   "when it would not finish in half the time left of --time-limit, 30 s "
+                   "without one); error rules clingo does not encode there are left out and "
+                   "named, and so are the intent clauses (where the command puts the "
+                   "structures)")
     c.add_argument("--world", metavar="DB", help="a world database: the model's prompts get "
                    "the task-relevant subgraph of --world-action (cellspec world context)")
     c.add_argument("--world-action", metavar="ID", help="with --world: the task node "
@@ -108,6 +117,8 @@ def check_options(a: argparse.Namespace) -> None:
     check_seconds(a.solver_time_limit, "--solver-time-limit", MAX_TIME_LIMIT)
     check_llm_limits(a.timeout, a.retries, a.temperature,
                      ("--timeout", "--retries", "--temperature"))
+    if a.prove_preferences is not None and not 0 < a.prove_preferences < float("inf"):
+        raise CellspecError("--prove-preferences must be a positive lattice step in metres")
     check_output(a.output, "-o")
     check_output(a.record, "--record")
     if a.review:
@@ -243,13 +254,28 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
                          reviewer=reviewer, execute=a.execute, router=router)
     out = o.to_json()
     prefs = _preferences(cell, o)
+    if prefs is not None and a.prove_preferences is not None:
+        prefs = dict(prefs, bound=_bound(a, cell, o.result.layout))
     if prefs is not None:
         out["preferences"] = prefs
     report = getattr(adapter, "structured_report", None)
     if callable(report):  # the structured-output mode negotiated with the server
         out["llm"] = report()
     return {"layout": o.result.layout, "json": out,
-            "pretty": _pretty(a, o, adapter) if a.format != "json" else None}
+            "pretty": _pretty(a, o, adapter, prefs) if a.format != "json" else None}
+
+
+def _bound(a: argparse.Namespace, cell: Any, layout: Any) -> dict[str, Any]:
+    """clingo's bound on the preference weight any layout of the design's parts meets (as
+    ``generate --prove-preferences``), in half of what is left of the verb's budget."""
+    # lazy: CLI start-up time (clingo grounds only when asked)
+    from cellspec.solver.asp.prefer import least_violated
+
+    lay = layout if isinstance(layout, dict) else layout.to_json()
+    left = remaining(a.time_limit)
+    b = least_violated(cell, [p["type"] for p in lay["parts"]], step_m=a.prove_preferences,
+                       timeout=max(0.1, 0.5 * (left if left is not None else 60.0)))
+    return b.to_json()
 
 
 def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
@@ -278,7 +304,8 @@ def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
                                      "builds)"])
 
 
-def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
+def _pretty(a: argparse.Namespace, o: Any, adapter: Any,
+            prefs: dict[str, Any] | None = None) -> str:
     """The pretty report of a design run (spec, outcome, phases, the assembly plan)."""
     lines: list[str] = []
     say = lines.append
@@ -317,4 +344,15 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any) -> str:
         say(f"{len(pos)} parts, re-verified pass (clingo), {held}{r.calls} LLM calls, "
             f"{r.seconds:.3f} s; layout "
             + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
+    if prefs is not None:
+        # lazy: CLI start-up time (only cells with preference rules print it)
+        from cellspec.solver.asp.prefer import bound_line, score_line
+
+        say(score_line(prefs))
+        for note in prefs.get("notes", ()):
+            say(f"note: {note}")
+        if "bound" in prefs:
+            say(bound_line(prefs["bound"], prefs["met"]))
+            say("note: the proof's layouts need not meet the intent clauses (where the "
+                "command puts its structures): the score is maximised under them")
     return "".join(x + "\n" for x in lines)

@@ -19,6 +19,7 @@ from cellspec.commands.bounded import (
 )
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
 from cellspec.core import limits
+from cellspec.core.errors import CellspecError
 from cellspec.core.status import FOUND, Status
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -137,6 +138,8 @@ def run(a: argparse.Namespace) -> int:
     over a layout found at the limit) and ``--max-memory``."""
     limits.check_seconds(a.time_limit)
     limits.check_output(a.output, "-o")
+    if a.prove_preferences is not None and not 0 < a.prove_preferences < float("inf"):
+        raise CellspecError("--prove-preferences must be a positive lattice step in metres")
     a.max_memory = limits.parse_memory(a.max_memory)
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)
