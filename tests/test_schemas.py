@@ -125,7 +125,7 @@ DESIGNS = REPO / "rules" / "scenarios" / "designs.cell"
 def test_generate_json_without_preferences(args, code):
     out = _json("generate", *args, code=code)
     validate("generate", out)
-    assert "preferences" not in out and "format" not in out  # generate carries no marker
+    assert "preferences" not in out and out["format"] == "cellspec.generate/1"
     if code == 0:
         assert out["verdict"] == "pass"
         validate("layout", out["layout"])

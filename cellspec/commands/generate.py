@@ -17,7 +17,7 @@ from cellspec.commands.bounded import (
     remaining,
     run_bounded,
 )
-from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write
+from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import FOUND, Status
@@ -145,11 +145,12 @@ def run(a: argparse.Namespace) -> int:
                       max_memory=a.max_memory)
     if isinstance(got, LimitHit):  # printed from plain data: no solver import after the limit
         return print_unknown(got, a.format, {
-            "design": a.design or "", "structures": [], "steps": []}, handed="layout")
+            "format": "cellspec.generate/1", "design": a.design or "", "structures": [],
+            "steps": []}, handed="layout")
     if got["layout"] is not None and a.output:
         atomic_write(Path(a.output), json.dumps(got["layout"], indent=2) + "\n")
     if a.format == "json":
-        print(json.dumps(got["json"], indent=2))
+        print(json.dumps(tagged("generate", got["json"]), indent=2))
     else:
         print(got["pretty"], end="")
     if got["status"] in FOUND:
