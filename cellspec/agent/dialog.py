@@ -242,46 +242,15 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
         start = {o: task.panel_of(o, state) for o in task.objects}
         mem = _Memory([], [])
         log: list[dict[str, Any]] = []
-        env_steps = replan_attempts = 0
+        env_steps = 0
         outcome = "failed"
         note = None
         for step in range(rounds):
             chat: list[str] = []
-            feedback: list[str] = []
-            failures: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
             attempts: list[dict[str, Any]] = []
-            result: RocoResult | None = None
             try:
-                for i in range(replans):
-                    agent, final, calls = _dialog_round(adapter, task, state, mem, chat,
-                                                        feedback, i, failures, max_calls,
-                                                        world)
-                    chat += [f"[{c['agent']}]:\n{c['response'].strip()}" for c in calls]
-                    result = ch.check(state, final, agent)
-                    if result.ok:
-                        fb = "None"
-                    elif not result.roco_ok:
-                        fb = result.feedback
-                    else:  # RoCo's checks passed, cellspec's did not: say so in the feedback
-                        fb = ("[Environment Feedback]:\n- Previous Plan:\n"
-                              f"{result.parsed.proposal}\n" + "".join(
-                                  f"- cellspec check {f.check} failed: {f.text}\n"
-                                  for f in result.failures))
-                    feedback.append(fb)
-                    acts = {a: t.action for a, t in (result.parsed.steps[0].items()
-                                                      if result.parsed.steps else [])}
-                    for f in result.failures:
-                        failures.append((f.check, f.robots, acts))
-                    attempts.append({"replan": i, "calls": calls, "final_agent": agent,
-                                     "plan": result.parsed.proposal or None,
-                                     "verdict": "pass" if result.ok else "fail",
-                                     "roco_verdict": "pass" if result.roco_ok else "fail",
-                                     "failures": [f.to_json() for f in result.failures],
-                                     "feedback": fb})
-                    if i > 0:
-                        replan_attempts += 1
-                    if result.ok:
-                        break
+                result = _plan_round(ch, adapter, state, mem, chat, attempts, replans,
+                                     max_calls, world)
             except BudgetExceeded as exc:
                 note = "; ".join(d.message for d in exc.diagnostics)
                 log.append({"round": step, "attempts": attempts, "executed": False,
@@ -309,6 +278,7 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
                 outcome = "success"
                 break
         calls_n = sum(len(at["calls"]) for r in log for at in r["attempts"])
+        replan_attempts = sum(at["replan"] > 0 for r in log for at in r["attempts"])
         return {"task": "sort", "adapter": adapter.name, "model": adapter.model,
                 "scene_seed": scene_seed, "seed": seed, "start": start,
                 "outcome": outcome, "note": note,
@@ -320,3 +290,44 @@ def run_episode(cell: Cell, adapter: DialogAgents, *, rounds: int = ROUNDS,
     finally:
         if own:
             ch.close()
+
+
+def _plan_round(ch: RocoChecker, adapter: DialogAgents, state: Any, mem: _Memory,
+                chat: list[str], attempts: list[dict[str, Any]], replans: int,
+                max_calls: int, world: str | None) -> RocoResult | None:
+    """One round's dialog: up to ``replans`` plans, each checked, the next prompted with
+    the last one's feedback; the last check (None if none ran). ``chat`` and ``attempts``
+    grow as it goes (so a budget hit keeps what was said)."""
+    task = ch.task
+    feedback: list[str] = []
+    failures: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
+    result: RocoResult | None = None
+    for i in range(replans):
+        agent, final, calls = _dialog_round(adapter, task, state, mem, chat,
+                                            feedback, i, failures, max_calls,
+                                            world)
+        chat += [f"[{c['agent']}]:\n{c['response'].strip()}" for c in calls]
+        result = ch.check(state, final, agent)
+        if result.ok:
+            fb = "None"
+        elif not result.roco_ok:
+            fb = result.feedback
+        else:  # RoCo's checks passed, cellspec's did not: say so in the feedback
+            fb = ("[Environment Feedback]:\n- Previous Plan:\n"
+                  f"{result.parsed.proposal}\n" + "".join(
+                      f"- cellspec check {f.check} failed: {f.text}\n"
+                      for f in result.failures))
+        feedback.append(fb)
+        acts = {a: t.action for a, t in (result.parsed.steps[0].items()
+                                          if result.parsed.steps else [])}
+        for f in result.failures:
+            failures.append((f.check, f.robots, acts))
+        attempts.append({"replan": i, "calls": calls, "final_agent": agent,
+                         "plan": result.parsed.proposal or None,
+                         "verdict": "pass" if result.ok else "fail",
+                         "roco_verdict": "pass" if result.roco_ok else "fail",
+                         "failures": [f.to_json() for f in result.failures],
+                         "feedback": fb})
+        if result.ok:
+            break
+    return result

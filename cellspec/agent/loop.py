@@ -262,6 +262,18 @@ def translate_spec(command: str, cell: Any, adapter: Adapter
     return text, None, f"cannot translate: the spec does not parse: {diag}"
 
 
+@dataclass
+class _Tries:
+    """The proposal loop's outcome: attempts and solver repairs made, the layout chosen
+    and how (``accepted`` / ``repaired``), the last reason a proposal was not used."""
+
+    attempts: int = 0
+    repairs: int = 0
+    outcome: str | None = None
+    chosen: Layout | None = None
+    note: str | None = None
+
+
 def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
                time_limit: float = 10.0, spec_text: str | None = None,
                spec: DesignSpec | None = None, reset: bool = True,
@@ -281,11 +293,12 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
     if reset:
         adapter.reset()
     text: str | None = spec_text
-    attempts = repairs = 0
+    tries = _Tries()
 
     def done(outcome: str, reason: str | None, final: Gated | None = None) -> DesignResult:
         return DesignResult(text, outcome, reason, final, adapter.calls,
-                            time.perf_counter() - t0, repairs, attempts, tuple(adapter.records))
+                            time.perf_counter() - t0, tries.repairs, tries.attempts,
+                            tuple(adapter.records))
 
     if spec_text is None:
         text, spec, why = translate_spec(command, cell, adapter)
@@ -298,64 +311,12 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
             return done("rejected", f"cannot translate: the spec does not parse: {error_text(exc)}")
     ref = reference(cell, spec, time_limit)
     want = wanted_parts(ref, spec)
-    outcome: str | None = None
-    chosen: Layout | None = None
-    note: str | None = None
-    for attempt in range(1, t_max + 1):
-        attempts = attempt
-        try:
-            cand = adapter.propose(spec, cell, feedback)
-        except BudgetExceeded as exc:
-            note = error_text(exc)
-            break
-        except LLMUnavailable:
-            raise
-        except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
-            note = error_text(exc)
-            continue
-        if cand is None:
-            break
-        if not _simple(spec):
-            note = "the spec has constraints only the solver encodes; proposal not used"
-            break
-        try:
-            lay = layout_from_obj(cand, "<proposal>")
-        except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
-            note = f"the proposal is malformed: {error_text(exc)}"
-            continue
-        bad = conformance(cell, lay, spec, want, intent=False)  # intent: at the gate
-        if bad:
-            feedback = Feedback(attempt, tuple(bad))
-            note = "; ".join(m for _, _, m in bad)
-            continue
-        try:
-            v = check(cell, lay, timeout=time_limit)
-        except CellspecError as exc:
-            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
-            note = f"the proposal cannot be checked: {error_text(exc)}"
-            continue
-        if v.verdict == Status.PASS:
-            outcome, chosen = "accepted", lay
-            break
-        if v.verdict == Status.FAIL and repair_ok:
-            try:
-                r = repair(cell, lay, time_limit=time_limit, checked=v)
-            except CellspecError:
-                r = None
-            repairs += 1
-            if r is not None and r.layout is not None:
-                outcome, chosen = "repaired", layout_from_obj(r.layout, "<design>")
-                break
-        feedback = Feedback(attempt, tuple((x.rule, tuple(x.parts), x.message)
-                                           for x in v.violations) or
-                            (("unknown", (), v.reason or "unknown"),))
-        note = "the proposal fails " + ", ".join(sorted({x.rule for x in v.violations}))
-    if outcome is not None and chosen is not None:
-        final, why = gate(cell, chosen, spec, want, time_limit)
+    tries = _proposals(cell, adapter, spec, want, feedback, t_max, time_limit, repair_ok)
+    note = tries.note
+    if tries.outcome is not None and tries.chosen is not None:
+        final, why = gate(cell, tries.chosen, spec, want, time_limit)
         if final is not None:
-            return done(outcome, None, final)
+            return done(tries.outcome, None, final)
         note = why
     if not generate_ok:
         return done("rejected", f"no verified proposal within {t_max} attempts: {note}")
@@ -367,9 +328,69 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
     final, why = gate(cell, ref.layout, spec, want, time_limit, prior=reference_gated(ref))
     if final is None:
         return done("rejected", why)
-    if note and attempts:
+    if note and tries.attempts:
         note = f"built from the spec by the solver; the proposal was not used: {note}"
     return done("generated", note, final)
+
+
+def _proposals(cell: Any, adapter: Adapter, spec: DesignSpec, want: int,
+               feedback: Feedback | None, t_max: int, time_limit: float,
+               repair_ok: bool) -> _Tries:
+    """Up to ``t_max`` proposals: each converted, conformance-checked, verified, and
+    (``repair_ok``) repaired when it fails; re-prompted with phi(E) otherwise."""
+    tries = _Tries()
+    for attempt in range(1, t_max + 1):
+        tries.attempts = attempt
+        try:
+            cand = adapter.propose(spec, cell, feedback)
+        except BudgetExceeded as exc:
+            tries.note = error_text(exc)
+            break
+        except LLMUnavailable:
+            raise
+        except CellspecError as exc:
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            tries.note = error_text(exc)
+            continue
+        if cand is None:
+            break
+        if not _simple(spec):
+            tries.note = "the spec has constraints only the solver encodes; proposal not used"
+            break
+        try:
+            lay = layout_from_obj(cand, "<proposal>")
+        except CellspecError as exc:
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            tries.note = f"the proposal is malformed: {error_text(exc)}"
+            continue
+        bad = conformance(cell, lay, spec, want, intent=False)  # intent: at the gate
+        if bad:
+            feedback = Feedback(attempt, tuple(bad))
+            tries.note = "; ".join(m for _, _, m in bad)
+            continue
+        try:
+            v = check(cell, lay, timeout=time_limit)
+        except CellspecError as exc:
+            feedback = Feedback(attempt, (("format", (), error_text(exc)),))
+            tries.note = f"the proposal cannot be checked: {error_text(exc)}"
+            continue
+        if v.verdict == Status.PASS:
+            tries.outcome, tries.chosen = "accepted", lay
+            break
+        if v.verdict == Status.FAIL and repair_ok:
+            try:
+                r = repair(cell, lay, time_limit=time_limit, checked=v)
+            except CellspecError:
+                r = None
+            tries.repairs += 1
+            if r is not None and r.layout is not None:
+                tries.outcome, tries.chosen = "repaired", layout_from_obj(r.layout, "<design>")
+                break
+        feedback = Feedback(attempt, tuple((x.rule, tuple(x.parts), x.message)
+                                           for x in v.violations) or
+                            (("unknown", (), v.reason or "unknown"),))
+        tries.note = "the proposal fails " + ", ".join(sorted({x.rule for x in v.violations}))
+    return tries
 
 
 def intent_report(cell: Any, spec: DesignSpec | None, final: Gated | None,

@@ -85,8 +85,7 @@ def _vec(path: str, where: str, v: Any, n: int) -> np.ndarray:
     return np.array(v, dtype=np.float64)
 
 
-# complexity: validates every field of a plan JSON in one place, one message each
-def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C901
+def load_plan(path: str, cell: Cell, trajectories: str | None = None,
               layout: Layout | None = None) -> ReplayPlan:
     """Read and validate a plan JSON (and optionally its execution record) against the
     cell's robots and, when given, the layout (its parts, each placed where the layout has
@@ -105,6 +104,32 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
             dof[name] = len(spec_of(r).joint_names)
         except CellspecError:
             continue
+    homes = _homes(path, obj, robots, dof)
+    segs = _segments(path, obj, dof, homes)
+    actions, act_starts = _actions(path, obj)
+    if layout is not None:
+        _match_layout(path, obj, actions, segs, layout)
+    ex = obj.get("execution")
+    plan = ReplayPlan(path=str(path), segments=segs, homes=homes, actions=actions,
+                      execution=ex if isinstance(ex, dict) else None,
+                      verdict=obj.get("verdict") if isinstance(obj.get("verdict"), str)
+                      else None)
+    _starts(path, obj, plan, act_starts)
+    plan.concurrent = obj.get("concurrent") is True
+    if plan.concurrent and plan.starts is None:
+        plan.notes.append("the simulator ran the arms concurrently, but the plan JSON has no "
+                          "start times: this replay runs the actions one after another")
+    if not segs:
+        plan.notes.append("the plan has no motions (its actions failed before execution)")
+    if trajectories is not None:
+        plan.records = load_records(trajectories, dof)
+        plan.records_path = str(trajectories)
+    return plan
+
+
+def _homes(path: str, obj: dict[str, Any], robots: dict[str, Any],
+           dof: dict[str, int]) -> dict[str, np.ndarray]:
+    """``homes``: robot -> its home joints (one per joint of a robot the cell has)."""
     homes_in = obj.get("homes")
     if not isinstance(homes_in, dict):
         raise _bad(path, "homes: expected an object robot -> joint list")
@@ -114,6 +139,12 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
             raise _bad(path, f"homes.{r}: the cell has no robot '{r}' (robots: "
                        f"{', '.join(robots) or 'none'})")
         homes[r] = _vec(path, f"homes.{r}", q, dof[r])
+    return homes
+
+
+def _segments(path: str, obj: dict[str, Any], dof: dict[str, int],
+              homes: dict[str, np.ndarray]) -> list[Segment]:
+    """``motions``: each a robot with a home, its joint path, action and part."""
     segs = []
     for k, m in enumerate(obj["motions"]):
         w = f"motions[{k}]"
@@ -133,6 +164,12 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
         segs.append(Segment(action=m["action"], robot=r, part=m["part"],
                             kind=str(m.get("kind", "")), path=q,
                             grasp=bool(m.get("grasp")), release=bool(m.get("release"))))
+    return segs
+
+
+def _actions(path: str, obj: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, float]]:
+    """``actions``: each an index, robot, part, pick and place; and the start times the
+    executed timeline gave them."""
     actions = []
     act_starts: dict[int, float] = {}
     acts_in = obj.get("actions") or []
@@ -153,13 +190,14 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
             if t < 0:
                 raise _bad(path, f"actions[{k}].start: expected a time ≥ 0 s")
             act_starts[index] = t
-    if layout is not None:
-        _match_layout(path, obj, actions, segs, layout)
-    ex = obj.get("execution")
-    plan = ReplayPlan(path=str(path), segments=segs, homes=homes, actions=actions,
-                      execution=ex if isinstance(ex, dict) else None,
-                      verdict=obj.get("verdict") if isinstance(obj.get("verdict"), str)
-                      else None)
+    return actions, act_starts
+
+
+def _starts(path: str, obj: dict[str, Any], plan: ReplayPlan,
+            act_starts: dict[int, float]) -> None:
+    """``plan.starts``: the plan's ``starts`` object, else the actions' own start times when
+    every action with motions has one; every action with motions needs one if any is
+    given."""
     st = obj.get("starts")
     if st is not None:
         if not isinstance(st, dict):
@@ -171,23 +209,13 @@ def load_plan(path: str, cell: Cell, trajectories: str | None = None,  # noqa: C
             except ValueError:
                 raise _bad(path, f"starts.{k}: expected an action number") from None
             plan.starts[a] = float(_vec(path, f"starts.{k}", [v], 1)[0])
-    moving = {sg.action for sg in segs}
+    moving = {sg.action for sg in plan.segments}
     if plan.starts is None and moving and moving <= set(act_starts):
         plan.starts = act_starts  # the executed timeline's start times (cellspec sim -o)
     if plan.starts is not None and not moving <= set(plan.starts):
         miss = sorted(moving - set(plan.starts))
         raise _bad(path, f"starts: no start time for action {miss[0]} (every action with "
                    "motions needs one)")
-    plan.concurrent = obj.get("concurrent") is True
-    if plan.concurrent and plan.starts is None:
-        plan.notes.append("the simulator ran the arms concurrently, but the plan JSON has no "
-                          "start times: this replay runs the actions one after another")
-    if not segs:
-        plan.notes.append("the plan has no motions (its actions failed before execution)")
-    if trajectories is not None:
-        plan.records = load_records(trajectories, dof)
-        plan.records_path = str(trajectories)
-    return plan
 
 
 def _match_layout(path: str, obj: dict[str, Any], actions: list[dict[str, Any]],

@@ -21,6 +21,7 @@ resting on the table, a stacked cube) is not a collision. Contacts are reported 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,16 +137,16 @@ class CollisionChecker:
             return [h.contact]
 
     # complexity: the hot loop over pybullet contact points, kept inline for speed
-    def _scan(self, q: dict[str, np.ndarray] | None, ignore: frozenset[str],  # noqa: C901
+    def _scan(self, q: dict[str, np.ndarray] | None, ignore: frozenset[str],
               first: bool) -> list[Contact]:
+        """Every pair closer than the margin (``first``: raise at the first one), pair by
+        pair kind, AABB-pruned before asking for closest points."""
         t = self.twin
         if q:
             for r, qq in q.items():
                 t.set_q(r, qq)
         self._refresh()
         self.checks += 1
-        cid, m = self.cid, self.margin
-        lim = m - TOUCH_TOL
         out: dict[tuple[str, str], float] = {}
 
         def hit(a: str, b: str, d: float) -> None:
@@ -163,10 +164,20 @@ class CollisionChecker:
             whole[rb.name] = (tuple(map(min, *(b[0] for b in bx))),
                               tuple(map(max, *(b[1] for b in bx))))
         if self._world_key != (t.version, t.moves):
-            self._world_boxes = [(k, b, kind, p.getAABB(b, -1, physicsClientId=cid))
+            self._world_boxes = [(k, b, kind, p.getAABB(b, -1, physicsClientId=self.cid))
                                  for k, b, kind in self._world]
             self._world_key = (t.version, t.moves)
         world = [w for w in self._world_boxes if w[0] not in ignore]
+        self._scan_arms(robots, boxes, whole, hit)
+        self._scan_world(robots, boxes, whole, world, hit)
+        self._scan_carried(robots, boxes, world, ignore, hit)
+        return [Contact(a, b, round(d, 9)) for (a, b), d in sorted(out.items())]
+
+    def _scan_arms(self, robots: list, boxes: dict, whole: dict,
+                   hit: Callable[[str, str, float], None]) -> None:
+        """The arms' pairs: self pairs, arm x arm."""
+        cid, m = self.cid, self.margin
+        lim = m - TOUCH_TOL
         # self pairs
         for rb in robots:
             bb = boxes[rb.name]
@@ -193,7 +204,12 @@ class CollisionChecker:
                             if pt[8] < lim:
                                 hit(f"{ra.name}/{ra.link_names[la]}",
                                     f"{rb.name}/{rb.link_names[lb]}", pt[8])
-        # arm x world
+
+    def _scan_world(self, robots: list, boxes: dict, whole: dict, world: list,
+                    hit: Callable[[str, str, float], None]) -> None:
+        """Each arm's links against the world (a base link not against a surface)."""
+        cid, m = self.cid, self.margin
+        lim = m - TOUCH_TOL
         for rb in robots:
             wb = whole[rb.name]
             for key, body, kind, box in world:
@@ -208,7 +224,13 @@ class CollisionChecker:
                                                  physicsClientId=cid):
                         if pt[8] < lim:
                             hit(f"{rb.name}/{rb.link_names[li]}", key, pt[8])
-        # carried part x everything
+
+    def _scan_carried(self, robots: list, boxes: dict, world: list, ignore: frozenset[str],
+                      hit: Callable[[str, str, float], None]) -> None:
+        """The carried parts' pairs: with the world, the arms (not their own flange) and
+        one another (two arms each holding one)."""
+        cid, m = self.cid, self.margin
+        lim = m - TOUCH_TOL
         for rname, key, body in self._carried:
             if key in ignore:
                 continue
@@ -227,7 +249,6 @@ class CollisionChecker:
                                                  physicsClientId=cid):
                         if pt[8] < lim:
                             hit(key, f"{rb.name}/{rb.link_names[li]}", pt[8])
-        # carried part x carried part (two arms each holding one)
         for i, (ra, ka, ba) in enumerate(self._carried):
             for rb_, kb, bb in self._carried[i + 1:]:
                 if ra == rb_ or ka in ignore or kb in ignore:
@@ -238,7 +259,6 @@ class CollisionChecker:
                 for pt in p.getClosestPoints(ba, bb, m, -1, -1, physicsClientId=cid):
                     if pt[8] < lim:
                         hit(ka, kb, pt[8])
-        return [Contact(a, b, round(d, 9)) for (a, b), d in sorted(out.items())]
 
     def free(self, q: dict[str, np.ndarray] | None = None,
              ignore: frozenset[str] = frozenset()) -> bool:

@@ -481,24 +481,11 @@ def execute(twin: Twin, timeline: Timeline, parts: dict[str, dict[str, Any]],
         w.close()
 
 
-# complexity: the execution loop with every fault kind inline (one timeline pass)
-def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any]],  # noqa: C901
+def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any]],
          faults: tuple[InjectedFault, ...], eps: float) -> Execution:
+    """The faults injected, the timeline simulated step by step, the outcome judged."""
     robots = list(tl.t)
-    slow = {r: 1.0 for r in robots}
-    offset = {r: np.zeros(len(tl.q[r][0])) for r in robots}
-    drops: set[str] = set()
-    for f in faults:
-        if f.kind == "slow":
-            for r in robots:
-                if f.robot in (None, r):
-                    slow[r] = f.value
-        elif f.kind == "offset":
-            offset[f.robot][f.joint - 1] += f.value  # type: ignore[index,operator]
-        elif f.kind == "drop":
-            drops.add(f.part)  # type: ignore[arg-type]
-        elif f.kind == "block":
-            w.add_block(f.box)  # type: ignore[arg-type]
+    slow, offset, drops = _inject(w, tl, robots, faults)
     for r in robots:
         w.reset_q(r, tl.q[r][0] + offset[r])
     # events in exec time per robot (a slow robot reaches its events later)
@@ -516,11 +503,44 @@ def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any
     tp = np.arange(int(math.ceil(tl.end * HZ)) + 1) * DT
     qp = {r: np.array([tl.at(r, t) for t in tp]) for r in robots}
     te = np.arange(n) * DT
+    qe, blocked = _simulate(w, tl, parts, robots, slow, offset, pending, drop_at, appear,
+                            end, n)
+    records = {r: Record(tp, qp[r], te, qe[r]) for r in robots}
+    return _outcome(w, tl, parts, faults, eps, slow, records, blocked, end)
+
+
+def _inject(w: _ExecWorld, tl: Timeline, robots: list[str], faults: tuple[InjectedFault, ...]
+            ) -> tuple[dict[str, float], dict[str, np.ndarray], set[str]]:
+    """The faults: each robot's slow-down factor and joint offsets, the parts to drop; the
+    blocked regions added to the world."""
+    slow = {r: 1.0 for r in robots}
+    offset = {r: np.zeros(len(tl.q[r][0])) for r in robots}
+    drops: set[str] = set()
+    for f in faults:
+        if f.kind == "slow":
+            for r in robots:
+                if f.robot in (None, r):
+                    slow[r] = f.value
+        elif f.kind == "offset":
+            offset[f.robot][f.joint - 1] += f.value  # type: ignore[index,operator]
+        elif f.kind == "drop":
+            drops.add(f.part)  # type: ignore[arg-type]
+        elif f.kind == "block":
+            w.add_block(f.box)  # type: ignore[arg-type]
+    return slow, offset, drops
+
+
+def _simulate(w: _ExecWorld, tl: Timeline, parts: dict[str, dict[str, Any]],
+              robots: list[str], slow: dict[str, float], offset: dict[str, np.ndarray],
+              pending: list, drop_at: dict[str, float], appear: list[tuple[float, str]],
+              end: float, n: int) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """``n`` physics steps: parts appear, grasps and releases happen, dropped parts are let
+    go, each robot follows its (slowed, offset) plan; the executed joints per robot and the
+    first contact time of each body with a blocked region."""
     qe = {r: np.zeros((n, len(tl.q[r][0]))) for r in robots}
     blocked: dict[str, float] = {}
     ai = 0
     ev = 0
-
     for k in range(n):
         t = k * DT
         if k % 240 == 0:  # no-op unless a command draws progress (stderr, a terminal)
@@ -556,9 +576,16 @@ def _run(w: _ExecWorld, twin: Twin, tl: Timeline, parts: dict[str, dict[str, Any
         if w.blocks and k % 8 == 0:
             for c in w.block_contacts():
                 blocked.setdefault(c, t)
-    records = {r: Record(tp, qp[r], te, qe[r]) for r in robots}
+    return qe, blocked
+
+
+def _outcome(w: _ExecWorld, tl: Timeline, parts: dict[str, dict[str, Any]],
+             faults: tuple[InjectedFault, ...], eps: float, slow: dict[str, float],
+             records: dict[str, Record], blocked: dict[str, float], end: float) -> Execution:
+    """Planned against executed: the largest joint deviation, per action, the parts off
+    their place or turned, the blocked contacts; ok when none."""
     dmax, drobot, dt_ = 0.0, None, 0.0
-    for r in robots:
+    for r in records:
         d, at = delta(records[r])
         if d > dmax:
             dmax, drobot, dt_ = d, r, at

@@ -4,14 +4,16 @@ which rules can never fire, and which error rules the others imply."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from fractions import Fraction
+from typing import Any
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.status import Status
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import layout_from_obj
 from cellspec.solver.formal.common import (
     DEFAULT_MAX_BINDINGS,
@@ -97,6 +99,29 @@ def _free_problem(cell: Cell, part_set: dict[str, int]):
     return prob, bounds, single
 
 
+@dataclasses.dataclass
+class _Encoded:
+    """One lint run's Z3 encoding: per rule, a literal under which it holds and one under
+    which it fires (is violated), and the findings so far."""
+
+    rules: list[Rule]
+    prob: Problem
+    single: bool
+    ctx: Any
+    solver: Any
+    low: Z3Lowering
+    holds: list[Any]
+    fires: list[Any]
+    label: dict[int, int]  # a holds literal's Z3 id -> its rule's index
+    errors: list[int]  # the indices of the error rules
+    what: str  # the part set, in words
+    findings: list[LintFinding] = dataclasses.field(default_factory=list)
+
+    def ref(self, k: int) -> RuleRef:
+        """Rule ``k`` as a finding names it."""
+        return RuleRef(rule=self.rules[k].name, source=str(self.rules[k].source))
+
+
 def lint(cell: Cell, parts: dict[str, int] | None = None, *,
          timeout: float | None = 30.0, redundancy: bool = True,
          max_bindings: int = DEFAULT_MAX_BINDINGS) -> LintReport:
@@ -123,6 +148,46 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     except LimitHit as exc:
         return LintReport(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
                           **base)
+    enc = _encode(rules, prob, single, builder, bounds, grounded, tms, part_set)
+
+    def done(status: str, reason: str | None = None, example: dict | None = None) -> LintReport:
+        return LintReport(status=status, findings=tuple(enc.findings), reason=reason,
+                          example=example, seconds=time.perf_counter() - t0, **base)
+
+    # a constructive answer first: a plain grid of the parts that clingo accepts proves
+    # consistency at once (Z3 needs 35 s for 50 cubes on the station); else Z3 decides
+    example = _grid_example(cell, prob.types)
+    if example is not None:
+        res = z3.sat
+    else:
+        res = enc.solver.check(*[enc.holds[k] for k in enc.errors])
+    if res == z3.unknown:
+        return done("unknown", f"z3 gave up deciding consistency: "
+                    f"{enc.solver.reason_unknown()} (time limit {timeout} s)")
+    if res == z3.unsat:
+        _conflicts(enc)
+        return done("inconsistent")
+    if example is None:
+        example = _model_example(enc.solver, enc.low, prob, single)
+    pins = _pins(enc.ctx, enc.solver, enc.low, prob, single, example)
+    unknown_notes = _rule_findings(enc, pins, redundancy)
+    more, open_prefs = preference_findings(enc.solver, rules, enc.holds, enc.errors, enc.what,
+                                           enc.ref)
+    enc.findings += more
+    unknown_notes += open_prefs
+    if unknown_notes:
+        enc.findings.append(LintFinding(kind="unknown", message="not decided within the time "
+                                        "limit: " + "; ".join(unknown_notes)))
+    return done("consistent", example=example)
+
+
+def _encode(rules: list[Rule], prob: Problem, single: bool, builder: Builder,
+            bounds: dict, grounded: list, tms: int | None,
+            part_set: dict[str, int]) -> _Encoded:
+    """The grounded rules in one seeded Z3 solver, each behind its holds / fires literal,
+    the free positions inside their bounds and the order ranks distinct."""
+    import z3  # lazy: z3 only when a proof runs
+
     ctx = z3.Context()
     solver = seeded_solver(tms, ctx, logic=None)
     solver.set("arith.solver", 2)  # measured: 3.5x faster than the default on lint queries
@@ -143,73 +208,62 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
         solver.add(z3.Distinct(order_vars))
         for o in order_vars:
             solver.add(o >= 0, o <= prob.n - 1)
-    label = {h.get_id(): k for k, h in enumerate(holds)}
-    errors = [k for k, r in enumerate(rules) if r.severity == "error"]
-    findings: list[LintFinding] = []
+    return _Encoded(rules=rules, prob=prob, single=single, ctx=ctx, solver=solver, low=low,
+                    holds=holds, fires=fires, label={h.get_id(): k for k, h in enumerate(holds)},
+                    errors=[k for k, r in enumerate(rules) if r.severity == "error"],
+                    what=", ".join(f"{c} {t}" for t, c in sorted(part_set.items())))
 
-    def ref(k: int) -> RuleRef:
-        return RuleRef(rule=rules[k].name, source=str(rules[k].source))
 
-    def done(status: str, reason: str | None = None, example=None) -> LintReport:
-        return LintReport(status=status, findings=tuple(findings), reason=reason,
-                          example=example, seconds=time.perf_counter() - t0, **base)
+def _conflicts(enc: _Encoded) -> None:
+    """Minimal conflict sets as findings: the first from the core; more by leaving out, in
+    turn, one rule of each set found (at most MAX_CONFLICTS)."""
+    import z3  # lazy: z3 only when a proof runs
 
-    # a constructive answer first: a plain grid of the parts that clingo accepts proves
-    # consistency at once (Z3 needs 35 s for 50 cubes on the station); else Z3 decides
-    example = _grid_example(cell, prob.types)
-    if example is not None:
-        res = z3.sat
-    else:
-        res = solver.check(*[holds[k] for k in errors])
-    if res == z3.unknown:
-        return done("unknown", f"z3 gave up deciding consistency: {solver.reason_unknown()} "
-                    f"(time limit {timeout} s)")
-    n_parts = sum(part_set.values())
-    what = ", ".join(f"{c} {t}" for t, c in sorted(part_set.items()))
-    if res == z3.unsat:
-        # minimal conflict sets: the first from the core; more by leaving out, in turn,
-        # one rule of each set found (at most MAX_CONFLICTS)
-        found: list[tuple[int, ...]] = []
-        queue: list[tuple[int, ...]] = [()]
-        seen: set[tuple[int, ...]] = set()
-        while queue and len(found) < MAX_CONFLICTS:
-            drop = queue.pop(0)
-            if drop in seen:
-                continue
-            seen.add(drop)
-            r2 = solver.check(*[holds[k] for k in errors if k not in drop])
-            if r2 != z3.unsat:
-                continue
-            core, minimal = deletion_mus(solver, list(solver.unsat_core()))
-            ks = tuple(sorted(label[c.get_id()] for c in core))
-            if ks in found:
-                continue
-            found.append(ks)
-            names = ", ".join(rules[k].name for k in ks)
-            word = "" if minimal else " (not proved minimal: a time limit was hit)"
-            findings.append(LintFinding(kind="inconsistent", rules=tuple(ref(k) for k in ks),
-                                        message=f"no layout of {what} satisfies the error "
+    solver, rules = enc.solver, enc.rules
+    found: list[tuple[int, ...]] = []
+    queue: list[tuple[int, ...]] = [()]
+    seen: set[tuple[int, ...]] = set()
+    while queue and len(found) < MAX_CONFLICTS:
+        drop = queue.pop(0)
+        if drop in seen:
+            continue
+        seen.add(drop)
+        r2 = solver.check(*[enc.holds[k] for k in enc.errors if k not in drop])
+        if r2 != z3.unsat:
+            continue
+        core, minimal = deletion_mus(solver, list(solver.unsat_core()))
+        ks = tuple(sorted(enc.label[c.get_id()] for c in core))
+        if ks in found:
+            continue
+        found.append(ks)
+        names = ", ".join(rules[k].name for k in ks)
+        word = "" if minimal else " (not proved minimal: a time limit was hit)"
+        enc.findings.append(LintFinding(kind="inconsistent", rules=tuple(enc.ref(k) for k in ks),
+                                        message=f"no layout of {enc.what} satisfies the error "
                                         f"rules: {names} conflict{word}"))
-            queue.extend(tuple(sorted({*drop, k})) for k in ks)
-        return done("inconsistent")
-    del n_parts
-    if example is None:
-        example = _model_example(solver, low, prob, single)
-    pins = _pins(ctx, solver, low, prob, single, example)
+        queue.extend(tuple(sorted({*drop, k})) for k in ks)
+
+
+def _rule_findings(enc: _Encoded, pins: list, redundancy: bool) -> list[str]:
+    """Per rule: never fires, or (``redundancy``, error rules) implied by the other error
+    rules, as findings; the questions left undecided, in words."""
+    import z3  # lazy: z3 only when a proof runs
+
+    solver, fires, prob, what, ref = enc.solver, enc.fires, enc.prob, enc.what, enc.ref
     unknown_notes = []
-    for k, r in enumerate(rules):
+    for k, r in enumerate(enc.rules):
         res = solver.check(fires[k])
         if res == z3.unsat:
-            findings.append(LintFinding(kind="never_fires", rules=(ref(k),),
-                                        message=f"rule {r.name} can never fire: no layout of "
-                                        f"{what} violates it"))
+            enc.findings.append(LintFinding(kind="never_fires", rules=(ref(k),),
+                                            message=f"rule {r.name} can never fire: no layout "
+                                            f"of {what} violates it"))
             continue
         if res == z3.unknown:
             unknown_notes.append(f"whether {r.name} can fire")
             continue
         if not redundancy or r.severity != "error":
             continue
-        others = [holds[j] for j in errors if j != k]
+        others = [enc.holds[j] for j in enc.errors if j != k]
         # a cheap witness first: all but a few parts pinned where the example has them
         # (sat there proves "not implied"); otherwise the full question
         res = z3.unknown
@@ -221,21 +275,16 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
         if res != z3.sat:
             res = solver.check(fires[k], *others)
         if res == z3.unsat:
-            core = [c for c in solver.unsat_core() if c.get_id() in label]
-            ks = sorted(label[c.get_id()] for c in core)
-            by = ", ".join(rules[j].name for j in ks) or "nothing (it never fires)"
-            findings.append(LintFinding(kind="implied", rules=(ref(k), *(ref(j) for j in ks)),
-                                        message=f"rule {r.name} is implied by {by}: no layout "
-                                        f"of {what} satisfying them violates it"))
+            core = [c for c in solver.unsat_core() if c.get_id() in enc.label]
+            ks = sorted(enc.label[c.get_id()] for c in core)
+            by = ", ".join(enc.rules[j].name for j in ks) or "nothing (it never fires)"
+            enc.findings.append(LintFinding(kind="implied",
+                                            rules=(ref(k), *(ref(j) for j in ks)),
+                                            message=f"rule {r.name} is implied by {by}: no "
+                                            f"layout of {what} satisfying them violates it"))
         elif res == z3.unknown:
             unknown_notes.append(f"whether {r.name} is implied by the others")
-    more, open_prefs = preference_findings(solver, rules, holds, errors, what, ref)
-    findings += more
-    unknown_notes += open_prefs
-    if unknown_notes:
-        findings.append(LintFinding(kind="unknown", message="not decided within the time "
-                                    "limit: " + "; ".join(unknown_notes)))
-    return done("consistent", example=example)
+    return unknown_notes
 
 
 def _numbered(types) -> list[tuple[str, int]]:
