@@ -569,16 +569,20 @@ class _Pipeline:
                 elif s2.ok and (s2.proved or (s2.key[0], s2.key[2]) < old):
                     sols2[k] = s2
             # re-ordering and re-verifying is bounded by no limit: only when one more fits
-            if any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True)) \
-                    and self.left() > self.asm_s:
+            changed = any(x.moved is not y.moved for x, y in zip(sols, sols2, strict=True))
+            accepted = False
+            if changed and self.left() > self.asm_s:
                 what, res = self.assemble(sols2, self.grip_clear)
                 if what == "checked" and res.verdict.verdict == Status.PASS:
                     best.got, best.cost = res, _cost(sols2)
                     best.clusters = _report(self.layout, clusters, sols2)
                     self.say(f"improved: {len(res.moves)} part(s) moved")
-                else:
-                    sols2 = [x if x.moved is y.moved else y
-                             for x, y in zip(sols2, sols, strict=True)]
+                    accepted = True
+            if changed and not accepted:
+                # an answer not re-verified (no time left, or it failed) is dropped: the
+                # clusters' report and the proof describe the layout that is returned
+                sols2 = [x if x.moved is y.moved else y
+                         for x, y in zip(sols2, sols, strict=True)]
             sols = self.sols = sols2
             best.clusters = _report(self.layout, clusters, sols)
             proved = all(s_.proved for s_ in sols)
