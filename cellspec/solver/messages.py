@@ -123,6 +123,7 @@ class MessageContext:
         the reach on either axis; y is given a few eps more against rounding)."""
         if self._xorder is None:
             self._under(i)
+        assert self._xorder is not None  # _under sorted the parts
         reach = (self.inst.opening or 0) * U + self.inst.eps * U
         lo = np.searchsorted(self._xsorted, self.lo[i, 0] - self._maxw - reach, side="left")
         hi = np.searchsorted(self._xsorted, self.hi[i, 0] + reach, side="right")
