@@ -78,3 +78,35 @@ def test_dense_matrix_is_the_pairwise_answer_on_yawed_parts_and_cylinders():
     t = k.take(perm)
     assert np.array_equal(t.pair("contact", ii, jj, 2),
                           k.pair("contact", perm[ii], perm[jj], 2))
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_per_part_questions_agree_on_plain_parts(seed):
+    # plain_mask, as_shapes, inner_half, extent_xy and footprint: the same answers from the
+    # box kernel and from the shapes kernel of the same axis-aligned boxes
+    b = _boxes(25, seed)
+    box = BoxKernel(b)
+    shp = ShapeKernel(shapes_u(b, np.zeros(len(b)), np.zeros(len(b), dtype=bool)))
+    assert box.plain_mask().all() and shp.plain_mask().all()
+    assert np.array_equal(box.inner_half(), shp.inner_half())
+    assert np.array_equal(box.inner_half()[:, 0], (b[:, 1] - b[:, 0]) // 2)
+    for eb, es in zip(box.extent_xy(), shp.extent_xy(), strict=True):
+        assert np.array_equal(eb, es)
+    i, j = g.broad_phase(b, 1000)
+    assert np.array_equal(box.footprint(i, j, 2), shp.footprint(i, j, 2))
+    assert np.array_equal(box.footprint(i, j, 2), g.footprint(b[i], b[j], 2))
+    assert np.array_equal(box.as_shapes().box, b) and shp.as_shapes() is shp.shapes
+
+
+def test_per_part_questions_on_yawed_parts_and_cylinders():
+    # a box at 45 degrees: its inscribed square is smaller than its box, its world extent
+    # larger; a cylinder's inscribed square has half side r / sqrt 2; neither is plain
+    b = np.array([[0, 2000, 0, 2000, 0, 1000], [5000, 7000, 0, 2000, 0, 1000],
+                  [10000, 12000, 0, 2000, 0, 1000]], dtype=np.int64)
+    k = ShapeKernel(shapes_u(b, np.array([45.0, 0.0, 0.0]), np.array([False, False, True])))
+    assert k.plain_mask().tolist() == [False, True, False]
+    inner = k.inner_half()
+    assert inner[1].tolist() == [1000, 1000] and inner[2].tolist() == [707, 707]
+    assert inner[0, 0] < 1000
+    ex, _ = k.extent_xy()
+    assert ex[0] > 1000 and ex[1] == 1000 and ex[2] == 1000

@@ -254,7 +254,7 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
         if proc.is_alive():
             proc.kill()
         proc.join(5)
-        if proc.is_alive():  # pragma: no cover - a worker that ignores SIGKILL
+        if proc.is_alive() and proc.pid is not None:  # pragma: no cover - ignores SIGKILL
             os.kill(proc.pid, signal.SIGKILL)
         recv.close()
         os.close(life_w)

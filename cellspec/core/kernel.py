@@ -70,6 +70,32 @@ class BoxKernel:
         return g.relation_margin(self.boxes, eps, flanks=True, opening=opening, depth=depth)
 
 
+    def plain_mask(self) -> np.ndarray:
+        """(n,) bool: per part, an axis-aligned box (every part, here)."""
+        return np.ones(len(self.boxes), dtype=bool)
+
+    def as_shapes(self) -> sh.ShapesU:
+        """The parts as shapes (axis-aligned boxes at yaw 0, here)."""
+        n = len(self.boxes)
+        return sh.shapes_u(self.boxes, np.zeros(n), np.zeros(n, dtype=bool))
+
+    def inner_half(self) -> np.ndarray:
+        """(n, 2) int64: half extents (U) on x and y of an axis-aligned box about each
+        part's centre inside its footprint (the box itself, here)."""
+        b = self.boxes
+        return np.stack([(b[:, 1] - b[:, 0]) // 2, (b[:, 3] - b[:, 2]) // 2], axis=1)
+
+    def extent_xy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Half the world-axis extents (U, float64) on x and on y: the boxes' own."""
+        b = self.boxes
+        return ((b[:, 1] - b[:, 0]) / 2.0).astype(np.float64), \
+            ((b[:, 3] - b[:, 2]) / 2.0).astype(np.float64)
+
+    def footprint(self, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
+        """The footprints of i and j overlap in the plane by more than eps, row by row."""
+        return g.footprint(self.boxes[i], self.boxes[j], eps)
+
+
 class ShapeKernel(BoxKernel):
     """Yawed boxes and vertical cylinders (shapes.ShapesU); ``boxes`` are their enclosing
     boxes (exact for the plain parts)."""
@@ -133,6 +159,26 @@ class ShapeKernel(BoxKernel):
     def flanks_margin(self, eps: int, opening: int | None, depth: int | None) -> int:
         """From the parts' own sizes: a yawed part's is smaller than its enclosing box's."""
         return sh.flanks_margin(self.shapes, eps, opening, depth)
+
+    def plain_mask(self) -> np.ndarray:
+        """(n,) bool: per part, an axis-aligned box."""
+        return np.asarray(self.shapes.plain, dtype=bool)
+
+    def as_shapes(self) -> sh.ShapesU:
+        """The parts' shapes."""
+        return self.shapes
+
+    def inner_half(self) -> np.ndarray:
+        """(n, 2) int64: half extents of a square inscribed in each footprint."""
+        return sh.inner_half(self.shapes)
+
+    def extent_xy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Half the world-axis extents (U, float64) of every shape."""
+        return self.shapes.extent_xy()
+
+    def footprint(self, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
+        """The exact footprints of i and j overlap in the plane, row by row."""
+        return sh.footprint(self.shapes, i, j, eps)
 
 
 def kernel_of(boxes: np.ndarray, shapes: sh.ShapesU | None) -> BoxKernel:

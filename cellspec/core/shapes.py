@@ -16,6 +16,7 @@ enclosing-box version, except ``flanks`` and ``inside``), then decided in float6
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -254,6 +255,27 @@ def overlaps(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:
     """z overlap > eps, and every shift of at most eps on x and y leaves the footprints'
     interiors intersecting."""
     return _refine(sh, i, j, g.overlaps(sh.box[i], sh.box[j], eps), eps, False, "overlaps")
+
+
+def inner_half(sh: ShapesU) -> np.ndarray:
+    """(n, 2) int64: per part, the half extents (U) on x and y of an axis-aligned box about
+    its centre that lies inside its footprint: the box itself for a plain part; for a
+    yawed box the square of half side min(hx, hy) / (|cos| + |sin|), for a disc of radius
+    r the square of half side r / sqrt 2, both rounded down."""
+    n = len(sh)
+    out = np.zeros((n, 2), dtype=np.int64)
+    for k in range(n):
+        hx, hy = int(sh.hx[k]), int(sh.hy[k])
+        if bool(sh.plain[k]):
+            out[k] = (int(sh.box[k, 1] - sh.box[k, 0]) // 2, int(sh.box[k, 3] - sh.box[k, 2]) // 2)
+        elif bool(sh.cyl[k]):
+            a = math.isqrt(hx * hx // 2)
+            out[k] = (a, a)
+        else:
+            # a corner (a, a) of the square in the part's frame: a (|C| + |S|) / N <= h
+            a = min(hx, hy) * int(sh.rn[k]) // (abs(int(sh.rc[k])) + abs(int(sh.rs[k])))
+            out[k] = (a, a)
+    return out
 
 
 def footprint(sh: ShapesU, i: np.ndarray, j: np.ndarray, eps: int) -> np.ndarray:

@@ -359,8 +359,8 @@ class _Emitter:
                 self.test_item = text
         elif (ctx == "test" and getattr(self, "test_item", None) == "expect" and t.nl > 0
               and t.kind == "name" and t.text not in ("pass", "fail")
-              and self._next_sig(i) is not None
-              and self.toks[self._next_sig(i)].text == "("):
+              and (nxt := self._next_sig(i)) is not None
+              and self.toks[nxt].text == "("):
             # a long `expect fail` list keeps the author's line breaks, one level deeper
             brk, indent = True, self._level() + 1
         elif ctx in _BLOCKS and self.block_fresh:

@@ -163,7 +163,7 @@ def _plan_legs(twin: Twin, robot: str, k: int, part: str, key: str,
             ("place", qs["transport"], qs["place"], (), False, True),
             ("retreat", qs["place"], qs["retreat"], (key,), False, False),
             ("home", qs["retreat"], home, (), False, False)]
-    segs = []
+    segs: list[Segment] = []
     for n, (name, qa, qb, ign, grasp, release) in enumerate(legs):
         if name == "lift":
             twin.set_q(robot, qs["grasp"])

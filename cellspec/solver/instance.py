@@ -7,6 +7,7 @@ the numbers by construction.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -144,16 +145,20 @@ def enclosing_boxes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> np.n
 def _box_u(lo, hi, grow: int = 0) -> BoxU:
     """A box zone on the grid: bounds off it rounded outward (``grow`` 1: a keep-out), inward
     (-1: the workspace), or to the nearest unit (0)."""
+    down: Callable[[Fraction], int]
+    up: Callable[[Fraction], int]
     if grow == 0:
         down = up = g.to_u_int
     else:
         f, c = (math.floor, math.ceil) if grow > 0 else (math.ceil, math.floor)
 
-        def down(v: Fraction) -> int:
+        def _down(v: Fraction) -> int:
             return f(g.to_u(v))
 
-        def up(v: Fraction) -> int:
+        def _up(v: Fraction) -> int:
             return c(g.to_u(v))
+
+        down, up = _down, _up
     a, b = [down(v) for v in lo], [up(v) for v in hi]
     return BoxU((a[0], a[1], a[2]), (b[0], b[1], b[2]))
 

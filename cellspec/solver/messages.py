@@ -12,7 +12,6 @@ import re
 import numpy as np
 
 from cellspec.core import geometry as g
-from cellspec.core import shapes as sh
 from cellspec.solver.instance import BoxU, Instance
 from cellspec.solver.stability import report
 
@@ -32,10 +31,11 @@ class MessageContext:
         half = inst.size_m / 2
         self.lo = inst.pos_m - half
         self.hi = inst.pos_m + half
-        self.shapes = inst.shapes
-        if inst.shapes is not None:  # yawed boxes and cylinders: their world-axis extent
-            odd = ~inst.shapes.plain
-            ex, ey = inst.shapes.extent_xy()
+        self.kernel = inst.kernel()
+        self.plain = self.kernel.plain_mask()
+        odd = ~self.plain  # yawed boxes and cylinders: their world-axis extent
+        if odd.any():
+            ex, ey = self.kernel.extent_xy()
             for k, e in ((0, ex), (1, ey)):
                 self.lo[odd, k] = inst.pos_m[odd, k] - e[odd] * U
                 self.hi[odd, k] = inst.pos_m[odd, k] + e[odd] * U
@@ -83,7 +83,7 @@ class MessageContext:
 
     def _shaped(self, *parts: int) -> bool:
         """Some of these parts is a yawed box or a cylinder."""
-        return self.shapes is not None and not all(bool(self.shapes.plain[p]) for p in parts)
+        return not all(bool(self.plain[p]) for p in parts)
 
     def f_overlap(self, i: int, j: int) -> str:
         o = np.minimum(self.hi[i], self.hi[j]) - np.maximum(self.lo[i], self.lo[j])
@@ -110,13 +110,11 @@ class MessageContext:
         fy = np.minimum(self.hi[cand, 1], self.hi[i, 1]) - np.maximum(self.lo[cand, 1],
                                                                        self.lo[i, 1])
         out = cand[(fx > eps) & (fy > eps)]
-        if self.shapes is not None and len(out):  # the exact footprints of shaped parts
-            odd = ~(self.shapes.plain[out] & self.shapes.plain[i])
-            if odd.any():
-                keep = sh.footprint(self.shapes, out[odd], np.full(int(odd.sum()), i),
-                                    self.inst.eps)
-                odd[odd] = ~keep
-                out = out[~odd]
+        odd = ~(self.plain[out] & self.plain[i])  # the exact footprints of shaped parts
+        if odd.any():
+            keep = self.kernel.footprint(out[odd], np.full(int(odd.sum()), i), self.inst.eps)
+            odd[odd] = ~keep
+            out = out[~odd]
         return out
 
     def _near(self, i: int) -> np.ndarray:
@@ -125,6 +123,7 @@ class MessageContext:
         the reach on either axis; y is given a few eps more against rounding)."""
         if self._xorder is None:
             self._under(i)
+        assert self._xorder is not None  # _under sorted the parts
         reach = (self.inst.opening or 0) * U + self.inst.eps * U
         lo = np.searchsorted(self._xsorted, self.lo[i, 0] - self._maxw - reach, side="left")
         hi = np.searchsorted(self._xsorted, self.hi[i, 0] + reach, side="right")

@@ -207,6 +207,7 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     involved = set() if involved is None else involved
     used, cmps, near = _used(rules or ())
     on_grid = not inst.off_grid and all(v.denominator == 1 for v in cell_lengths(inst))
+    # what rounds differs (yaws vs positions): a rounding analysis, not a geometry choice
     if inst.shapes is not None and on_grid:  # on the grid: only the yaws round
         out = _tie_notes(inst, inst.shapes, limit, changed)
         if out:
@@ -237,6 +238,7 @@ class _Analysis:
         self.involved: set[int] = set()
         self.grid = inst.kernel()
         self.written: BoxKernel
+        # the written kernel: float shapes, or boxes on a finer grid (rounding-specific)
         if inst.shapes is not None:  # float shapes at the positions and yaws as given
             self.exact = np.empty_like(inst.boxes, dtype=np.float64)
             self.written = ShapeKernel(_float_shapes(inst, self.exact))

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
@@ -328,8 +329,8 @@ def _lp_failures(st: Structure, members: list[int], active: np.ndarray,
             achieved = -beyond if beyond is not None else float("-inf")
         else:
             m = st.margin
-            res = sum(lp.residuals(grp, (sx * m, sy * m), LP_TIME_LIMIT_S)
-                      for sx, sy in lp.CASES)
+            res = cast(np.ndarray, sum(lp.residuals(grp, (sx * m, sy * m), LP_TIME_LIMIT_S)
+                                       for sx, sy in lp.CASES))  # CASES is never empty
             achieved = t
     except lp.LPLimit as exc:
         raise _limit(exc, len(members)) from None
@@ -619,6 +620,7 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
+    # shaped footprints need shapely (solver layer), which the core kernel cannot import
     fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
     # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
     con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, inst.derived.near_pairs)

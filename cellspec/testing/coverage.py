@@ -122,7 +122,8 @@ def split_disjuncts(prog):
     for r in prog.rules:
         lines = r.text.split("\n")
         heads = [k for k, ln in enumerate(lines) if _HEAD.match(ln)]
-        if not heads or any(int(_HEAD.match(lines[k]).group(1)) != r.index for k in heads):
+        if not heads or any(int(m.group(1)) != r.index for k in heads
+                            if (m := _HEAD.match(lines[k])) is not None):
             raise RuntimeError(f"coverage: the ASP compiler's output for rule '{r.name}' has "
                                "no `violation(I, ...) :- ...` line per disjunct")
         others = [ln for k, ln in enumerate(lines) if k not in set(heads)]
@@ -131,7 +132,10 @@ def split_disjuncts(prog):
             line = _HEAD.sub(f"violation({new_id},(", lines[k], count=1)
             body = line.split(":-", 1)[1].rstrip(". ") if ":-" in line else ""
             for name, sel in prog.selections.items():  # decided in numpy: show what it is
-                body = re.sub(rf"\b{name}\([^()]*\)", lambda _m, s=sel: s.readable, body)
+                def _shown(_m: re.Match[str], s: str = sel.readable) -> str:
+                    return s
+
+                body = re.sub(rf"\b{name}\([^()]*\)", _shown, body)
             text = "\n".join((others if number == 1 else []) + [line])
             rules.append(replace(r, index=new_id, text=text))
             mapping.append((r.index, Disjunct(number, _readable(body))))

@@ -127,9 +127,10 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
             sup = ents.get(a.target)
             seen = (f"; the model has {a.target} at "
                     f"({', '.join(f'{v:.3f}' for v in sup.pos)})" if sup else "")
-            why = (f"{obj.id}'s box would not lie in {a.target}'s" if a.kind == "insert" else
-                   f"{obj.id}'s bottom does not meet {a.target}'s top over its footprint")
-            wrong.append(f"{a.kind} {a.object} at ({where}) would not give {want}: {why}{seen}")
+            cause = (f"{obj.id}'s box would not lie in {a.target}'s" if a.kind == "insert" else
+                     f"{obj.id}'s bottom does not meet {a.target}'s top over its footprint")
+            wrong.append(f"{a.kind} {a.object} at ({where}) would not give {want}: "
+                         f"{cause}{seen}")
     if wrong:
         return TraceVerdict(False, "physics", tuple(wrong))
     return TraceVerdict(True, None, ())

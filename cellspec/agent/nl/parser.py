@@ -93,9 +93,9 @@ def parse_tokens(toks: list[Tok], command: str) -> Parsed:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
-        k = starts.get(getattr(exc, "pos_in_stream", None) or 0)
-        if k is None:
-            k = max(i for p, i in starts.items() if p <= (exc.pos_in_stream or 0))
+        at = starts.get(getattr(exc, "pos_in_stream", None) or 0)
+        k = at if at is not None else max(i for p, i in starts.items()
+                                          if p <= (exc.pos_in_stream or 0))
         bad = toks[k]
         lo, hi = max(0, k - 1), min(len(toks), k + 2)
         words = " ".join(t.text for t in toks[lo:hi])

@@ -152,9 +152,9 @@ def decompose(inst: Instance, comp: np.ndarray, movable: np.ndarray, reach: np.n
         near[int(lab[k])].add(p)
     sup_fixed = _supported_by_fixed(inst, movable)
     out = []
-    for c in range(int(lab.max()) + 1):
-        mv = tuple(int(p) for p in idx[lab == c])
-        parts = tuple(sorted(near[c]))
+    for cl in range(int(lab.max()) + 1):
+        mv = tuple(int(p) for p in idx[lab == cl])
+        parts = tuple(sorted(near[cl]))
         rows = np.zeros((len(parts), 3), dtype=np.int64)
         where = {p: k for k, p in enumerate(parts)}
         for p in mv:

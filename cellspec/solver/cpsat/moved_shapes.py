@@ -24,36 +24,15 @@ For a plain instance (every part an axis-aligned box) nothing here runs.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import shapes as ks
+from cellspec.core.shapes import inner_half
 from cellspec.layout import Layout
 from cellspec.solver.instance import BoxU, Instance
-
-
-def inner_half(sh: ks.ShapesU) -> np.ndarray:
-    """(n, 2) int64: per part, the half extents (U) on x and y of an axis-aligned box about
-    its centre that lies inside its footprint: the box itself for a plain part; for a
-    yawed box the square of half side min(hx, hy) / (|cos| + |sin|), for a disc of radius
-    r the square of half side r / sqrt 2, both rounded down."""
-    n = len(sh)
-    out = np.zeros((n, 2), dtype=np.int64)
-    for k in range(n):
-        hx, hy = int(sh.hx[k]), int(sh.hy[k])
-        if bool(sh.plain[k]):
-            out[k] = (int(sh.box[k, 1] - sh.box[k, 0]) // 2, int(sh.box[k, 3] - sh.box[k, 2]) // 2)
-        elif bool(sh.cyl[k]):
-            a = math.isqrt(hx * hx // 2)
-            out[k] = (a, a)
-        else:
-            # a corner (a, a) of the square in the part's frame: a (|C| + |S|) / N <= h
-            a = min(hx, hy) * int(sh.rn[k]) // (abs(int(sh.rc[k])) + abs(int(sh.rs[k])))
-            out[k] = (a, a)
-    return out
 
 
 class ShapeRules:
@@ -65,8 +44,7 @@ class ShapeRules:
         plain (its boxes are then its shapes)."""
         assert inst.shapes is not None or extra is not None
         self.inst = inst
-        self.sh = inst.shapes if inst.shapes is not None else ks.shapes_u(
-            inst.boxes, np.zeros(inst.n), np.zeros(inst.n, dtype=bool))
+        self.sh = inst.kernel().as_shapes()
         self.odd = ~np.asarray(self.sh.plain, dtype=bool)
         if extra is not None:
             self.odd = self.odd | extra
@@ -105,7 +83,7 @@ class ShapeRules:
 def kept_yaw(inst: Instance, layout: Layout, i: int) -> float | None:
     """The yaw a move of part i reports as kept: a yawed box's or a cylinder's own yaw as
     written (translated, not turned), None for a plain box or a yaw of 0."""
-    if inst.shapes is None or bool(inst.shapes.plain[i]) or layout.yaw is None:
+    if bool(inst.kernel().plain_mask()[i]) or layout.yaw is None:
         return None
     y = float(layout.yaw[i])
     return y if y != 0.0 else None

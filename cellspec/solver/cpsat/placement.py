@@ -104,6 +104,7 @@ class _Geo:
         # parts that may turn to a yaw not a multiple of 90 are seen as non-plain parts
         extra = odd_parts(turns, inst.n) if turns else None
         # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
+        # solver-specific: the CP-SAT model adds shape rules only when some part needs them
         self.sr = (ShapeRules(inst, extra) if inst.shapes is not None
                    or (extra is not None and extra.any()) else None)
         b = inst.boxes

@@ -56,6 +56,7 @@ class Construction:
 def _plain(inst: Instance) -> np.ndarray:
     """Per part: an axis-aligned box (may carry a part on its top)."""
     n = inst.n
+    # heuristic-specific: stacks only on tops of boxes at a (near) quarter-turn yaw
     if inst.plain or inst.yaw_deg is None:
         return np.ones(n, dtype=bool)
     yaw = np.asarray(inst.yaw_deg, dtype=np.float64)

@@ -145,8 +145,6 @@ def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[i
     part stands, so a layout of many equal parts builds a few rows, not parts x yaws)."""
     if not allowed:
         return {}
-    from cellspec.solver.cpsat.moved_shapes import inner_half
-
     size = layout.resolve(cell)
     key_of: dict[int, tuple] = {}  # part -> (type, size, yaw): all its turns depend on
     cand: dict[tuple, tuple[float, ...]] = {}  # key -> its candidate yaws
@@ -175,9 +173,8 @@ def part_turns(cell: Cell, layout: Layout, allowed: tuple[float, ...]) -> dict[i
     inst = build_instance(cell, lay)
     b = inst.boxes
     half = np.stack([(b[:, 1] - b[:, 0]) // 2, (b[:, 3] - b[:, 2]) // 2], axis=1)
-    inner = half if inst.shapes is None else inner_half(inst.shapes)
-    plain = (np.ones(len(rows), dtype=bool) if inst.shapes is None
-             else np.asarray(inst.shapes.plain, dtype=bool))
+    kern = inst.kernel()
+    inner, plain = kern.inner_half(), kern.plain_mask()
 
     def hx(r: int, arr: np.ndarray) -> tuple[int, int]:
         return int(arr[r, 0]), int(arr[r, 1])

@@ -106,6 +106,7 @@ def _margin(inst: Instance, rules, boxes: np.ndarray) -> int:
 
 
 def _shapes(inst: Instance, moving: bool) -> LinShapes | None:
+    # solver-specific: the linear Z3 shapes (moving or fixed) exist only for shaped parts
     return None if inst.shapes is None else lin_shapes(inst.shapes, inst.ids, moving)
 
 

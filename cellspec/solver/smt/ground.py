@@ -136,6 +136,7 @@ class Grounder:
 
     def pair_rel(self, name: str, i: int, j: int, extra=None):
         L = self.p.shapes
+        # solver-specific: Z3 encodes a plain pair as box arithmetic, any other on shapes
         if L is None or (L.plain[i] and L.plain[j]):
             return self.box_rel(name, i, j, extra)
         if name == "flanks":
@@ -173,6 +174,7 @@ class Grounder:
         zo = b.and_((b.gt(cq[5], cq[4], e), b.gt(cq[5], band_lo, e), b.gt(cp[5], cq[4], e),
                      b.gt(cp[5], band_lo, e)))
         L = self.p.shapes
+        # solver-specific: Z3 refines a pair with a shaped part by its footprint formula
         if L is not None and not (L.plain[q] and L.plain[p]):
             return shp.flanks(b, L, q, p, axis, zo, self.p.opening, e, self.p.depth)
         if self.p.opening is None:
@@ -190,6 +192,7 @@ class Grounder:
     def zone_rel(self, name: str, i: int, zone: str):
         z = self.p.zones[zone]
         L = self.p.shapes
+        # solver-specific: Z3 adds a shaped part's exact-footprint formula
         if L is not None and not L.plain[i]:  # a yawed box or a cylinder
             return shp.zone(self.b, L, name, i, z, self.p.corners[i], self.p.eps,
                             lambda: self.box_zone_rel(name, i, z))
