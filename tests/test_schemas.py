@@ -120,7 +120,7 @@ DESIGNS = REPO / "rules" / "scenarios" / "designs.cell"
 
 @pytest.mark.parametrize("args, code", [
     ((STATION, DESIGNS, "--design", "tower3"), 0),
-    ((STATION, DESIGNS, "--design", "tower3", "--time-limit", "0.001"), 2),
+    ((STATION, DESIGNS, "--design", "tower3", "--max-memory", "64M"), 2),  # unknown: memory
 ])
 def test_generate_json_without_preferences(args, code):
     out = _json("generate", *args, code=code)
