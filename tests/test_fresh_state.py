@@ -78,7 +78,7 @@ def test_every_solver_limit_is_one_root_with_its_reason() -> None:
     from cellspec.solver.asp.arith import TooWide
     from cellspec.solver.asp.compile import CompileError
     from cellspec.solver.smt.backend import Unsupported, Z3Unknown
-    from cellspec.solver.smt.ground import LimitHit, NotInFragment
+    from cellspec.solver.smt.ground import GroundingLimit, NotInFragment
     from cellspec.solver.smt.shapes import NotLinear
     from cellspec.solver.stability import StabilityLimit
     from cellspec.solver.stability_lp import LPLimit
@@ -86,7 +86,7 @@ def test_every_solver_limit_is_one_root_with_its_reason() -> None:
 
     made = {TooDense(9, 4): Reason.DENSITY_LIMIT, TooWide("x"): Reason.UNSUPPORTED,
             CompileError("x"): Reason.UNSUPPORTED, Unsupported("x"): Reason.UNSUPPORTED,
-            Z3Unknown("x"): Reason.TIME_LIMIT, LimitHit("x"): Reason.GROUNDING_LIMIT,
+            Z3Unknown("x"): Reason.TIME_LIMIT, GroundingLimit("x"): Reason.GROUNDING_LIMIT,
             NotInFragment("x"): Reason.UNSUPPORTED, NotLinear("x"): Reason.UNSUPPORTED,
             StabilityLimit("x"): Reason.GROUNDING_LIMIT,
             StabilityLimit("x", Reason.TIME_LIMIT): Reason.TIME_LIMIT,

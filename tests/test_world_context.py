@@ -13,7 +13,7 @@ from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
 from cellspec.world import context as wc
-from cellspec.world.db import Entity, Relation, Transition, open_world
+from cellspec.world.db import Entity, Transition, WorldRelation, open_world
 from cellspec.world.reads import commit_reads, diagnose_reads
 from cellspec.world.run import Fault, run_layout
 from tests.conftest import REPO, STATION, run_cellspec
@@ -37,10 +37,10 @@ def _world(path: Path) -> Path:
                 Entity("c1", "cube", (0.6, 0.3, 0.2), C),
                 Entity("d1", "cube", (0.3, -0.2, 0.025), C),
                 Entity("e1", "cube", (0.45, 0.2, 0.025), C)]
-        rels = [Relation("holding", "gripper", "c1"), Relation("near", "b1", "e1"),
-                Relation("on", "a1", "table"), Relation("on", "b1", "table"),
-                Relation("on", "b2", "b1"), Relation("on", "d1", "table"),
-                Relation("on", "e1", "table")]
+        rels = [WorldRelation("holding", "gripper", "c1"), WorldRelation("near", "b1", "e1"),
+                WorldRelation("on", "a1", "table"), WorldRelation("on", "b1", "table"),
+                WorldRelation("on", "b2", "b1"), WorldRelation("on", "d1", "table"),
+                WorldRelation("on", "e1", "table")]
         w.transition(Transition(action="init", part="*", upserts=ents, relations=rels,
                                 cs=("holding", "c1")))
     return path

@@ -15,7 +15,7 @@ import pytest
 
 from cellspec.core.errors import CellspecError
 from cellspec.world import association as assoc
-from cellspec.world.db import Entity, Relation, Transition, open_world
+from cellspec.world.db import Entity, Transition, WorldRelation, open_world
 from tests.conftest import REPO
 
 N_ENT = 6
@@ -23,7 +23,7 @@ N_ENT = 6
 WRITER = r"""
 import sys, time, random
 sys.path.insert(0, sys.argv[2])
-from cellspec.world.db import Entity, Relation, Transition, open_world
+from cellspec.world.db import Entity, WorldRelation, Transition, open_world
 w = open_world(sys.argv[1])
 rng = random.Random(int(sys.argv[3]))
 k = sum(1 for h in w.history() if h["action"] == "t" and h["outcome"] == "committed")
@@ -32,7 +32,7 @@ while True:
     k += 1
     ents = [Entity(id=f"e{i}", type="cube", pos=(k * 0.001, i * 0.1, 0.025),
                    size=(0.05, 0.05, 0.05)) for i in range(N_ENT)]
-    rels = [Relation("on", f"e{i}", "table") for i in range(k % N_ENT)]
+    rels = [WorldRelation("on", f"e{i}", "table") for i in range(k % N_ENT)]
     commit = rng.random() < 0.8
     def decide(c=commit):
         time.sleep(rng.random() * 0.004)  # widen the window between the writes and COMMIT
@@ -104,14 +104,14 @@ def test_transition_commits_or_rolls_back_everything(tmp_path: Path) -> None:
     with open_world(tmp_path / "w.db", create=True) as w:
         e = Entity(id="c1", type="cube", pos=(0.4, 0.2, 0.025), size=(0.05, 0.05, 0.05))
         assert w.transition(Transition("place", "c1", upserts=[e],
-                                       relations=[Relation("on", "c1", "table")],
+                                       relations=[WorldRelation("on", "c1", "table")],
                                        cs=("idle", None)))
         moved = Entity(id="c1", type="cube", pos=(0.5, 0.2, 0.025), size=(0.05, 0.05, 0.05))
         ok = w.transition(Transition("pick", "c1", upserts=[moved], relations=[],
                                      cs=("holding", "c1"), cause="x"), lambda: False)
         assert not ok
         assert w.entity("c1").pos == (0.4, 0.2, 0.025)
-        assert w.relations() == [Relation("on", "c1", "table")]
+        assert w.relations() == [WorldRelation("on", "c1", "table")]
         assert w.cs() == ("idle", None)
         assert [h["outcome"] for h in w.history()] == ["committed", "rolled_back"]
 

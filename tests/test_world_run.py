@@ -10,7 +10,7 @@ import pytest
 from cellspec.core.errors import CellspecError
 from cellspec.dsl.parser import load_cell
 from cellspec.layout import load_layout
-from cellspec.world.db import Relation, open_world
+from cellspec.world.db import WorldRelation, open_world
 from cellspec.world.run import parse_faults, run_layout
 from tests.conftest import REPO, STATION, run_cellspec
 
@@ -40,8 +40,8 @@ def test_normal_run_commits_every_action(cell, layout, tmp_path: Path) -> None: 
         assert [e.id for e in w.entities()] == ["c1", "c2", "c3", "c4"]
         assert all(e.lifecycle == "Active" for e in w.entities())
         rels = set(w.relations())
-        assert {Relation("on", "c2", "c1"), Relation("on", "c1", "table"),
-                Relation("on", "c3", "table"), Relation("on", "c4", "table")} <= rels
+        assert {WorldRelation("on", "c2", "c1"), WorldRelation("on", "c1", "table"),
+                WorldRelation("on", "c3", "table"), WorldRelation("on", "c4", "table")} <= rels
         assert w.cs() == ("idle", None) and w.current_task() is None
         assert [h["outcome"] for h in w.history()][-1] == "success"
 

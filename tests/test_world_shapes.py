@@ -17,7 +17,7 @@ import cellspec
 from cellspec.core.errors import CellspecError
 from cellspec.layout import layout_from_obj
 from cellspec.world import association as assoc
-from cellspec.world.db import Entity, Relation, Transition, open_world
+from cellspec.world.db import Entity, Transition, WorldRelation, open_world
 from cellspec.world.discrepancy import (
     TURN_TOL_DEG,
     State,
@@ -124,17 +124,17 @@ def test_association_keeps_yaw_and_shape() -> None:
 def test_yawed_box_on_a_box() -> None:
     a = ent("a", (0.4, 0.2, 0.025))
     rels = set(derive_relations((a, ent("b", (0.4, 0.2, 0.075), yaw=30.0)), SURF, None))
-    assert Relation("on", "b", "a") in rels and Relation("on", "a", "table") in rels
+    assert WorldRelation("on", "b", "a") in rels and WorldRelation("on", "a", "table") in rels
     # centroid 4.5 cm off a's centre on x: over no part of a's footprint, resting on nothing
     off = ent("b", (0.445, 0.2, 0.075), yaw=45.0)
     rels = set(derive_relations((a, off), SURF, None))
-    assert Relation("on", "b", "a") not in rels
+    assert WorldRelation("on", "b", "a") not in rels
     # a 45° cube's corner points along x: a cube 1.2 cm beyond it is not near, 0.8 cm is
     far = ent("c", (0.4 + 0.0354 + 0.025 + 0.012, 0.2, 0.025))
     near = ent("c", (0.4 + 0.0354 + 0.025 + 0.008, 0.2, 0.025))
     turned = ent("a", (0.4, 0.2, 0.025), yaw=45.0)
-    assert Relation("near", "a", "c") not in set(derive_relations((turned, far), SURF, None))
-    assert Relation("near", "a", "c") in set(derive_relations((turned, near), SURF, None))
+    assert WorldRelation("near", "a", "c") not in set(derive_relations((turned, far), SURF, None))
+    assert WorldRelation("near", "a", "c") in set(derive_relations((turned, near), SURF, None))
 
 
 def test_turned_box_is_not_its_enclosing_box() -> None:
@@ -143,33 +143,33 @@ def test_turned_box_is_not_its_enclosing_box() -> None:
     d = (0.05 + 0.015) / np.sqrt(2)
     a = ent("a", (0.40, 0.2, 0.025), yaw=45.0)
     b = ent("b", (0.40 + d, 0.2 + d, 0.025), yaw=45.0)
-    assert Relation("near", "a", "b") not in set(derive_relations((a, b), SURF, None))
+    assert WorldRelation("near", "a", "b") not in set(derive_relations((a, b), SURF, None))
     boxes = [Entity(e.id, "cube", e.pos, e.extent()) for e in (a, b)]
-    assert Relation("near", "a", "b") in set(derive_relations(tuple(boxes), SURF, None))
+    assert WorldRelation("near", "a", "b") in set(derive_relations(tuple(boxes), SURF, None))
     c = ent("b", (0.40 + 0.04, 0.2 + 0.04, 0.025), yaw=45.0)  # faces 0.66 cm apart
-    assert Relation("near", "a", "b") in set(derive_relations((a, c), SURF, None))
+    assert WorldRelation("near", "a", "b") in set(derive_relations((a, c), SURF, None))
 
 
 def test_cylinder_relations_and_inside() -> None:
     can = ent("k", (0.5, 0.2, 0.075), shape="cylinder", typ="can", size=(0.04, 0.04, 0.05))
     base = ent("b", (0.5, 0.2, 0.025))
     rels = set(derive_relations((base, can), SURF, None))
-    assert Relation("on", "k", "b") in rels
+    assert WorldRelation("on", "k", "b") in rels
     tray = ent("t", (0.5, 0.2, 0.03), typ="tray", size=(0.2, 0.2, 0.06), yaw=30.0)
     small = ent("s", (0.52, 0.2, 0.02), typ="peg", size=(0.02, 0.02, 0.02),
                 shape="cylinder")
     outside = ent("o", (0.59, 0.29, 0.02), typ="peg", size=(0.02, 0.02, 0.02),
                   shape="cylinder")
     rels = set(derive_relations((tray, small, outside), SURF, None))
-    assert Relation("inside", "s", "t") in rels
+    assert WorldRelation("inside", "s", "t") in rels
     # (0.59, 0.29) lies in the tray's enclosing box, not in the turned tray itself
-    assert Relation("inside", "o", "t") not in rels
+    assert WorldRelation("inside", "o", "t") not in rels
 
 
 def test_gripper_holding_a_turned_box() -> None:
     b = ent("b", (0.4, 0.2, 0.2), yaw=20.0)
     pad = ((0.4, 0.2, 0.23), (0.03, 0.03, 0.01))
-    assert Relation("holding", "gripper", "b") in derive_relations((b,), SURF, pad)
+    assert WorldRelation("holding", "gripper", "b") in derive_relations((b,), SURF, pad)
 
 
 # -- the discrepancy -------------------------------------------------------------------------

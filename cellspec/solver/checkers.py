@@ -25,7 +25,7 @@ from cellspec.solver.asp import backend as asp
 from cellspec.solver.asp.compile import CompiledProgram, compile_rules
 from cellspec.solver.instance import Instance
 from cellspec.solver.smt import backend as smt
-from cellspec.solver.smt.ground import LimitHit
+from cellspec.solver.smt.ground import GroundingLimit
 
 # what a rule can use besides relations (each decided exactly or refused by name)
 FEATURES: tuple[str, ...] = ("forall", "exists", "count", "linear arithmetic", "type",
@@ -230,7 +230,7 @@ class Z3Checker:
         """The violation set decided by Z3 (every instance's truth in one model)."""
         try:
             found = smt.smt_violations(inst, rules, timeout=timeout)
-        except (smt.Z3Unknown, LimitHit) as exc:  # a time or grounding limit
+        except (smt.Z3Unknown, GroundingLimit) as exc:  # a time or grounding limit
             return _unknown(str(exc), exc.reason)
         return CheckerResult(BackendStatus.DONE, tuple(found))
 

@@ -32,9 +32,9 @@ a structure that needs more than ``MAX_LP_PARTS`` parts in one LP (reason ``grou
 limit``), an LP that does not finish in ``LP_TIME_LIMIT_S`` (``time limit``) or that no
 solver decides, however retried (``solver failure``: GLOP's ABNORMAL, issue 28), raises
 :class:`StabilityLimit`. ``check`` asks for a tolerant report instead (the instance's
-``derived.stability_tolerant``): such a structure is then :class:`Undecided` (its parts count as
-standing, so no violation is claimed for them) and the others are decided as usual, so
-the verdict can still be ``fail`` on what is known (cellspec/solver/verify.py).
+``derived.stability_tolerant``): such a structure is then :class:`UndecidedStructure` (its
+parts count as standing, so no violation is claimed for them) and the others are decided as
+usual, so the verdict can still be ``fail`` on what is known (cellspec/solver/verify.py).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _size_limit(n: int) -> StabilityLimit:
 
 
 @dataclass(frozen=True)
-class Undecided:
+class UndecidedStructure:
     """A structure whose stability a limit left undecided (tolerant reports only)."""
 
     parts: tuple[int, ...]  # its parts (sorted)
@@ -163,14 +163,15 @@ class Structure:
     friction: float
     margin: float
     con: Contacts
-    undecided: list[Undecided] | None = None  # a list: limits are recorded, not raised
-    step: int | None = None  # the stage being analysed (for Undecided.step)
+    undecided: list[UndecidedStructure] | None = None  # a list: limits are recorded, not raised
+    step: int | None = None  # the stage being analysed (for UndecidedStructure.step)
 
     def undecide(self, parts: list[int], exc: StabilityLimit) -> None:
         """Record ``parts`` as undecided, or raise ``exc`` when the report is not tolerant."""
         if self.undecided is None:
             raise exc
-        self.undecided.append(Undecided(tuple(sorted(parts)), str(exc), exc.reason, self.step))
+        self.undecided.append(UndecidedStructure(tuple(sorted(parts)), str(exc), exc.reason,
+                                                 self.step))
 
     def centre_of(self, parts: np.ndarray | list[int]) -> np.ndarray:
         """Box centres (m) of some parts."""
@@ -610,7 +611,7 @@ class Report:
     placed_stable: np.ndarray | None  # bool per part: placed_stable(p), None without order
     why: dict[int, str]
     stage_why: dict[int, str]
-    undecided: tuple[Undecided, ...] = ()  # tolerant reports: structures a limit left open
+    undecided: tuple[UndecidedStructure, ...] = ()  # tolerant reports: structures a limit left open
 
 
 def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
@@ -668,9 +669,9 @@ def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa
     return rep
 
 
-def _distinct(us: list[Undecided]) -> tuple[Undecided, ...]:
+def _distinct(us: list[UndecidedStructure]) -> tuple[UndecidedStructure, ...]:
     """One record per undecided structure (its first), the finished layout's first."""
-    out: dict[tuple[int, ...], Undecided] = {}
+    out: dict[tuple[int, ...], UndecidedStructure] = {}
     for u in sorted(us, key=lambda u: (u.step is not None, u.step or 0)):
         out.setdefault(u.parts, u)
     return tuple(out.values())

@@ -3,7 +3,7 @@
 
 :func:`violations` runs a backend with a *tolerant* stability report
 (:mod:`cellspec.solver.stability`: a structure whose LP hits a limit is recorded as
-:class:`~cellspec.solver.stability.Undecided` and its parts count as standing). Rules that
+:class:`~cellspec.solver.stability.UndecidedStructure` and its parts count as standing). Rules that
 do not read ``stable`` or ``placed_stable`` are unaffected. For rules that do, the backend
 runs a second time with the undecided parts counted as falling, and only the violations
 found both times are kept: they do not depend on what the undecided structures do (for
@@ -30,7 +30,7 @@ MAX_NOTES = 3  # undecided structures named one by one; the rest are counted
 
 def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
                timeout: float | None) -> tuple[checkers.CheckerResult,
-                                               tuple[stability.Undecided, ...]]:
+                                               tuple[stability.UndecidedStructure, ...]]:
     """The backend's result on ``inst`` (the violations certain whatever an undecided
     structure does) and the undecided structures (empty: everything decided)."""
     inst.derived.stability_tolerant = True
@@ -65,7 +65,7 @@ def violations(checker: checkers.Checker, inst: Instance, rules: Sequence[Rule],
     return checkers.CheckerResult(BackendStatus.DONE, kept), undecided
 
 
-def notes(undecided: Sequence[stability.Undecided], ids: tuple[str, ...]) -> list[str]:
+def notes(undecided: Sequence[stability.UndecidedStructure], ids: tuple[str, ...]) -> list[str]:
     """The notes naming the undecided structures (the first MAX_NOTES, then a count)."""
     out = [f"stability: {u.text(ids)}; the violations listed hold whatever it does"
            for u in undecided[:MAX_NOTES]]
@@ -74,7 +74,7 @@ def notes(undecided: Sequence[stability.Undecided], ids: tuple[str, ...]) -> lis
     return out
 
 
-def reason(undecided: Sequence[stability.Undecided], ids: tuple[str, ...]) -> str:
+def reason(undecided: Sequence[stability.UndecidedStructure], ids: tuple[str, ...]) -> str:
     """The ``unknown`` sentence when nothing else fails: the first undecided structure."""
     more = len(undecided) - 1
     tail = f" ({more} more structure{'s' if more != 1 else ''} undecided)" if more else ""

@@ -27,7 +27,7 @@ DEFAULT_SECONDS = 60.0  # per changed file, when the run gives no --timeout
 
 
 @dataclass
-class Finding:
+class BaselineFinding:
     """What one rule (``*``: the whole file) did relative to GITREF, and the gate's word:
     ``ok`` (stricter, same meaning, added), ``allowed`` (a looser change the file or the flag
     declares), ``fail`` (a looser change not declared) or ``unknown`` (not decided)."""
@@ -53,7 +53,7 @@ class FileBaseline:
     file: str
     outcome: str
     relation: str | None = None
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[BaselineFinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -199,8 +199,8 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
     return fb
 
 
-def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> list[Finding]:
-    out: list[Finding] = []
+def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> list[BaselineFinding]:
+    out: list[BaselineFinding] = []
     for d in rep.rules:
         f = _rule_finding(d, ref, declared, allow, rep.whole)
         if f is not None:
@@ -209,12 +209,12 @@ def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> lis
     loosened = any(x.gate in ("fail", "allowed") for x in out)
     if w.relation in ("looser", "incomparable") and not loosened:
         wit = w.new_only.witness
-        out.append(Finding(WHOLE, w.relation, "allowed" if allow else "fail",
+        out.append(BaselineFinding(WHOLE, w.relation, "allowed" if allow else "fail",
                            f"the whole file accepts a layout {ref} rejects: "
                            f"{_shows(wit, w.new_only.message, ref)}"
                            + ("" if allow else "; pass --allow-looser if that is meant"), wit))
     elif w.relation == "unknown" and not any(x.gate == "unknown" for x in out):
-        out.append(Finding(WHOLE, "unknown", "allowed" if allow else "unknown",
+        out.append(BaselineFinding(WHOLE, "unknown", "allowed" if allow else "unknown",
                            f"the error rules were not compared with {ref}: {w.reason}"))
     return out
 
@@ -229,7 +229,7 @@ def _shows(wit: dict | None, msg: str | None, ref: str, rule: str | None = None)
 
 
 def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole: RuleDiff
-                  ) -> Finding | None:
+                  ) -> BaselineFinding | None:
     """The gate's word on one rule, or None when it is unchanged and equivalent."""
     so, sn = d.severity
     pref = so in (None, "preference") and sn in (None, "preference")
@@ -262,21 +262,21 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
         change = "unknown"
         what = f"rule {d.rule} was not compared with {ref}: {d.reason}"
         if pref:
-            return Finding(d.rule, change, "ok", what + " (a preference: never gated)")
-        return Finding(d.rule, change, "allowed" if ok else "unknown",
+            return BaselineFinding(d.rule, change, "ok", what + " (a preference: never gated)")
+        return BaselineFinding(d.rule, change, "allowed" if ok else "unknown",
                        what + (f" ({how})" if ok else "; not proved not looser" + hint))
     else:
         if not d.changed:
             return None
         rel = ("new rule" if not d.in_old else "stricter" if d.relation == "stricter"
                else "same meaning")
-        return Finding(d.rule, "added" if not d.in_old else d.relation, "ok",
+        return BaselineFinding(d.rule, "added" if not d.in_old else d.relation, "ok",
                        f"rule {d.rule}: {rel}" + (f" than at {ref}" if rel == "stricter"
                                                   else f" as at {ref}" if d.in_old else ""),
                        d.old_only.witness)
     if pref:
-        return Finding(d.rule, change, "ok", what + " (a preference: never gated)", wit)
-    return Finding(d.rule, change, "allowed" if ok else "fail",
+        return BaselineFinding(d.rule, change, "ok", what + " (a preference: never gated)", wit)
+    return BaselineFinding(d.rule, change, "allowed" if ok else "fail",
                    what + (f" ({how})" if ok else hint), wit)
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cellspec.core.errors import CellspecError
-from cellspec.world.db import LIFECYCLE, Entity, Relation, World, open_world
+from cellspec.world.db import LIFECYCLE, Entity, World, WorldRelation, open_world
 
 ZONES = ("action", "part", "target", "none")
 DEFAULT_ZONE = "action"  # chosen by bench/world_context.py (docs/world.md)
@@ -73,7 +73,7 @@ class Context:
     supports: bool
     cs: tuple[str, str | None]
     entities: tuple[tuple[Entity, int], ...]  # (entity, hops from the action; -1 zone only)
-    relations: tuple[tuple[Relation, float, str], ...]  # (relation, confidence, lifecycle)
+    relations: tuple[tuple[WorldRelation, float, str], ...]  # (relation, confidence, lifecycle)
     dropped: int = 0  # lines left out to fit max_tokens
 
     def ids(self) -> set[str]:

@@ -109,7 +109,7 @@ class Entity:
 
 
 @dataclass(frozen=True)
-class Relation:
+class WorldRelation:
     """A relation instance such as on(c2, c1) or holding(gripper, c3)."""
 
     rel: str
@@ -128,7 +128,7 @@ class Transition:
     part: str
     upserts: list[Entity] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
-    relations: list[Relation] | None = None  # None: leave the relation graph as it is
+    relations: list[WorldRelation] | None = None  # None: leave the relation graph as it is
     cs: tuple[str, str | None] | None = None
     task_status: tuple[str, str] | None = None  # (node, status)
     cause: str | None = None
@@ -232,10 +232,10 @@ class World:
         r = self.conn.execute("SELECT * FROM entities WHERE id = ?", (eid,)).fetchone()
         return _row_entity(r) if r else None
 
-    def relations(self) -> list[Relation]:
+    def relations(self) -> list[WorldRelation]:
         """The relation graph, sorted."""
         rows = self.conn.execute("SELECT rel, a, b FROM relations ORDER BY rel, a, b")
-        return [Relation(*r) for r in rows]
+        return [WorldRelation(*r) for r in rows]
 
     def cs(self) -> tuple[str, str | None]:
         """The interaction state CS = (phase, object)."""

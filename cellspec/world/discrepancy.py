@@ -30,7 +30,7 @@ from cellspec.world.association import (
     associate,
     parse_observation,
 )
-from cellspec.world.db import PHASES, RELATIONS, Entity, Relation
+from cellspec.world.db import PHASES, RELATIONS, Entity, WorldRelation
 from cellspec.world.rules import MEASURES, diagnose_facts
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class State:
 
     cs: tuple[str, str | None]
     objects: tuple[Entity, ...]
-    relations: tuple[Relation, ...]
+    relations: tuple[WorldRelation, ...]
     gripper: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     path: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # swept box of the action
     target: str | None = None  # the object of the current action
@@ -57,7 +57,7 @@ class State:
 
 def derive_relations(objects: tuple[Entity, ...], surfaces: tuple[tuple[str, float], ...],
                      gripper: tuple[tuple[float, ...], tuple[float, ...]] | None,
-                     near_d: float = rel.NEAR_M) -> tuple[Relation, ...]:
+                     near_d: float = rel.NEAR_M) -> tuple[WorldRelation, ...]:
     """The relations of the objects' shapes (cellspec/world/relations.py)."""
     ids = [o.id for o in objects]
     pos = np.array([o.pos for o in objects], float).reshape(-1, 3)
@@ -70,15 +70,15 @@ def derive_relations(objects: tuple[Entity, ...], surfaces: tuple[tuple[str, flo
     return tuple(rel.derive(ids, pos, size, surfaces, g, near_d=near_d, yaw=yaw, cyl=cyl))
 
 
-def parse_relation(text: Any, where: str) -> Relation:
-    """'on(c2, c1)' as a Relation; unknown relation names are bad input."""
+def parse_relation(text: Any, where: str) -> WorldRelation:
+    """'on(c2, c1)' as a WorldRelation; unknown relation names are bad input."""
     m = _REL_RE.match(text) if isinstance(text, str) else None
     if not m:
         raise CellspecError(f"{where}: a relation is written REL(a, b), got {text!r}")
     if m.group(1) not in RELATIONS:
         raise CellspecError(f"{where}: unknown relation '{m.group(1)}' (relations: "
                             f"{', '.join(RELATIONS)})")
-    return Relation(m.group(1), m.group(2), m.group(3))
+    return WorldRelation(m.group(1), m.group(2), m.group(3))
 
 
 def _vec(v: Any, n: int, where: str) -> tuple[float, ...]:
@@ -228,8 +228,8 @@ class Delta:
 
     cs_expected: tuple[str, str | None]
     cs_observed: tuple[str, str | None]
-    missing: tuple[Relation, ...]
-    unexpected: tuple[Relation, ...]
+    missing: tuple[WorldRelation, ...]
+    unexpected: tuple[WorldRelation, ...]
     drift: dict[str, float]
     new: tuple[str, ...]
     lost: tuple[str, ...]
@@ -339,7 +339,7 @@ def delta(expected: State, observed: State, gate: float = 0.5) -> Delta:
     def ren(x: str) -> str:
         return mapping.get(x, x)
 
-    obs_rel = {Relation(r.rel, ren(r.a), ren(r.b)) for r in observed.relations}
+    obs_rel = {WorldRelation(r.rel, ren(r.a), ren(r.b)) for r in observed.relations}
     exp_rel = set(expected.relations)
     in_path = []
     if expected.path is not None:

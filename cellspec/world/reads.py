@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cellspec.dsl.model import Cell
-from cellspec.world.db import Relation
+from cellspec.world.db import WorldRelation
 from cellspec.world.rules import (
     TIME_LIMIT_S,
     _lp,
@@ -44,15 +44,15 @@ class Read:
 
     rule: int
     kind: str
-    rel: Relation
+    rel: WorldRelation
 
-    def matches(self, r: Relation) -> bool:
+    def matches(self, r: WorldRelation) -> bool:
         """Whether a graph relation is the one read (``*`` matches any entity)."""
         return (r.rel == self.rel.rel and self.rel.a in (ANY, r.a)
                 and self.rel.b in (ANY, r.b))
 
 
-def commit_reads(cell: Cell, action: str) -> tuple[tuple[Relation, ...], tuple[str, ...]]:
+def commit_reads(cell: Cell, action: str) -> tuple[tuple[WorldRelation, ...], tuple[str, ...]]:
     """(relations read, measures read) by the commit condition of an action kind: a commit
     condition is written over measures and events only, so the relations are none."""
     rule = commit_rule(cell, action)
@@ -122,5 +122,5 @@ def diagnose_reads(cell: Cell, facts: str, timeout: float | None = TIME_LIMIT_S
         k, kind, rel, x, y = a.arguments
         def s(t: Any) -> str:
             return t.string if t.type.name == "String" else str(t)
-        out.add(Read(k.number, str(kind), Relation(str(rel), s(x), s(y))))
+        out.add(Read(k.number, str(kind), WorldRelation(str(rel), s(x), s(y))))
     return tuple(sorted(out, key=lambda r: (r.rule, r.kind, r.rel.rel, r.rel.a, r.rel.b)))

@@ -31,7 +31,7 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.core import plane
 from cellspec.core import shapes as shp
-from cellspec.world.db import Relation
+from cellspec.world.db import WorldRelation
 
 EPS_M = 0.003  # perception tolerance for contact, metres
 NEAR_M = 0.01
@@ -52,10 +52,10 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
            surfaces: Sequence[tuple[str, float]] = (("table", 0.0),),
            gripper: tuple[np.ndarray, np.ndarray] | None = None,
            eps: float = EPS_M, near_d: float = NEAR_M, yaw: np.ndarray | None = None,
-           cyl: np.ndarray | None = None) -> list[Relation]:
+           cyl: np.ndarray | None = None) -> list[WorldRelation]:
     """Every relation among the parts (ids with centres and own sizes; ``yaw`` in degrees and
     ``cyl`` per part, docs/shapes.md), sorted."""
-    out: set[Relation] = set()
+    out: set[WorldRelation] = set()
     n = len(ids)
     if n == 0:
         return []
@@ -79,27 +79,27 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
     np.fill_diagonal(on, False)
     resting = on.any(axis=1)
     for i, j in zip(*np.nonzero(on), strict=True):
-        out.add(Relation("on", ids[i], ids[j]))
+        out.add(WorldRelation("on", ids[i], ids[j]))
     for name, z in surfaces:
         zu = _u(z)
         for i in np.nonzero(g.on_surface(b, zu, e))[0]:
-            out.add(Relation("on", ids[i], name))
+            out.add(WorldRelation("on", ids[i], name))
             resting[i] = True
     # [i, j]: box i lies in box j (the corners of j broadcast along the last axis)
     ins = g.inside_box(np.broadcast_to(a_, (n, n, 6)), tuple(b[:, 0::2].T), tuple(b[:, 1::2].T), e)
     vol = np.prod(b[:, 1::2] - b[:, 0::2], axis=1)
     ins &= vol[:, None] < vol[None, :]  # strictly smaller: equal boxes are not inside each other
     for i, j in zip(*np.nonzero(ins), strict=True):
-        out.add(Relation("inside", ids[i], ids[j]))
+        out.add(WorldRelation("inside", ids[i], ids[j]))
     nr = g.near(a_, c_, nd)
     for i, j in zip(*np.nonzero(nr), strict=True):
         if ids[i] < ids[j]:
-            out.add(Relation("near", ids[i], ids[j]))
+            out.add(WorldRelation("near", ids[i], ids[j]))
     if gripper is not None:
         gb = boxes(np.asarray([gripper[0]]), np.asarray([gripper[1]]))[0]
         touch = g.supports(b, gb[None, :], e)  # the pad rests on the part's top
         for i in np.nonzero(touch & ~resting)[0]:
-            out.add(Relation("holding", "gripper", ids[i]))
+            out.add(WorldRelation("holding", "gripper", ids[i]))
     return sorted(out, key=lambda r: (r.rel, r.a, r.b))
 
 
@@ -157,7 +157,7 @@ def _inside(sh: shp.ShapesU, i: np.ndarray, j: np.ndarray, e: int) -> np.ndarray
 def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noqa: C901
                    surfaces: Sequence[tuple[str, float]],
                    gripper: tuple[np.ndarray, np.ndarray] | None, eps: float, near_d: float,
-                   yaw: np.ndarray, cyl: np.ndarray) -> list[Relation]:
+                   yaw: np.ndarray, cyl: np.ndarray) -> list[WorldRelation]:
     """The relations when some part is turned or a cylinder (see the module doc)."""
     n = len(ids)
     P = np.asarray(pos, float).reshape(n, 3)
@@ -168,7 +168,7 @@ def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noq
         yaw, cyl = np.append(yaw, 0.0), np.append(cyl, False)
     sh = shapes_of(P, S, yaw, cyl)
     e, nd = _u(eps), _u(near_d)
-    out: set[Relation] = set()
+    out: set[WorldRelation] = set()
     ii, jj = np.nonzero(~np.eye(n, dtype=bool))
     # on(i, j): j supports i, and i's centroid is over j's footprint
     sup = shp.supports(sh, jj, ii, e)
@@ -177,12 +177,12 @@ def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noq
     on[k] = _over(sh, ii[k], jj[k], e)
     resting = np.zeros(n, dtype=bool)
     for a, b in zip(ii[on], jj[on], strict=True):
-        out.add(Relation("on", ids[a], ids[b]))
+        out.add(WorldRelation("on", ids[a], ids[b]))
         resting[a] = True
     idx = np.arange(n)
     for name, z in surfaces:
         for a in idx[shp.on_surface(sh, idx, _u(z), e)]:
-            out.add(Relation("on", ids[a], name))
+            out.add(WorldRelation("on", ids[a], name))
             resting[a] = True
     # inside(i, j): strictly smaller (own volume), within j; the enclosing boxes filter first
     vol = np.prod(S[:n], axis=1) * np.where(cyl[:n], np.pi / 4, 1.0)
@@ -192,15 +192,15 @@ def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noq
     if len(k):
         ins = _inside(sh, ii[k], jj[k], e)
         for a, b in zip(ii[k][ins], jj[k][ins], strict=True):
-            out.add(Relation("inside", ids[a], ids[b]))
+            out.add(WorldRelation("inside", ids[a], ids[b]))
     lt = np.array([ids[a] < ids[b] for a, b in zip(ii, jj, strict=True)], dtype=bool)
     k = np.nonzero(lt)[0]
     nr = shp.near(sh, ii[k], jj[k], nd)
     for a, b in zip(ii[k][nr], jj[k][nr], strict=True):
-        out.add(Relation("near", ids[a], ids[b]))
+        out.add(WorldRelation("near", ids[a], ids[b]))
     if gripper is not None:
         pad = np.full(n, n)
         touch = shp.supports(sh, idx, pad, e)  # the pad rests on the part's top
         for a in np.nonzero(touch & ~resting)[0]:
-            out.add(Relation("holding", "gripper", ids[a]))
+            out.add(WorldRelation("holding", "gripper", ids[a]))
     return sorted(out, key=lambda r: (r.rel, r.a, r.b))

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cellspec.core.errors import CellspecError
 from cellspec.world import relations as rel
 from cellspec.world.association import MAX_COORD_M
-from cellspec.world.db import RELATIONS, Relation, World
+from cellspec.world.db import RELATIONS, World, WorldRelation
 from cellspec.world.discrepancy import derive_relations, parse_relation, read_json
 
 
@@ -109,7 +109,7 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
             if not (r.a == "gripper" and held == r.b and phase != "idle"):
                 wrong.append(f"{r}: the interaction state is ⟨{phase}, {held or '-'}⟩")
         elif r.rel == "near" and (r.a > r.b):
-            if Relation("near", r.b, r.a) not in geo:
+            if WorldRelation("near", r.b, r.a) not in geo:
                 wrong.append(f"{r}: the gap exceeds {near_d} m")
         elif r not in geo:
             why = {"on": "the centroid is not over the support or the faces do not meet",
@@ -121,7 +121,7 @@ def validate_trace(obj: Any, world: World, surfaces: tuple[tuple[str, float], ..
         obj = ents[a.object]
         moved = tuple(ents[i] for i in ids if i != a.object) + (replace(obj, pos=a.at),)
         after = set(derive_relations(moved, surfaces, None, near_d))
-        want = Relation("inside" if a.kind == "insert" else "on", a.object, a.target)
+        want = WorldRelation("inside" if a.kind == "insert" else "on", a.object, a.target)
         if want not in after:
             where = ", ".join(f"{v:.3f}" for v in a.at)
             sup = ents.get(a.target)

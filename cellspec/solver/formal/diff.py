@@ -28,7 +28,7 @@ from cellspec.solver.formal.common import (
 from cellspec.solver.instance import cell_u
 from cellspec.solver.smt.backend import Unsupported, check_fragment, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering, lin
-from cellspec.solver.smt.ground import LimitHit, Problem, cell_fields
+from cellspec.solver.smt.ground import GroundingLimit, Problem, cell_fields
 from cellspec.solver.verify import check
 
 DEFAULT_PARTS = 3
@@ -369,7 +369,7 @@ class _Search:
             types = tuple(combo)
             try:
                 solver, low, queries = self._queries(z3, ctx, types)
-            except (LimitHit, Unsupported) as exc:
+            except (GroundingLimit, Unsupported) as exc:
                 _give_up(pending, diffs, whole, f"{exc} ({len(types)} parts)")
                 return
             solver.set("timeout", max(1, int((left or 3600) * 1000)))

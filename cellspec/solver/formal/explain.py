@@ -27,7 +27,7 @@ from cellspec.solver.formal.common import (
 from cellspec.solver.instance import build_instance
 from cellspec.solver.smt.backend import check_fragment, fixed_problem, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering
-from cellspec.solver.smt.ground import LimitHit
+from cellspec.solver.smt.ground import GroundingLimit
 from cellspec.solver.smt.result import Cause, Explanation, RuleRef
 from cellspec.solver.verify import check
 
@@ -73,7 +73,7 @@ def explain(cell: Cell, layout: Layout, *, timeout: float | None = DEFAULT_TIMEO
     builder = Builder({})
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
-    except LimitHit as exc:
+    except GroundingLimit as exc:
         return Explanation(status=ExplainStatus.UNKNOWN, reason=str(exc),
                            seconds=time.perf_counter() - t0,
                            total_violations=len(nominal.violations))

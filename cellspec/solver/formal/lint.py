@@ -28,7 +28,7 @@ from cellspec.solver.formal.lint_prefs import preference_findings
 from cellspec.solver.instance import cell_u
 from cellspec.solver.smt.backend import check_fragment, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering, lin
-from cellspec.solver.smt.ground import LimitHit, Problem, cell_fields
+from cellspec.solver.smt.ground import GroundingLimit, Problem, cell_fields
 from cellspec.solver.smt.result import LintFinding, LintReport, RuleRef
 from cellspec.solver.verify import check
 
@@ -145,7 +145,7 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     base = {"cell": cell.name, "part_set": part_set}
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
-    except LimitHit as exc:
+    except GroundingLimit as exc:
         return LintReport(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
                           **base)
     enc = _encode(rules, prob, single, builder, bounds, grounded, tms, part_set)

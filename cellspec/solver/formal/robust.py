@@ -64,7 +64,7 @@ from cellspec.solver.smt.backend import (
     ground_rules,
 )
 from cellspec.solver.smt.formula import Builder, Z3Lowering, smt_num, smtlib, variables
-from cellspec.solver.smt.ground import LimitHit
+from cellspec.solver.smt.ground import GroundingLimit
 from cellspec.solver.smt.result import RobustResult
 from cellspec.solver.verify import check
 
@@ -228,7 +228,7 @@ def _ground(run: _RobustRun) -> _Goal | RobustResult:
     builder = Builder(bounds) if run.opts.prune else NoFold(bounds)
     try:
         grounded = ground_rules(prob, rules, builder, run.opts.max_bindings)
-    except (LimitHit, Unsupported) as exc:
+    except (GroundingLimit, Unsupported) as exc:
         return run.early(str(exc))
     stats["ground_s"] = time.perf_counter() - t1
     stats["atoms"] = float(builder.atoms)

@@ -39,7 +39,7 @@ _ATTR_COL = {"top": 5, "zmax": 5, "bottom": 4, "zmin": 4, "xmin": 0, "xmax": 1, 
              "ymax": 3}
 
 
-class LimitHit(SolverLimit):
+class GroundingLimit(SolverLimit):
     """Grounding would exceed the binding budget (the result is ``unknown``)."""
 
     reason = Reason.GROUNDING_LIMIT
@@ -327,7 +327,7 @@ class Grounder:
     def _tick(self, k: int = 1) -> None:
         self.bindings += k
         if self.bindings > self.max_bindings:
-            raise LimitHit(f"grounding needs more than {self.max_bindings} bindings")
+            raise GroundingLimit(f"grounding needs more than {self.max_bindings} bindings")
 
     def _candidates(self, q_domain_vars, body, env, taken: set, prev: int, unordered: bool):
         """(candidate parts to enumerate, far parts as a list or None, anchor)."""
