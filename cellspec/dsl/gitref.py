@@ -16,22 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from textx import get_location
-
 from cellspec.core.errors import CellspecError, Diagnostic, DiagnosticSink
-from cellspec.core.names import unknown
 from cellspec.dsl.build import CellBuilder
 from cellspec.dsl.load import (
     MAX_RULE_FILE_BYTES,
-    STDLIB,
     SourceFile,
     display_path,
     file_scale,
+    imports_of,
     load_files,
     parse_text,
     path_key,
     read_rule_file,
-    stdlib_path,
 )
 from cellspec.dsl.model import Cell
 
@@ -179,20 +175,8 @@ def _load(key: Path, tree: GitTree, files: dict[Path, SourceFile], order: list[P
             sink.add(d.file or shown, d.line, d.col, d.message)
         return
     f = SourceFile(key, shown, text, model, file_scale(model))
-    for st in model.statements:
-        if type(st).__name__ != "Import":
-            continue
-        loc = get_location(st)
-        here = Diagnostic(shown, loc["line"], loc["col"], "")
-        if st.name:
-            if st.name not in STDLIB:
-                sink.add(shown, loc["line"], loc["col"],
-                         unknown("standard library", st.name, STDLIB)
-                         + "; import a file with a quoted path")
-                continue
-            target = _key(stdlib_path(st.name))
-        else:
-            target = _key(key.parent / st.path)
+    for named, here in imports_of(model, key, shown, sink):
+        target = _key(named)
         f.imports.append(target)
         _load(target, tree, files, order, sink, [*stack, key], here)
     files[key] = f

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib import resources
@@ -219,6 +220,18 @@ def load_files(path: Path, files: dict[Path, SourceFile], order: list[Path],
             sink.add(d.file, d.line, d.col, d.message)
         return
     f = SourceFile(key, shown, text, model, file_scale(model))
+    for target, here in imports_of(model, key, shown, sink):
+        f.imports.append(path_key(target))
+        load_files(target, files, order, sink, stack + [key], here)
+    files[key] = f
+    order.append(key)
+
+
+def imports_of(model: Any, key: Path, shown: str,
+               sink: DiagnosticSink) -> Iterator[tuple[Path, Diagnostic]]:
+    """Each ``import`` of the parsed file ``key`` (shown as ``shown``): the file it names
+    and where it is written; an unknown standard-library name is reported to ``sink`` and
+    skipped. Shared by the working-tree loader and the git-ref loader (dsl/gitref.py)."""
     for st in model.statements:
         if type(st).__name__ != "Import":
             continue
@@ -230,11 +243,7 @@ def load_files(path: Path, files: dict[Path, SourceFile], order: list[Path],
                          unknown("standard library", st.name, STDLIB)
                          + "; import a file with a quoted path")
                 continue
-            target = stdlib_path(st.name)
+            yield stdlib_path(st.name), here
         else:
-            target = (key.parent / st.path)
-        f.imports.append(path_key(target))
-        load_files(target, files, order, sink, stack + [key], here)
-    files[key] = f
-    order.append(key)
+            yield key.parent / st.path, here
 
