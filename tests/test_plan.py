@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import LAYOUTS, STATION
+from conftest import LAYOUTS, REPO, STATION, run_cli
 
 import cellspec
 from cellspec.core import geometry as g
@@ -223,3 +223,24 @@ def test_a_layout_too_dense_to_sequence_is_unknown_not_an_internal_error(tmp_pat
     lay = tmp_path / "heap.json"
     lay.write_text(json.dumps({"units": "m", "parts": parts}))
     assert main(["plan", "rules/cells/dual_arm_station.cell", str(lay)]) == 2
+
+
+def test_a_stability_limit_inside_the_order_search_is_unknown_not_an_internal_error(
+        monkeypatch, tmp_path):
+    """A stage's stability LP that no solver decides (time limit) ends the plan ``unknown``
+    with the reason, exit 2, never exit 3."""
+    from cellspec.core.status import Reason
+    from cellspec.solver import stability
+
+    def undecided(*args, **kwargs):
+        raise stability.StabilityLimit("the stability LP of a 3-part structure hit its time "
+                                       "limit", Reason.TIME_LIMIT)
+
+    monkeypatch.setattr(stability, "failures", undecided)  # the first LP of the stage search
+    rc, out, err = run_cli(["plan", STATION, REPO / "rules" / "examples" / "tower3.json",
+                            "--format", "json"])
+    assert rc == 2, (out, err)
+    got = json.loads(out)
+    assert got["status"] == "unknown"
+    assert got["reason"] == ("time limit: the stability LP of a 3-part structure hit its time "
+                             "limit")

@@ -34,7 +34,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
-from cellspec.core.status import Status
+from cellspec.core.status import SolverLimit, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
@@ -320,6 +320,11 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
                           reason=f"the layout has more than {exc.limit} pairs of parts in "
                           "contact range: far denser than a buildable cell (many parts at "
                           "the same place?)", seconds=time.perf_counter() - t0)
+    except SolverLimit as exc:  # e.g. a stage's stability LP undecided: unknown, with why
+        said = str(exc)
+        return PlanResult(status=Status.UNKNOWN, method="none", order_rules=orules,
+                          reason=said if said.startswith(str(exc.reason)) else
+                          f"{exc.reason}: {said}", seconds=time.perf_counter() - t0)
     if st != Status.OPTIMAL:
         return PlanResult(status=st, method=method, reason=reason, conflict=conflict,  # type: ignore[arg-type]
                           order_rules=orules, seconds=time.perf_counter() - t0)
