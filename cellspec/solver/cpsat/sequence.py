@@ -237,7 +237,24 @@ def solve_order(cell: Cell, inst: Instance, time_limit: float = DEFAULT_TIME_LIM
                                                           tuple[str, ...]]:
     """(status, steps, method, reason, conflict parts) for the instance's geometry.
 
-    ``prefer`` ranks parts (e.g. a previous order) for the greedy and as CP-SAT hints."""
+    ``prefer`` ranks parts (e.g. a previous order) for the greedy and as CP-SAT hints. A
+    solver limit inside the search (a stage's stability LP undecided, ...) is ``unknown``
+    with its reason, for every caller (plan, repair); the broad phase's density limit
+    (TooDense) is raised, for the caller's own message."""
+    try:
+        return _solve_order(cell, inst, time_limit, prefer)
+    except g.TooDense:
+        raise
+    except SolverLimit as exc:
+        said = str(exc)
+        return (Status.UNKNOWN, [], "none",
+                said if said.startswith(str(exc.reason)) else f"{exc.reason}: {said}", ())
+
+
+def _solve_order(cell: Cell, inst: Instance, time_limit: float,
+                 prefer: list[int] | None) -> tuple[str, list[Step], str, str | None,
+                                                    tuple[str, ...]]:
+    """:func:`solve_order` without the limit handling."""
     t_start = time.perf_counter()
     names = {r.name for r in cell.rules}
     op = order_problem(inst, "support_order" in names, "grip_access" in names)
@@ -320,11 +337,6 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
                           reason=f"the layout has more than {exc.limit} pairs of parts in "
                           "contact range: far denser than a buildable cell (many parts at "
                           "the same place?)", seconds=time.perf_counter() - t0)
-    except SolverLimit as exc:  # e.g. a stage's stability LP undecided: unknown, with why
-        said = str(exc)
-        return PlanResult(status=Status.UNKNOWN, method="none", order_rules=orules,
-                          reason=said if said.startswith(str(exc.reason)) else
-                          f"{exc.reason}: {said}", seconds=time.perf_counter() - t0)
     if st != Status.OPTIMAL:
         return PlanResult(status=st, method=method, reason=reason, conflict=conflict,  # type: ignore[arg-type]
                           order_rules=orules, seconds=time.perf_counter() - t0)
