@@ -264,6 +264,19 @@ def test_clingo_bound_beyond_its_size_limit_is_unknown(tmp_path: Path) -> None:
     assert "over the limit of the proof" in (b.reason or "")
 
 
+def test_a_lattice_too_fine_is_refused_before_any_position_is_listed(tmp_path: Path) -> None:
+    """The 0.1 mm lattice of the station-sized cell has hundreds of millions of positions
+    per part: the size limit answers from the axes (listing them exhausted the memory
+    budget and lost the generated layout with it)."""
+    from cellspec.solver.asp.prefer import least_violated
+
+    p = tmp_path / "c.cell"
+    p.write_text(CELL, encoding="utf-8")
+    b = least_violated(cellspec.load_cell(str(p)), ["cube"] * 12, step_m=0.0001, timeout=60)
+    assert b.status == "unknown" and "over the limit of the proof" in (b.reason or "")
+    assert b.positions > 10_000_000
+
+
 def test_the_anchor_intent_ranks_before_preferences(tmp_path: Path) -> None:
     # `at (0.034, 0.10)`: the intent holds within 5 mm, so the tower slides 4 mm to meet
     # low_x (x <= 0.03) but never leaves the tolerance for high_y (y >= 0.15)

@@ -336,6 +336,7 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
     ws = cu.zones["workspace"]
     assert isinstance(ws, BoxU)
     cands: dict[str, list[tuple[int, ...]]] = {}
+    lattice: dict[str, list[range]] = {}
     for t in sorted(set(types)):
         s = [int(g.to_u(v)) for v in cell.part_types[t].size]  # full size, U
         axes = []
@@ -347,11 +348,11 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
             hi = ws.hi[a] - s[a] // 2
             # centres in U, on the 0.1 mm grid (even U), h apart
             start = lo + (lo % 2)
-            axes.append(list(range(start, hi + 1, 2 * h)))
-        cands[t] = [(x, y, z) for x in axes[0] for y in axes[1] for z in axes[2]]
-        cands[t] = [(c[0] - s[0] // 2, c[0] + s[0] // 2, c[1] - s[1] // 2, c[1] + s[1] // 2,
-                     c[2] - s[2] // 2, c[2] + s[2] // 2) for c in cands[t]]
-    npos = max((len(v) for v in cands.values()), default=0)
+            axes.append(range(start, hi + 1, 2 * h))
+        lattice[t] = axes
+    # the size limit is decided from the axes, before any position is listed (a fine step
+    # would list millions of them and exhaust the memory budget first)
+    npos = max((len(a[0]) * len(a[1]) * len(a[2]) for a in lattice.values()), default=0)
     pairs = len(types) * (len(types) - 1) // 2
     relaxed = tuple(r.name for r in cell.rules if r.severity == "error"
                     and _encodable(r.body) is not None)
@@ -362,6 +363,11 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
                      f"({len(types)} parts): over the limit of the proof ({MAX_POSITIONS} "
                      f"positions, {MAX_PAIR_GROUND:,} position pairs); use a coarser step",
                      **base)  # type: ignore[arg-type]
+    for t, axes in lattice.items():
+        s = [int(g.to_u(v)) for v in cell.part_types[t].size]
+        cands[t] = [(x - s[0] // 2, x + s[0] // 2, y - s[1] // 2, y + s[1] // 2,
+                     z - s[2] // 2, z + s[2] // 2)
+                    for x in axes[0] for y in axes[1] for z in axes[2]]
     bad = [f"{r.name} ({why})" for r in prefs if (why := _encodable(r.body))]
     if bad:
         return Bound("unknown", reason="clingo does not encode the preference(s) "
