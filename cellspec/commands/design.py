@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cellspec.commands import preferences
 from cellspec.commands.bounded import LimitHit, print_unknown, remaining, run_bounded
 from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_write, tagged
 from cellspec.core.errors import CellspecError, Diagnostic
@@ -117,8 +118,7 @@ def check_options(a: argparse.Namespace) -> None:
     check_seconds(a.solver_time_limit, "--solver-time-limit", MAX_TIME_LIMIT)
     check_llm_limits(a.timeout, a.retries, a.temperature,
                      ("--timeout", "--retries", "--temperature"))
-    if a.prove_preferences is not None and not 0 < a.prove_preferences < float("inf"):
-        raise CellspecError("--prove-preferences must be a positive lattice step in metres")
+    preferences.check_step(a.prove_preferences)
     check_output(a.output, "-o")
     check_output(a.record, "--record")
     if a.review:
@@ -255,7 +255,11 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
     out = o.to_json()
     prefs = _preferences(cell, o)
     if prefs is not None and a.prove_preferences is not None:
-        prefs = dict(prefs, bound=_bound(a, cell, o.result.layout))
+        lay = o.result.layout
+        assert lay is not None  # a score exists only for a layout
+        prefs = dict(prefs, bound=preferences.bound(
+            cell, lay if isinstance(lay, dict) else lay.to_json(), a.prove_preferences,
+            a.time_limit))
     if prefs is not None:
         out["preferences"] = prefs
     report = getattr(adapter, "structured_report", None)
@@ -263,19 +267,6 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
         out["llm"] = report()
     return {"layout": o.result.layout, "json": out,
             "pretty": _pretty(a, o, adapter, prefs) if a.format != "json" else None}
-
-
-def _bound(a: argparse.Namespace, cell: Any, layout: Any) -> dict[str, Any]:
-    """clingo's bound on the preference weight any layout of the design's parts meets (as
-    ``generate --prove-preferences``), in half of what is left of the verb's budget."""
-    # lazy: CLI start-up time (clingo grounds only when asked)
-    from cellspec.solver.asp.prefer import least_violated
-
-    lay = layout if isinstance(layout, dict) else layout.to_json()
-    left = remaining(a.time_limit)
-    b = least_violated(cell, [p["type"] for p in lay["parts"]], step_m=a.prove_preferences,
-                       timeout=max(0.1, 0.5 * (left if left is not None else 60.0)))
-    return b.to_json()
 
 
 def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
@@ -345,14 +336,9 @@ def _pretty(a: argparse.Namespace, o: Any, adapter: Any,
             f"{r.seconds:.3f} s; layout "
             + (f"written to {a.output}" if a.output else "not saved (use -o layout.json)"))
     if prefs is not None:
-        # lazy: CLI start-up time (only cells with preference rules print it)
-        from cellspec.solver.asp.prefer import bound_line, score_line
-
-        say(score_line(prefs))
-        for note in prefs.get("notes", ()):
-            say(f"note: {note}")
+        for line in preferences.lines(prefs):
+            say(line)
         if "bound" in prefs:
-            say(bound_line(prefs["bound"], prefs["met"]))
             say("note: the proof's layouts need not meet the intent clauses (where the "
                 "command puts its structures): the score is maximised under them")
     return "".join(x + "\n" for x in lines)

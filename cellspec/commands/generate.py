@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cellspec.commands import common
+from cellspec.commands import common, preferences
 from cellspec.commands.bounded import (
     LimitHit,
     anytime_grace,
@@ -19,7 +19,6 @@ from cellspec.commands.bounded import (
 )
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
-from cellspec.core.errors import CellspecError
 from cellspec.core.status import FOUND, Status
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -80,15 +79,8 @@ def _compute(a: argparse.Namespace) -> Any:
                         reason=f"internal error: the generated layout fails the check: {detail}")
     if (a.prove_preferences is not None and r.layout is not None
             and r.preferences is not None):
-        # lazy: CLI start-up time (clingo grounds only when asked)
-        from cellspec.solver.asp.prefer import least_violated
-
-        types = [p["type"] for p in r.layout["parts"]]
-        # half of what is left of the verb's budget: the layout is handed over either way
-        left = remaining(a.time_limit)
-        b = least_violated(cell, types, step_m=a.prove_preferences,
-                           timeout=max(0.1, 0.5 * (left if left is not None else 60.0)))
-        prefs = dict(r.preferences, bound=b.to_json())
+        prefs = dict(r.preferences, bound=preferences.bound(cell, r.layout, a.prove_preferences,
+                                                            a.time_limit))
         r = r.model_copy(update={"preferences": prefs})
     # plain data for the parent: unpickling the result model would import the solvers there
     return {"status": str(r.status), "layout": r.layout, "json": r.to_json(),
@@ -115,16 +107,8 @@ def _pretty(a: argparse.Namespace, r: Any) -> str:
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
             f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
         if r.preferences is not None:
-            # lazy: CLI start-up time (only cells with preference rules print it)
-            from cellspec.solver.asp.prefer import score_line
-
-            say(score_line(r.preferences))
-            for note in r.preferences.get("notes", ()):
-                say(f"note: {note}")
-            if "bound" in r.preferences:
-                from cellspec.solver.asp.prefer import bound_line
-
-                say(bound_line(r.preferences["bound"], r.preferences["met"]))
+            for line in preferences.lines(r.preferences):
+                say(line)
     elif r.status == Status.INFEASIBLE:
         say(f"infeasible: {r.reason} ({in_all(r.seconds)})")
     else:
@@ -138,8 +122,7 @@ def run(a: argparse.Namespace) -> int:
     over a layout found at the limit) and ``--max-memory``."""
     limits.check_seconds(a.time_limit)
     limits.check_output(a.output, "-o")
-    if a.prove_preferences is not None and not 0 < a.prove_preferences < float("inf"):
-        raise CellspecError("--prove-preferences must be a positive lattice step in metres")
+    preferences.check_step(a.prove_preferences)
     a.max_memory = limits.parse_memory(a.max_memory)
     got = run_bounded(lambda: _compute(a), time_limit=a.time_limit + anytime_grace(a.time_limit),
                       max_memory=a.max_memory)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cellspec.commands import common
+from cellspec.commands import common, preferences
 from cellspec.commands.bounded import (
     LimitHit,
     anytime_grace,
@@ -165,12 +165,8 @@ def run(a: argparse.Namespace) -> int:
                   f"re-verified pass, {proof} ({in_all(r.seconds)})"
                   + (f"; written to {a.output}" if a.output else ""))
         if prefs is not None:
-            # lazy: CLI start-up time (only cells with preference rules print it)
-            from cellspec.solver.asp.prefer import score_line
-
-            print(score_line(prefs))
-            for note in prefs.get("notes", ()):
-                print(f"note: {note}")
+            for line in preferences.lines(prefs):
+                print(line)
         if r.status == Status.INFEASIBLE:
             print(f"impossible: {r.reason} ({in_all(r.seconds)})")
         elif r.status == Status.UNKNOWN:

@@ -36,16 +36,15 @@ def preference_cost(cell: Cell, layout: Layout, *, backend: str = "clingo",
     """The violated weight of ``layout`` (as a :class:`Score`), counted by a check backend
     (clingo by default; ``reference`` for the brute-force oracle): every violating binding,
     none capped. The one place the solver layer computes a layout's score."""
-    from cellspec.solver import checkers
-    from cellspec.solver.cpsat.prefer import binding_count
+    from cellspec.solver import checkers, pref_score
     from cellspec.solver.instance import build_instance
 
     rules = preference_rules(cell)
-    inst = build_instance(cell, layout)
-    total = sum(r.weight * binding_count(r, inst.n, len(inst.keepouts), len(inst.robots))
-                for r in rules)
     if not rules:
         return Score(0, 0, {})
+    inst = build_instance(cell, layout)
+    dims = (inst.n, len(inst.keepouts), len(inst.robots))
+    total = pref_score.total_weight(rules, *dims)
     chk = checkers.get(backend)
     refused = chk.supported(rules)
     if refused:
@@ -54,11 +53,11 @@ def preference_cost(cell: Cell, layout: Layout, *, backend: str = "clingo",
     if res.status != "done":
         return Score(0, total, {}, unknown=res.reason or "solver limit")
     violated: dict[str, int] = {}
-    cost = 0
     for k, _binding in res.violations:
         violated[rules[k].name] = violated.get(rules[k].name, 0) + 1
-        cost += rules[k].weight
-    return Score(total - cost, total, violated)
+    sc = pref_score.score(rules, res.violations, *dims)  # check's count: one definition
+    assert sc is not None and sc.met is not None
+    return Score(sc.met, total, violated)
 
 
 def score_json(score: Score, optimal: bool, notes: list[str] | tuple[str, ...] = ()
