@@ -15,6 +15,7 @@ import pytest
 from lsprotocol import types as T
 
 pytest_lsp = pytest.importorskip("pytest_lsp")
+from lsp_wait import until as wait_until  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
 from cellspec.lsp.gitdiff import hints  # noqa: E402
@@ -64,16 +65,8 @@ async def client(lsp_client: LanguageClient):
 
 
 async def until(client: LanguageClient, cond, timeout: float = 90.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out; diagnostics: {client.diagnostics}")
-        try:
-            await asyncio.wait_for(
-                client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 0.5)
-        except TimeoutError:
-            pass
+    """:func:`lsp_wait.until` with this file's longer wait (a diff runs per save)."""
+    await wait_until(client, cond, timeout)
 
 
 def diff_hints(client: LanguageClient, uri: str) -> dict[int, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 from lsprotocol import types as T
 
 pytest_lsp = pytest.importorskip("pytest_lsp")
+from lsp_wait import until  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,20 +94,6 @@ async def client(lsp_client: LanguageClient):
 
 def uri(path: Path) -> str:
     return path.resolve().as_uri()
-
-
-async def until(client: LanguageClient, cond, timeout: float = 60.0):
-    """Wait for diagnostics until ``cond()`` holds (publications can race the test)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out; diagnostics: {client.diagnostics}")
-        try:
-            await asyncio.wait_for(
-                client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 0.5)
-        except TimeoutError:
-            pass
 
 
 async def open_doc(client: LanguageClient, path: Path, text: str | None = None,
