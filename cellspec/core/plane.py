@@ -96,12 +96,10 @@ def _dist2_rect(px: Any, py: Any, X: Geo) -> Any:
 def _min_dist2(E: Geo, B: Geo, dx: Any, dy: Any) -> Any:
     """Squared distance between the disjoint rectangles E (at 0) and B (at d): the least
     vertex-to-rectangle distance either way (exact for convex polygons that do not meet)."""
-    out = None
-    for px, py in _corners(E):
-        m = _dist2_rect(px - dx, py - dy, B)
-        out = m if out is None else np.minimum(out, m)
-    for px, py in _corners(B):
-        m = _dist2_rect(px + dx, py + dy, E)
+    ms = [_dist2_rect(px - dx, py - dy, B) for px, py in _corners(E)]
+    ms += [_dist2_rect(px + dx, py + dy, E) for px, py in _corners(B)]
+    out = ms[0]
+    for m in ms[1:]:
         out = np.minimum(out, m)
     return out
 
@@ -113,13 +111,14 @@ def _order(A: Geo, B: Geo, dx: Any, dy: Any) -> tuple[Geo, Geo, Any, Any]:
     if not sw.any():
         return A, B, dx, dy
 
-    def pick(a: Any, b: Any) -> Any:
-        return np.where(sw, b, a)
+    def pick(X: Geo, Y: Geo, disc: np.ndarray) -> Geo:
+        """X's rows where not swapped, Y's where swapped; ``disc`` as given."""
+        return Geo(np.where(sw, Y.cx, X.cx), np.where(sw, Y.cy, X.cy),
+                   np.where(sw, Y.c, X.c), np.where(sw, Y.s, X.s),
+                   np.where(sw, Y.hx, X.hx), np.where(sw, Y.hy, X.hy), disc)
 
-    A2 = Geo(*(pick(getattr(A, f), getattr(B, f)) for f in ("cx", "cy", "c", "s", "hx", "hy")),
-             disc=A.disc | B.disc)
-    B2 = Geo(*(pick(getattr(B, f), getattr(A, f)) for f in ("cx", "cy", "c", "s", "hx", "hy")),
-             disc=A.disc & B.disc)
+    A2 = pick(A, B, A.disc | B.disc)
+    B2 = pick(B, A, A.disc & B.disc)
     return A2, B2, np.where(sw, -dx, dx), np.where(sw, -dy, dy)
 
 

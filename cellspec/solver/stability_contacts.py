@@ -5,7 +5,7 @@ otherwise). Split from :mod:`cellspec.solver.stability`, which uses them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,11 +28,11 @@ class Contacts:
     rect: np.ndarray
     z: np.ndarray
     surf: list[str | None]
-    sides: np.ndarray = field(default=None)
-    by_upper: _Index = field(default=None)  # type: ignore[assignment]
-    by_lower: _Index = field(default=None)  # type: ignore[assignment]
     # side contacts (s, 8) in U: (a, b, axis, u0, u1, z0, z1, plane): a's face at ``plane``
     # on ``axis`` (0 x, 1 y) touches b's opposite face over [u0, u1] x [z0, z1]
+    sides: np.ndarray
+    by_upper: _Index  # the contacts k of each upper part
+    by_lower: _Index  # the contacts k of each lower part (index n: the surfaces)
     # contact polygons (layouts with yawed boxes or cylinders only, else None; ``rect`` is
     # then only their pair's enclosing-box overlap): see stability_shapes.attach
     fp: Footprints | None = None
@@ -121,7 +121,8 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int],
     if fp is not None:
         from cellspec.solver import stability_shapes as shp
     n = len(boxes)
-    low, up, rects, zs, surf = [], [], [], [], []
+    low, up, rects, zs = [], [], [], []
+    surf: list[str | None] = []
     seen: set[int] = set()
     for name, z in sorted(surfaces.items(), key=lambda kv: (kv[1], kv[0])):
         on = np.nonzero(np.abs(boxes[:, 4] - z) <= eps)[0]
@@ -177,9 +178,8 @@ def contacts(boxes: np.ndarray, eps: int, surfaces: dict[str, int],
     sides = side_contacts(boxes, eps, pairs)
     if fp is not None:  # yawed faces: no side contacts (they only add forces: conservative)
         sides = sides[fp.plain[sides[:, 0]] & fp.plain[sides[:, 1]]]
-    c = Contacts(lower, upper, rect, zz, surf, sides)
-    c.by_upper = _Index(upper, n)
-    c.by_lower = _Index(np.where(lower >= 0, lower, n), n)
+    c = Contacts(lower, upper, rect, zz, surf, sides, _Index(upper, n),
+                 _Index(np.where(lower >= 0, lower, n), n))
     if fp is not None:
         shp.attach(c, fp)
     return c

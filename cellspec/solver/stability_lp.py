@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from cellspec.core.status import Reason, SolverLimit
 
@@ -110,11 +111,13 @@ class _Triplets:
         self.c: list[np.ndarray] = []
         self.v: list[np.ndarray] = []
 
-    def add(self, r: np.ndarray, c: np.ndarray, v: np.ndarray) -> None:
-        r, c, v = np.broadcast_arrays(np.asarray(r), np.asarray(c), np.asarray(v, dtype=float))
-        self.r.append(r.ravel())
-        self.c.append(c.ravel())
-        self.v.append(v.ravel())
+    def add(self, r: npt.ArrayLike, c: npt.ArrayLike, v: npt.ArrayLike) -> None:
+        """Append the triplets (r, c, v), broadcast together (a scalar value for all)."""
+        rb, cb, vb = np.broadcast_arrays(np.asarray(r), np.asarray(c),
+                                         np.asarray(v, dtype=float))
+        self.r.append(rb.ravel())
+        self.c.append(cb.ravel())
+        self.v.append(vb.ravel())
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not self.r:
@@ -165,8 +168,14 @@ class _Rows:
     imy: int
 
 
-def _block(g: Group) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray,
-                              np.ndarray, np.ndarray, int]:
+# one load case's block (see _block): rows, cols, vals, column count, rhs, shift_x, shift_y,
+# friction (rows, cols) stacked, friction vals, friction row count
+Block = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int,
+              npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64],
+              npt.NDArray[np.int64], npt.NDArray[np.float64], int]
+
+
+def _block(g: Group) -> Block:
     """One load case's equilibrium block: triplets (rows, cols, vals) of the equations,
     its number of columns, the right-hand side without the shift, the shift coefficients
     per row for (sx, sy), and the friction inequality triplets and count.
@@ -342,11 +351,13 @@ class _LP:
         self.nrow += len(lb)
         return out
 
-    def add(self, r: np.ndarray, c: np.ndarray, v: np.ndarray) -> None:
-        r, c, v = np.broadcast_arrays(np.asarray(r), np.asarray(c), np.asarray(v, dtype=float))
-        self.trip.append((r.ravel(), c.ravel(), v.ravel()))
+    def add(self, r: npt.ArrayLike, c: npt.ArrayLike, v: npt.ArrayLike) -> None:
+        """Append the triplets (r, c, v), broadcast together (a scalar value for all)."""
+        rb, cb, vb = np.broadcast_arrays(np.asarray(r), np.asarray(c),
+                                         np.asarray(v, dtype=float))
+        self.trip.append((rb.ravel(), cb.ravel(), vb.ravel()))
 
-    def case(self, blk: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def case(self, blk: Block) -> tuple[np.ndarray, np.ndarray]:
         """One copy of the equilibrium block: its equation rows (bounds set by the caller
         through the returned row numbers, initially the unshifted rhs) and columns."""
         r, c, v, ncol, rhs, _sx, _sy, fidx, fval, nfr = blk

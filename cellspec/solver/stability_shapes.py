@@ -136,7 +136,7 @@ class Footprints:
     def _build(self, parts: np.ndarray) -> None:
         """Build the edges of those of ``parts`` (>= 0) that have none yet."""
         n = len(self.cx)
-        if self._have is None:
+        if self._have is None or self._nrm is None or self._off is None:  # all three at once
             self._have = np.zeros(n, dtype=bool)
             self._nrm, self._off = np.zeros((n, 4, 2)), np.zeros((n, 4))
         new = np.unique(parts[~self._have[parts]])
@@ -148,7 +148,7 @@ class Footprints:
             self._nrm[rect], self._off[rect] = _halfspaces(self._rect_verts(rect),
                                                            np.full(len(rect), 4))
         if len(disc):
-            if self._dnrm is None:
+            if self._dnrm is None or self._doff is None:  # both at once
                 self._dnrm, self._doff = np.zeros((n, DISC_SIDES, 2)), np.zeros((n, DISC_SIDES))
             self._dnrm[disc], self._doff[disc] = _halfspaces(self._disc_verts(disc),
                                                              np.full(len(disc), DISC_SIDES))
@@ -164,9 +164,11 @@ class Footprints:
         out = []
         r = np.nonzero(ok & ~dsc)[0]
         if len(r):
+            assert self._nrm is not None and self._off is not None  # _build made them
             out.append((r, self._nrm[p[r]], self._off[p[r]]))
         d = np.nonzero(dsc)[0]
         if len(d):
+            assert self._dnrm is not None and self._doff is not None  # _build made them
             out.append((d, self._dnrm[p[d]], self._doff[p[d]]))
         return out
 
