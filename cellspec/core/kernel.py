@@ -11,7 +11,7 @@ function a relation means on either kernel is the relation's own
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,6 +22,15 @@ from cellspec.core.relations import BUILTINS
 
 class BoxKernel:
     """Axis-aligned boxes (n, 6) in U: every relation exact on the integer grid."""
+
+    # The kernel's capabilities, asked by name instead of whether the parts are plain:
+    #: ``boxes`` are the parts themselves (not enclosing boxes): every footprint is its box's
+    #: rectangle, so a backend or analysis without a shape encoding decides them as they are
+    boxes_are_parts: ClassVar[bool] = True
+    #: every relation is decided on the parts' integer corners: a layout on the grid is
+    #: decided exactly as written, and the exact rational re-decision of the boxes on a
+    #: finer grid (solver/rounding_exact.py) applies
+    exact_on_grid: ClassVar[bool] = True
 
     def __init__(self, boxes: np.ndarray):
         self.boxes = boxes
@@ -69,7 +78,6 @@ class BoxKernel:
         """The broad-phase margin (U) beyond which no ``flanks`` pair can hold."""
         return g.relation_margin(self.boxes, eps, flanks=True, opening=opening, depth=depth)
 
-
     def plain_mask(self) -> np.ndarray:
         """(n,) bool: per part, an axis-aligned box (every part, here)."""
         return np.ones(len(self.boxes), dtype=bool)
@@ -99,6 +107,9 @@ class BoxKernel:
 class ShapeKernel(BoxKernel):
     """Yawed boxes and vertical cylinders (shapes.ShapesU); ``boxes`` are their enclosing
     boxes (exact for the plain parts)."""
+
+    boxes_are_parts: ClassVar[bool] = False  # a yawed box's or a cylinder's box encloses it
+    exact_on_grid: ClassVar[bool] = False  # yaws round to rational rotations (shapes.ties)
 
     def __init__(self, shapes: sh.ShapesU):
         super().__init__(shapes.box)
@@ -184,4 +195,5 @@ class ShapeKernel(BoxKernel):
 def kernel_of(boxes: np.ndarray, shapes: sh.ShapesU | None) -> BoxKernel:
     """The kernel of a layout: its boxes when every part is plain (``shapes`` None), else
     its shapes."""
+    # the one place a layout's kernel is chosen (Instance.kernel asks it)
     return BoxKernel(boxes) if shapes is None else ShapeKernel(shapes)

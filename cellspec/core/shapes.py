@@ -266,7 +266,7 @@ def inner_half(sh: ShapesU) -> np.ndarray:
     out = np.zeros((n, 2), dtype=np.int64)
     for k in range(n):
         hx, hy = int(sh.hx[k]), int(sh.hy[k])
-        if bool(sh.plain[k]):
+        if bool(sh.plain[k]):  # per part, the shape kernel's own: which footprint it is
             out[k] = (int(sh.box[k, 1] - sh.box[k, 0]) // 2, int(sh.box[k, 3] - sh.box[k, 2]) // 2)
         elif bool(sh.cyl[k]):
             a = math.isqrt(hx * hx // 2)

@@ -68,11 +68,11 @@ class Instance:
     default_gripper: str = "parallel"  # the cell's default gripper kind (the ASP encoding)
     robots: tuple[str, ...] = ()  # the cell's robots, in order (`forall r in robot`)
     reach: dict[str, g.ReachU] | None = None  # robot -> its reach (reachable(p, r))
-    # shapes (docs/shapes.md): yaw in degrees as written, cylinder rows, and whether every
-    # part is an axis-aligned box (then ``boxes`` are the parts; otherwise the enclosing boxes)
+    # shapes (docs/shapes.md): yaw in degrees as written, cylinder rows and the exact shapes,
+    # all None when every part is an axis-aligned box (then ``boxes`` are the parts;
+    # otherwise the enclosing boxes): build_instance's _geometry chooses, once
     yaw_deg: np.ndarray | None = None  # (n,) float; None: all 0
     cyl: np.ndarray | None = None  # (n,) bool; None: no cylinder
-    plain: bool = True
     shapes: ShapesU | None = None  # the exact shapes when not plain
     ksize_m: np.ndarray | None = None  # (n, 3) the sizes the kernel sees (odd quarter turns
     # swap x and y); None: size_m
@@ -86,6 +86,12 @@ class Instance:
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    @property
+    def plain(self) -> bool:
+        """Every part is an axis-aligned box (no shapes): for the encodings that differ per
+        kind (docs/architecture.md); a relation's meaning asks :meth:`kernel` instead."""
+        return self.shapes is None
 
     def kernel(self) -> BoxKernel:
         """The parts' geometry kernel (cellspec/core/kernel.py): their boxes when every part
@@ -253,8 +259,7 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
     size = layout.resolve(cell)
     yaw, cyl, ksize, plain = shape_rows(cell, layout, size.reshape(n, 3))
     q = g.quantise(np.asarray(layout.pos, dtype=np.float64).reshape(n, 3), ksize)
-    shapes = None if plain else _shapes(q.boxes, yaw, cyl)
-    boxes = q.boxes if shapes is None else shapes.box
+    boxes, shapes, yaw_deg, cyl_rows = _geometry(q.boxes, yaw, cyl, plain)
     cu = cell_u(cell)
     order_pos = None
     if layout.order is not None:
@@ -283,9 +288,8 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
         default_gripper=default,
         robots=cu.robots,
         reach=cu.reach,
-        yaw_deg=None if plain else yaw,
-        cyl=None if plain else cyl,
-        plain=plain,
+        yaw_deg=yaw_deg,
+        cyl=cyl_rows,
         shapes=shapes,
         ksize_m=ksize,
         zones_u=cu.zones_u,
@@ -293,9 +297,16 @@ def build_instance(cell: Cell, layout: Layout) -> Instance:
     )
 
 
-def _shapes(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray) -> ShapesU:
-    """The exact shapes (cellspec.core.shapes): their enclosing boxes are ``Instance.boxes``."""
-    return shapes_u(boxes, yaw, cyl)
+def _geometry(boxes: np.ndarray, yaw: np.ndarray, cyl: np.ndarray, plain: bool
+              ) -> tuple[np.ndarray, ShapesU | None, np.ndarray | None, np.ndarray | None]:
+    """An instance's geometry: (boxes, shapes, yaw rows, cylinder rows). Every part plain:
+    the grid boxes are the parts and the rest None; otherwise the exact shapes
+    (cellspec.core.shapes) and their enclosing boxes. The one place that chooses
+    (``Instance.kernel`` reads its answer)."""
+    if plain:  # the one chooser of an instance's geometry (construction)
+        return boxes, None, None, None
+    shapes = shapes_u(boxes, yaw, cyl)
+    return shapes.box, shapes, yaw, cyl
 
 
 def _masses(cell: Cell, layout: Layout, size: np.ndarray) -> np.ndarray:

@@ -98,7 +98,7 @@ def exact_boxes(pos_m: np.ndarray, size_m: np.ndarray, extra_u: Iterable[Fractio
 def needs_analysis(inst: Instance) -> bool:
     """Whether the grid may decide differently from the layout and cell as written: a part
     off the grid, a yaw (rounded to a rational rotation), a zone or surface off the grid."""
-    return (inst.off_grid or inst.shapes is not None
+    return (inst.off_grid or not inst.kernel().exact_on_grid
             or any(v.denominator != 1 for v in cell_lengths(inst)))
 
 
@@ -207,9 +207,9 @@ def rounding_notes(inst: Instance, limit: int = 5, changed: list[str] | None = N
     involved = set() if involved is None else involved
     used, cmps, near = _used(rules or ())
     on_grid = not inst.off_grid and all(v.denominator == 1 for v in cell_lengths(inst))
-    # what rounds differs (yaws vs positions): a rounding analysis, not a geometry choice
-    if inst.shapes is not None and on_grid:  # on the grid: only the yaws round
-        out = _tie_notes(inst, inst.shapes, limit, changed)
+    kern = inst.kernel()
+    if on_grid and not kern.exact_on_grid:  # on the grid: only the kernel's own (yaws) rounds
+        out = _tie_notes(inst, kern.as_shapes(), limit, changed)
         if out:
             involved.update(range(inst.n))
         if cmps:  # a yawed part's enclosing box is rounded outward to whole U
@@ -238,8 +238,9 @@ class _Analysis:
         self.involved: set[int] = set()
         self.grid = inst.kernel()
         self.written: BoxKernel
-        # the written kernel: float shapes, or boxes on a finer grid (rounding-specific)
-        if inst.shapes is not None:  # float shapes at the positions and yaws as given
+        # the written kernel: float shapes where the grid's rounds the yaws, else the boxes
+        # on a finer grid (exact)
+        if not self.grid.exact_on_grid:  # float shapes at the positions and yaws as given
             self.exact = np.empty_like(inst.boxes, dtype=np.float64)
             self.written = ShapeKernel(_float_shapes(inst, self.exact))
             self.scale, self.ex = 1, None

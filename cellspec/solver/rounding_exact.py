@@ -83,8 +83,9 @@ def exact_violations(inst: Instance, rules: Sequence[Rule]
                      ) -> dict[str, list[tuple[object, ...]]] | None:
     """Each rule's violating bindings (as the backends give them) on the layout as
     written, or None when it cannot be decided exactly here (see the module docstring)."""
-    # the exact rational re-decision is defined on boxes only (docs/shapes.md)
-    if inst.shapes is not None or not inst.plain or inst.n > MAX_EXACT_PARTS:
+    # the exact rational re-decision is defined on boxes only (docs/shapes.md): the kernel
+    # says whether it applies
+    if not inst.kernel().exact_on_grid or inst.n > MAX_EXACT_PARTS:
         return None
     if any(ir.uses_relation(r.body, NOT_EXACT) for r in rules):
         return None

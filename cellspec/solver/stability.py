@@ -621,8 +621,9 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
     margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
         else DEFAULT_MARGIN
-    # shaped footprints need shapely (solver layer), which the core kernel cannot import
-    fp = None if inst.plain else _shapes().footprints(inst)  # yawed boxes, cylinders
+    # footprints other than the boxes' rectangles (yawed boxes, cylinders) are polygons built
+    # with shapely (solver layer), which the core kernel cannot import: the kernel says when
+    fp = None if inst.kernel().boxes_are_parts else _shapes().footprints(inst)
     # the relations' broad-phase pairs (a margin >= eps), when the ASP backend found them
     con = contacts(inst.boxes, inst.eps, inst.surfaces, fp, inst.derived.near_pairs)
     if not sides:

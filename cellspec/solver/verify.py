@@ -59,8 +59,8 @@ def check(cell: Cell, layout: Layout, *, backend: str = "clingo",
                        notes=tuple(notes), parts=inst.n, seconds=time.perf_counter() - t0,
                        backend=backend, skipped_rules=tuple(skipped), **kw)
 
-    # a backend declares whether it decides shapes: the capability check, not a geometry
-    if not inst.plain and not getattr(checker, "shapes", False):
+    # a backend declares whether it decides shapes, the kernel whether they are needed
+    if not inst.kernel().boxes_are_parts and not getattr(checker, "shapes", False):
         return unknown(f"unsupported: the {backend} backend does not decide parts at an angle "
                        "or cylinders yet (docs/shapes.md)", Reason.UNSUPPORTED)
     refused = checker.supported(rules)
