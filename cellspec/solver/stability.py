@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from cellspec.core import geometry as g
 from cellspec.core.status import Reason, SolverLimit
 from cellspec.solver import stability_lp as lp
 from cellspec.solver.stability_contacts import Contacts, contacts
+
+if TYPE_CHECKING:  # instance.py imports this module's Report the same way
+    from cellspec.solver.instance import Instance
 
 DEFAULT_FRICTION = Fraction(1, 2)
 DEFAULT_MARGIN = Fraction(1, 1000)  # m: the smallest whole mm with 0 false passes on
@@ -614,13 +617,12 @@ class Report:
     undecided: tuple[UndecidedStructure, ...] = ()  # tolerant reports: structures a limit left open
 
 
-def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instance)
+def structure_of(inst: Instance, sides: bool = True) -> Structure:
     """The stability view of an instance: contacts, masses, friction, margin; without
     ``sides`` no side contacts (for proofs that must not rely on them)."""
     masses = inst.masses if inst.masses is not None else np.prod(inst.size_m, axis=1) * 1000.0
     mu = float(inst.friction if inst.friction is not None else DEFAULT_FRICTION)
-    margin = inst.stability_margin if getattr(inst, "stability_margin", None) is not None \
-        else DEFAULT_MARGIN
+    margin = inst.stability_margin if inst.stability_margin is not None else DEFAULT_MARGIN
     # footprints other than the boxes' rectangles (yawed boxes, cylinders) are polygons built
     # with shapely (solver layer), which the core kernel cannot import: the kernel says when
     fp = None if inst.kernel().boxes_are_parts else _shapes().footprints(inst)
@@ -632,7 +634,7 @@ def structure_of(inst, sides: bool = True) -> Structure:  # noqa: ANN001 (Instan
                      float(margin), con)
 
 
-def report(inst, stages_too: bool = True, sides: bool = True) -> Report:  # noqa: ANN001
+def report(inst: Instance, stages_too: bool = True, sides: bool = True) -> Report:
     """Stability of the finished layout and, when it has an order, of every stage (without
     ``sides``: as if no side face carried anything, uncached)."""
     tolerant = inst.derived.stability_tolerant and sides
@@ -678,12 +680,12 @@ def _distinct(us: list[UndecidedStructure]) -> tuple[UndecidedStructure, ...]:
     return tuple(out.values())
 
 
-def instance_stable(inst) -> np.ndarray:  # noqa: ANN001
+def instance_stable(inst: Instance) -> np.ndarray:
     """``stable(p)`` of every part of an :class:`~cellspec.solver.instance.Instance`."""
     return report(inst, stages_too=False).stable
 
 
-def instance_placed_stable(inst) -> np.ndarray:  # noqa: ANN001
+def instance_placed_stable(inst: Instance) -> np.ndarray:
     """``placed_stable(p)`` of every part (all true when the layout has no order)."""
     rep = report(inst)
     return rep.placed_stable if rep.placed_stable is not None else np.ones(inst.n, dtype=bool)

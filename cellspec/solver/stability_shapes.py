@@ -40,10 +40,16 @@ are computed only for the contacts of structures that need an LP.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cellspec.core import geometry as g
+
+if TYPE_CHECKING:  # types only: this module is imported lazily (with shapely), for shapes
+    from cellspec.solver.instance import Instance
+    from cellspec.solver.stability_contacts import Contacts
+    from cellspec.solver.stability_lp import Group
 
 DISC_SIDES = 32
 GUARD = 1e-3  # U (0.05 um): inner polygons shrunk, outer shapes grown, against float rounding
@@ -194,7 +200,7 @@ def _halfspaces(verts: np.ndarray, nv: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return nrm, np.where(real, (nrm * verts).sum(-1), np.inf)
 
 
-def footprints(inst) -> Footprints:  # noqa: ANN001 (Instance)
+def footprints(inst: Instance) -> Footprints:
     """The footprints of every part of a non-plain instance (U)."""
     n = inst.n
     b = inst.boxes.astype(np.float64)
@@ -278,7 +284,7 @@ def wide(fp: Footprints, lo: np.ndarray, hi: np.ndarray, eps: int) -> np.ndarray
     return out
 
 
-def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
+def attach(con: Contacts, fp: Footprints) -> None:
     """Give the contacts their polygons: ``con.fp``. A contact's polygon is the
     intersection of the inner footprints of its two parts (of the upper part alone on a
     surface; a plain pair's is its exact rectangle), used as the half-planes of both
@@ -287,13 +293,20 @@ def attach(con, fp: Footprints) -> None:  # noqa: ANN001 (Contacts)
     con.fp, con.verts = fp, {}
 
 
-def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
+def _polygons(con: Contacts) -> tuple[Footprints, dict[int, np.ndarray]]:
+    """The contacts' footprints and polygon cache (set by :func:`attach`: this module's
+    functions are asked only about contacts with shapes)."""
+    assert con.fp is not None and con.verts is not None, "contacts without footprints"
+    return con.fp, con.verts
+
+
+def vertices(con: Contacts, k: int) -> np.ndarray:
     """Contact k's polygon (U): the vertices of the intersection of the inner footprints
     (convex), (0, 2) when it has no area (it carries nothing); cached."""
-    got = con.verts.get(k)
+    fp, verts = _polygons(con)
+    got = verts.get(k)
     if got is not None:
         return got
-    fp = con.fp
     up, lo = int(con.upper[k]), int(con.lower[k])
     pair = np.array([up, lo])
     rim = edge_allowance(con, pair, pair[::-1])
@@ -303,7 +316,7 @@ def vertices(con, k: int) -> np.ndarray:  # noqa: ANN001
     xy = np.zeros((0, 2))
     if not gm.is_empty and gm.geom_type == "Polygon" and gm.area > 0:
         xy = np.asarray(gm.exterior.coords)[:-1]
-    con.verts[k] = xy
+    verts[k] = xy
     return xy
 
 
@@ -315,17 +328,17 @@ def _shrunk(ring: np.ndarray, by: float):  # noqa: ANN202 (a shapely Polygon)
     return gm.buffer(-by, join_style="mitre") if by > 0 else gm
 
 
-def edge_allowance(con, parts: np.ndarray, other: np.ndarray) -> np.ndarray:  # noqa: ANN001
+def edge_allowance(con: Contacts, parts: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Per contact, how far (U) inside the edges of ``parts``' footprint it carries, the
     other side being ``other`` (-1: a surface, no edges): RIM on a cylinder, RIM_EDGE on a
     box against a cylinder, else 0."""
-    cyl = con.fp.cyl
+    cyl = _polygons(con)[0].cyl
     own = (parts >= 0) & cyl[np.maximum(parts, 0)]
     opp = (other >= 0) & cyl[np.maximum(other, 0)]
     return np.where(own, RIM, np.where(opp, RIM_EDGE, 0.0))
 
 
-def rim_of(con, up: np.ndarray, lo: np.ndarray) -> np.ndarray:  # noqa: ANN001
+def rim_of(con: Contacts, up: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """Per contact (upper, lower parts): the largest allowance of its two sides (U), for
     the inscribed-circle bounds."""
     return np.maximum(edge_allowance(con, up, lo), edge_allowance(con, lo, up))
@@ -336,7 +349,7 @@ def _depth(nrm: np.ndarray, off: np.ndarray, x: np.ndarray, y: np.ndarray) -> np
     return off - (nrm[..., 0] * x[:, None] + nrm[..., 1] * y[:, None])
 
 
-def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: ANN001
+def edge_distance(con: Contacts, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,
                   at_least: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For centres of mass (m) over contacts ``ks``: (the largest shift t such that every
     shift by (+-t, +-t) stays in the polygon with its edges moved in by their allowance
@@ -348,20 +361,21 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: 
     With ``at_least`` (m) only the contacts whose t may be below it are computed; the others
     (t provably >= at_least from the inscribed circles: t >= depth / sqrt 2) are +inf in
     both arrays."""
+    fp = _polygons(con)[0]
     x, y = cx / U, cy / U
     t = np.full(len(ks), np.inf)
     e = np.full(len(ks), np.inf)
     up, lo = con.upper[ks], con.lower[ks]
     todo = None
     if at_least is not None:
-        lb = np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y)) - rim_of(con, up, lo)
+        lb = np.minimum(fp.inner(up, x, y), fp.inner(lo, x, y)) - rim_of(con, up, lo)
         bound = np.where(lb >= 0, lb / SQRT2_UP, lb) - SLACK
         todo = np.nonzero(~(bound * U >= at_least))[0]
         up, lo, x, y = up[todo], lo[todo], x[todo], y[todo]
     tt, ee = np.full(len(up), np.inf), np.full(len(up), np.inf)
     for parts, other in ((up, lo), (lo, up)):
         rim = edge_allowance(con, parts, other)
-        for sel, nrm, off in con.fp.edges(parts):
+        for sel, nrm, off in fp.edges(parts):
             d = _depth(nrm, off, x[sel], y[sel])
             l1 = np.abs(nrm[..., 0]) + np.abs(nrm[..., 1])
             tt[sel] = np.minimum(tt[sel], np.min((d - rim[sel, None])
@@ -373,24 +387,25 @@ def edge_distance(con, ks: np.ndarray, cx: np.ndarray, cy: np.ndarray,  # noqa: 
     return t, e
 
 
-def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: ANN001
+def rect_inside(con: Contacts, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,
                 y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
     """Whether the rectangles (m) lie inside the contacts' polygons (their four corners do:
     the polygons are convex; an empty polygon holds none). One pass: an edge's deepest
     corner is the centre's depth less the rectangle's support |nx| hx + |ny| hy."""
+    fp = _polygons(con)[0]
     hx, hy = (x1 - x0) / (2 * U), (y1 - y0) / (2 * U)
     x, y = (x0 + x1) / (2 * U), (y0 + y1) / (2 * U)
     up, lo = con.upper[ks], con.lower[ks]
     # sure: the centre's depth bound less the rectangle's reach (|nx| hx + |ny| hy is at
     # most hypot(hx, hy)) is >= 0 on both parts' edges; the others are computed
-    sure = (np.minimum(con.fp.inner(up, x, y), con.fp.inner(lo, x, y)) - rim_of(con, up, lo)
+    sure = (np.minimum(fp.inner(up, x, y), fp.inner(lo, x, y)) - rim_of(con, up, lo)
             - np.hypot(hx, hy) - SLACK >= 0)
     todo = np.nonzero(~sure)[0]
     x, y, hx, hy = x[todo], y[todo], hx[todo], hy[todo]
     worst = np.full(len(todo), np.inf)
     for parts, other in ((up[todo], lo[todo]), (lo[todo], up[todo])):
         rim = edge_allowance(con, parts, other)
-        for sel, nrm, off in con.fp.edges(parts):
+        for sel, nrm, off in fp.edges(parts):
             d = _depth(nrm, off, x[sel], y[sel]) - rim[sel, None]
             d = d - (np.abs(nrm[..., 0]) * hx[sel, None] + np.abs(nrm[..., 1]) * hy[sel, None])
             worst[sel] = np.minimum(worst[sel], np.min(d, axis=1))
@@ -398,7 +413,7 @@ def rect_inside(con, ks: np.ndarray, x0: np.ndarray, x1: np.ndarray,  # noqa: AN
     return sure
 
 
-def with_polygons(grp, con, ks: np.ndarray):  # noqa: ANN001, ANN201 (lp.Group)
+def with_polygons(grp: Group, con: Contacts, ks: np.ndarray) -> Group:
     """An LP group whose horizontal rows are the contacts ``ks`` in order: forces at the
     polygons' vertices (``px``, ``py``, m, padded by repeats), the friction force at the
     mean of the vertices (inside the convex polygon: the row's rectangle collapses onto
