@@ -1,7 +1,8 @@
 """Contact polygons of yawed boxes and vertical cylinders for the stability analysis (issue 22).
 
-Only layouts with a part that is not an axis-aligned box come here (``Instance.plain`` is
-False); plain layouts never import this module, so their results stay byte-identical.
+Only layouts with a part that is not an axis-aligned box come here (their kernel's
+``boxes_are_parts`` is False); plain layouts never import this module, so their results
+stay byte-identical.
 
 **Footprints.** A yawed box is its rotated rectangle (the kernel's rational rotation:
 ``tan(yaw/2)`` to ``2**-20``, docs/shapes.md); a plain box in such a layout is its exact
