@@ -278,7 +278,7 @@ class SkillRegistry:
                 kind = r.gripper.kind if r.gripper is not None else None
                 bx, by, bz = (float(v) for v in r.base)
                 dist = float(np.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2))
-                if kind == g["gripper"] and dist <= float(r.reach):
+                if kind == g["gripper"] and (r.reach is None or dist <= float(r.reach)):
                     robot = r.name
                     break
             if robot is None:
