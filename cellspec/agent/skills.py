@@ -224,10 +224,11 @@ class SkillRegistry:
 
     def _verdict(self, cell: Cell, layout: Any) -> dict[str, Any]:
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
-        out = {"verdict": v.verdict, "reason": v.reason,
-               "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
-                              for x in v.violations[:MAX_LISTED]],
-               "skipped_rules": list(v.skipped_rules)}
+        out: dict[str, Any] = {"verdict": v.verdict, "reason": v.reason,
+                               "violations": [{"rule": x.rule, "parts": list(x.parts),
+                                               "message": x.message}
+                                              for x in v.violations[:MAX_LISTED]],
+                               "skipped_rules": list(v.skipped_rules)}
         if len(v.violations) > MAX_LISTED:  # a model reads the result: the first ones, a count
             out["violations_total"] = len(v.violations)
         return out
@@ -303,8 +304,8 @@ class SkillRegistry:
             if len(r) != 2 or not all(np.isfinite(r)) or r[0] >= r[1]:
                 raise SkillError(f"avoid.{axis} must be [lo, hi]: two finite numbers of metres "
                                  "with lo < hi")
-        box = Box(lo=tuple(Fraction(str(r[0])) for r in rng),
-                  hi=tuple(Fraction(str(r[1])) for r in rng))
+        (x0, x1), (y0, y1), (z0, z1) = ((Fraction(str(r[0])), Fraction(str(r[1]))) for r in rng)
+        box = Box(lo=(x0, y0, z0), hi=(x1, y1, z1))
         return with_blocked(self.cell, [BoxZone(name="blocked", box=box,
                                                 source=Source(file="<skill>", line=0, col=0))])
 
@@ -318,7 +319,7 @@ class SkillRegistry:
         base = self._layout(a.layout, need_parts=True)
         if (a.dx is None) != (a.dy is None):
             raise SkillError("give both dx and dy, or neither (the smallest clearing offset)")
-        if a.dx is not None:
+        if a.dx is not None and a.dy is not None:  # both or neither (above)
             if not (np.isfinite(a.dx) and np.isfinite(a.dy)):
                 raise SkillError("dx and dy must be finite numbers of metres")
             if max(abs(a.dx), abs(a.dy)) > MAX_OFFSET:
@@ -389,12 +390,12 @@ def _sizes(cell: Cell, layout: Any) -> np.ndarray:
 
 def _finger_room(cell: Cell) -> float:
     """Room a parallel gripper's finger needs beside a part (0 with vacuum only)."""
-    ps = [r.gripper for r in cell.robots if r.gripper is not None
-          and r.gripper.kind == "parallel" and r.gripper.opening is not None]
-    if not ps:
+    openings = [float(r.gripper.opening) for r in cell.robots if r.gripper is not None
+                and r.gripper.kind == "parallel" and r.gripper.opening is not None]
+    if not openings:
         return 0.005
     s = min(float(t.size[0]) for t in cell.part_types.values())
-    return max(0.005, max(float(g.opening) for g in ps) - s + 0.002)
+    return max(0.005, max(openings) - s + 0.002)
 
 
 def _offsets(cell: Cell, layout: Any) -> list[tuple[float, float]]:

@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.proc import Outcome, die_with_parent, unmappable, vm_size
@@ -110,6 +110,14 @@ def anytime_grace(time_limit: float | None) -> float:
     if time_limit is None:
         return 0.0
     return min(1.0, max(0.25, 0.5 * time_limit))
+
+
+@overload
+def remaining(time_limit: float, started: float | None = None) -> float: ...
+@overload
+def remaining(time_limit: None, started: float | None = None) -> None: ...
+@overload
+def remaining(time_limit: float | None, started: float | None = None) -> float | None: ...
 
 
 def remaining(time_limit: float | None, started: float | None = None) -> float | None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cellspec.commands.bounded import (
     LimitHit,
@@ -113,9 +113,18 @@ def _compute(a: argparse.Namespace):
     steps = validate_tolerance(float(a.robust))
     return v, RobustResult(
         status=Status.UNKNOWN, tolerance=float(steps * g.RESOLUTION), steps=steps,
-        requested=float(a.robust), verdict=v.verdict,
+        requested=float(a.robust), verdict=_nominal(v.verdict),
         reason=f"not decided within {t:g} s (--robust-timeout bounds the whole proof: "
         "building, grounding and Z3)")
+
+
+def _nominal(s: Status) -> Literal[Status.PASS, Status.FAIL, Status.UNKNOWN]:
+    """A check verdict (one of ``VERDICTS``) as the Literal :class:`RobustResult` stores;
+    anything else is a bug, a ValueError (as the model's own validation would raise)."""
+    s = Status(s)  # the member itself (``is`` narrows it to the Literal)
+    if s is Status.PASS or s is Status.FAIL or s is Status.UNKNOWN:
+        return s
+    raise ValueError(f"not a check verdict: {s}")
 
 
 def run(a: argparse.Namespace) -> int:
