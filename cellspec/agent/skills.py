@@ -33,7 +33,7 @@ from cellspec.agent.offline import OfflineAdapter
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Box, BoxZone, Source
-from cellspec.layout import UnknownPartType, layout_from_obj
+from cellspec.layout import Layout, UnknownPartType, layout_from_obj
 from cellspec.solver.cpsat.repair import with_blocked
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
@@ -210,7 +210,7 @@ class SkillRegistry:
                              f"{type(exc).__name__}: {exc}"}
 
     # --- helpers ---------------------------------------------------------------------
-    def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Any:
+    def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Layout:
         """The layout of the arguments, checked by the layout loader (ids, types, numbers)."""
         if len(lay.parts) > MAX_PARTS:
             raise SkillError(f"layout: {len(lay.parts)} parts; a skill takes at most "
@@ -222,7 +222,7 @@ class SkillRegistry:
             obj["order"] = list(lay.order)
         return layout_from_obj(obj, "<skill>")
 
-    def _verdict(self, cell: Cell, layout: Any) -> dict[str, Any]:
+    def _verdict(self, cell: Cell, layout: Layout) -> dict[str, Any]:
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
         out: dict[str, Any] = {"verdict": v.verdict, "reason": v.reason,
                                "violations": [{"rule": x.rule, "parts": list(x.parts),
@@ -296,7 +296,7 @@ class SkillRegistry:
         parse_spec(text)
         return {"spec": text}
 
-    def _blocked_cell(self, avoid: BoxIn | None) -> Any:
+    def _blocked_cell(self, avoid: BoxIn | None) -> Cell:
         if avoid is None:
             return self.cell
         rng = [avoid.x, avoid.y, avoid.z if avoid.z is not None else [-1000.0, 1000.0]]
@@ -379,7 +379,7 @@ class SkillRegistry:
         return {"layout": obj, "moved": sorted(new), **self._verdict(self.cell, lay)}
 
 
-def _sizes(cell: Cell, layout: Any) -> np.ndarray:
+def _sizes(cell: Cell, layout: Layout) -> np.ndarray:
     """Each part's box size in metres (a layout leaves NaN where the type gives it)."""
     try:
         return layout.resolve(cell)
@@ -398,7 +398,7 @@ def _finger_room(cell: Cell) -> float:
     return max(0.005, max(openings) - s + 0.002)
 
 
-def _offsets(cell: Cell, layout: Any) -> list[tuple[float, float]]:
+def _offsets(cell: Cell, layout: Layout) -> list[tuple[float, float]]:
     """Rigid offsets (5 mm grid) keeping the layout's footprint in the workspace, nearest
     first (L1, then dx, then dy): the candidates of the smallest clearing shift."""
     ws = cell.workspace

@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any, overload
 
 from cellspec.core.errors import CellspecError
@@ -134,7 +135,7 @@ def _mib(n: int) -> str:
 
 
 
-def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
+def _child(conn: Connection, fn: Callable[[], Any], max_memory: int | None,
            stdin_fd: int | None, stdin_data: bytes | None = None,
            life: tuple[int, int, int] | None = None) -> None:
     if life is not None:  # (parent pid, read end, write end): die when the parent does

@@ -14,6 +14,7 @@ whenever the command used a side word.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -293,7 +294,7 @@ class _Phrases:
         self.ph, self.kind = ph, kind
         self.used: set[int] = set()
 
-    def take(self, rule: str, pred: Any = None) -> Phrase | None:
+    def take(self, rule: str, pred: Callable[[Phrase], bool] | None = None) -> Phrase | None:
         """The first unread phrase of ``rule`` (meeting ``pred``), now read."""
         for k, p in enumerate(self.ph):
             if k not in self.used and p.rule == rule and (pred is None or pred(p)):
