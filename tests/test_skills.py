@@ -95,6 +95,18 @@ def test_sequence_task_spec(reg):
     assert not bad["ok"] and "did not understand 'spaceship'" in bad["error"]
 
 
+def test_task_robot_without_reach(tmp_path):
+    """A robot with no `reach` (and no URDF) has no reach limit, as in the planner: it
+    takes the parts its gripper fits (the skill raised a TypeError before)."""
+    text = Path(CELL).read_text().replace(" reach 1.2 ", " ")
+    assert " reach 1.2 " not in text
+    (tmp_path / "noreach.cell").write_text(text)
+    r = SkillRegistry(cellspec.load_cell(str(tmp_path / "noreach.cell")))
+    t = r.dispatch("task", {"layout": TOWER})
+    assert t["ok"], t
+    assert all(x["robot"] == "irb1600" for x in t["tasks"])
+
+
 @pytest.mark.parametrize(("name", "args", "error"), [
     ("nope", {}, "unknown skill 'nope'"),
     ("verify", "{not json", "the arguments are not JSON"),

@@ -117,6 +117,14 @@ def test_bad_rules_are_reported_with_location(tmp_path: Path, extra: str, messag
     assert d.file.endswith("t.cell") and d.line > 0 and d.col > 0
 
 
+def test_a_nested_or_of_constants_is_reported_not_a_crash(tmp_path: Path) -> None:
+    """A nested `or` with no located term (constants only) is the conjunction error, at
+    0:0 like the other unlocated diagnose errors (it raised a TypeError before)."""
+    with pytest.raises(CellspecError) as ei:
+        _cell(tmp_path, '\ndiagnose s(o) "x" recover stop : new(o) and not (true or false)\n')
+    assert "a diagnose pattern is a conjunction of literals" in ei.value.diagnostics[0].message
+
+
 def test_world_statements_format_canonically(tmp_path: Path) -> None:
     messy = ('import diagnosis\ncell t {workspace x [0, 1] y [0, 1] z [0, 1]\n'
              'force   contact 10   for 0.5}\n'

@@ -44,7 +44,7 @@ class FaultyAdapter(ChatAdapter):
         self.rng = random.Random(seed)
         self.k = 0
         self._spec: DesignSpec | None = None
-        self._cell: Any = None
+        self._cell: Cell | None = None
         self.propose_mode = "always"  # a stand-in proposer: its proposals are the point
 
     def translate(self, command: str, cell: Cell, feedback: str | None = None) -> str:
@@ -70,6 +70,7 @@ class FaultyAdapter(ChatAdapter):
             return {**ok, "content": None, "refusal": "I can't help with that."}
         if fault == "malformed_json":
             return {**ok, "content": '{"parts": [{"id": "c1", "type": "cube", "pos": [0.4,'}
+        assert self._cell is not None and self._spec is not None  # propose() set them
         ref = reference(self._cell, self._spec, 10.0).result
         parts = [dict(p, pos=list(p["pos"])) for p in (ref.layout or {"parts": []})["parts"]]
         if not parts:

@@ -34,7 +34,8 @@ from cellspec.agent.base import (
 )
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import Status
-from cellspec.dsl.design import DesignSpec, MaxHeightConstraint
+from cellspec.dsl.design import Constraint, DesignSpec, MaxHeightConstraint
+from cellspec.dsl.model import Cell
 from cellspec.layout import Layout, layout_from_obj
 from cellspec.solver.cpsat.generate import GenerateResult, generate
 from cellspec.solver.cpsat.repair import repair
@@ -118,13 +119,13 @@ class Reference:
         return None if self.layout is None else len(self.layout)
 
 
-def content_key(cell: Any) -> str:
+def content_key(cell: Cell) -> str:
     """A digest of the cell's content (its pickle): equal for equal cells, different for a
     cell whose rules, parts or constants were edited (its path and name may stay)."""
     return hashlib.sha256(pickle.dumps(cell, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
 
 
-def reference(cell: Any, spec: DesignSpec, time_limit: float) -> Reference:
+def reference(cell: Cell, spec: DesignSpec, time_limit: float) -> Reference:
     """The solver's build of ``spec`` in ``cell``, generated once per (cell, spec, limit):
     the loop, the orchestrator and the fault injector ask for it more than once. Keyed by
     the cell's content, so a cell edited and reloaded at the same path is built anew."""
@@ -160,14 +161,14 @@ def _simple(spec: DesignSpec) -> bool:
     by the solver, which encodes them."""
     ok = ("count", "max_height", "inside", "symmetric", "apart")
 
-    def fine(c: Any) -> bool:
+    def fine(c: Constraint) -> bool:
         return c.kind in ok or (c.kind == "keep_clear" and (
             c.zone_name is not None or getattr(c.zone, "kind", "") == "box"))
     return all(fine(c) for c in spec.constraints) and all(
         fine(c) for s in spec.structures for c in s.constraints)
 
 
-def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int,
+def conformance(cell: Cell, layout: Layout, spec: DesignSpec, want: int,
                 intent: bool = True) -> list[Violation]:
     """What the clingo check does not see: the spec's part count, max height, part types
     and (``intent``) every intent clause (:mod:`cellspec.solver.intent`, one clingo call);
@@ -196,7 +197,7 @@ def conformance(cell: Any, layout: Layout, spec: DesignSpec, want: int,
     return out
 
 
-def gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, time_limit: float,
+def gate(cell: Cell, layout: Layout, spec: DesignSpec, want: int, time_limit: float,
          prior: Gated | None = None) -> tuple[Gated | None, str | None]:
     """The safety gate: the spec's conformance, an assembly sequence, and a clingo pass of
     the ordered layout; (the gated layout, None) or (None, the reason).
@@ -223,7 +224,7 @@ def gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, time_limit: flo
     return _intent_gate(cell, layout, spec, want, Gated(layout.with_order(p.order), p.steps, v))
 
 
-def _intent_gate(cell: Any, layout: Layout, spec: DesignSpec, want: int, gated: Gated
+def _intent_gate(cell: Cell, layout: Layout, spec: DesignSpec, want: int, gated: Gated
                  ) -> tuple[Gated | None, str | None]:
     """The last step of the gate, after the cell's rules: every intent clause holds."""
     bad = conformance(cell, layout, spec, want)
@@ -240,7 +241,7 @@ def reference_gated(ref: Reference) -> Gated | None:
     return Gated(ref.layout, tuple(g.steps), g.verdict)
 
 
-def translate_spec(command: str, cell: Any, adapter: Adapter
+def translate_spec(command: str, cell: Cell, adapter: Adapter
                    ) -> tuple[str | None, DesignSpec | None, str | None]:
     """Translate and parse (once more with the parse error as feedback when the adapter
     re-translates): (text, spec, None), or (the last text, None, why not)."""
@@ -274,7 +275,7 @@ class _Tries:
     note: str | None = None
 
 
-def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
+def run_design(command: str, cell: Cell, adapter: Adapter, *, t_max: int = DEFAULT_T_MAX,
                time_limit: float = 10.0, spec_text: str | None = None,
                spec: DesignSpec | None = None, reset: bool = True,
                feedback: Feedback | None = None, repair_ok: bool = True,
@@ -333,7 +334,7 @@ def run_design(command: str, cell: Any, adapter: Adapter, *, t_max: int = DEFAUL
     return done("generated", note, final)
 
 
-def _proposals(cell: Any, adapter: Adapter, spec: DesignSpec, want: int,
+def _proposals(cell: Cell, adapter: Adapter, spec: DesignSpec, want: int,
                feedback: Feedback | None, t_max: int, time_limit: float,
                repair_ok: bool) -> _Tries:
     """Up to ``t_max`` proposals: each converted, conformance-checked, verified, and
@@ -393,7 +394,7 @@ def _proposals(cell: Any, adapter: Adapter, spec: DesignSpec, want: int,
     return tries
 
 
-def intent_report(cell: Any, spec: DesignSpec | None, final: Gated | None,
+def intent_report(cell: Cell, spec: DesignSpec | None, final: Gated | None,
                   command: str | None, time_limit: float
                   ) -> tuple[tuple[dict[str, Any], ...] | None, str | None]:
     """The intent clauses (JSON) decided on the final layout, or, with none, on the

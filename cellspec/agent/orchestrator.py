@@ -67,6 +67,7 @@ from cellspec.solver.cpsat.repair import repair
 from cellspec.solver.verify import check
 
 if TYPE_CHECKING:
+    from cellspec.dsl.design import DesignSpec
     from cellspec.dsl.model import Cell
 
 PHASES = ("Plan", "Design", "Inspect", "HumanReview", "PreExecute", "Execute", "Replan",
@@ -116,7 +117,7 @@ class _State:
     verdict when it went through the safety gate), so no phase checks it again."""
 
     spec_text: str | None = None
-    spec: Any = None
+    spec: DesignSpec | None = None
     want: int = 0
     candidate: Layout | None = None
     known: tuple[Violation, ...] | None = None
@@ -134,6 +135,13 @@ class _State:
     execute: dict[str, Any] | None = None
     rejected_by_twin: set[str] = field(default_factory=set)
     trace: list[PhaseStep] = field(default_factory=list)
+
+    @property
+    def parsed_spec(self) -> DesignSpec:
+        """The parsed spec: the phases after Plan run only once it has one (Plan fails
+        without)."""
+        assert self.spec is not None, "a phase after Plan ran without a parsed spec"
+        return self.spec
 
 
 @dataclass(frozen=True)
@@ -351,13 +359,13 @@ class Orchestrator:
         self._propose(st, r.final.layout.with_order(None), known=(), gated=r.final)
         st.outcome = r.outcome
         st.reason = r.reason
-        ref = reference(self.cell, st.spec, self.time_limit)  # cached: nothing is solved
+        ref = reference(self.cell, st.parsed_spec, self.time_limit)  # cached: nothing is solved
         st.want = ref.parts if ref.parts is not None else n
         return self._go(st, "Design", PhaseStatus.OK, f"{r.outcome}, {n} parts", "Inspect")
 
     def _check(self, st: _State, lay: Layout) -> tuple[Violation, ...]:
         """The spec's conformance and one clingo check of ``lay``."""
-        bad = conformance(self.cell, lay, st.spec, st.want, intent=False)
+        bad = conformance(self.cell, lay, st.parsed_spec, st.want, intent=False)
         if any(r == "spec_type" for r, _, _ in bad):
             return tuple(bad)
         v = check(self.cell, lay, backend="clingo", timeout=self.time_limit)
@@ -365,7 +373,7 @@ class Orchestrator:
             return (*bad, ("unknown", (), v.reason or "the check did not finish"))
         rules = tuple((x.rule, tuple(x.parts), x.message) for x in v.violations)
         if not bad and not rules:  # the rules hold: now what was asked
-            bad = conformance(self.cell, lay, st.spec, st.want)
+            bad = conformance(self.cell, lay, st.parsed_spec, st.want)
         return (*bad, *rules)
 
     def _inspect(self, st: _State, command: str) -> str:
@@ -407,7 +415,7 @@ class Orchestrator:
 
     def _pre_execute(self, st: _State, command: str) -> str:
         assert st.candidate is not None
-        final, why = gate(self.cell, st.candidate, st.spec, st.want, self.time_limit,
+        final, why = gate(self.cell, st.candidate, st.parsed_spec, st.want, self.time_limit,
                           prior=st.gated)
         if final is None:
             st.reason = why
@@ -475,7 +483,7 @@ class Orchestrator:
                 # conformance is left to test, and nothing is checked twice
                 cand = layout_from_obj({"units": "m", "parts": r["layout"]["parts"]},
                                        "<candidate>")
-                if not conformance(self.cell, cand, st.spec, st.want):
+                if not conformance(self.cell, cand, st.parsed_spec, st.want):
                     return name, cand, ()
         if rules - {"spec_count", "spec_type", "format", "unknown", "sequence", "execute",
                     "intent"}:  # repair knows the cell's rules, not the spec's intent
@@ -489,7 +497,7 @@ class Orchestrator:
         return None
 
     def _layers(self, st: _State) -> int:
-        h = max_height(st.spec)
+        h = max_height(st.parsed_spec)
         z = min(float(t.size[2]) for t in self.cell.part_types.values())
         return max(1, int((h or z) / z + 1e-9))
 

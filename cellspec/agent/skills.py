@@ -33,7 +33,7 @@ from cellspec.agent.offline import OfflineAdapter
 from cellspec.core.errors import CellspecError
 from cellspec.core.status import FOUND, Status
 from cellspec.dsl.model import Box, BoxZone, Source
-from cellspec.layout import UnknownPartType, layout_from_obj
+from cellspec.layout import Layout, UnknownPartType, layout_from_obj
 from cellspec.solver.cpsat.repair import with_blocked
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
@@ -210,7 +210,7 @@ class SkillRegistry:
                              f"{type(exc).__name__}: {exc}"}
 
     # --- helpers ---------------------------------------------------------------------
-    def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Any:
+    def _layout(self, lay: LayoutIn, need_parts: bool = False) -> Layout:
         """The layout of the arguments, checked by the layout loader (ids, types, numbers)."""
         if len(lay.parts) > MAX_PARTS:
             raise SkillError(f"layout: {len(lay.parts)} parts; a skill takes at most "
@@ -222,12 +222,13 @@ class SkillRegistry:
             obj["order"] = list(lay.order)
         return layout_from_obj(obj, "<skill>")
 
-    def _verdict(self, cell: Cell, layout: Any) -> dict[str, Any]:
+    def _verdict(self, cell: Cell, layout: Layout) -> dict[str, Any]:
         v = check(cell, layout, backend="clingo", timeout=self.time_limit)
-        out = {"verdict": v.verdict, "reason": v.reason,
-               "violations": [{"rule": x.rule, "parts": list(x.parts), "message": x.message}
-                              for x in v.violations[:MAX_LISTED]],
-               "skipped_rules": list(v.skipped_rules)}
+        out: dict[str, Any] = {"verdict": v.verdict, "reason": v.reason,
+                               "violations": [{"rule": x.rule, "parts": list(x.parts),
+                                               "message": x.message}
+                                              for x in v.violations[:MAX_LISTED]],
+                               "skipped_rules": list(v.skipped_rules)}
         if len(v.violations) > MAX_LISTED:  # a model reads the result: the first ones, a count
             out["violations_total"] = len(v.violations)
         return out
@@ -278,7 +279,7 @@ class SkillRegistry:
                 kind = r.gripper.kind if r.gripper is not None else None
                 bx, by, bz = (float(v) for v in r.base)
                 dist = float(np.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2))
-                if kind == g["gripper"] and dist <= float(r.reach):
+                if kind == g["gripper"] and (r.reach is None or dist <= float(r.reach)):
                     robot = r.name
                     break
             if robot is None:
@@ -295,7 +296,7 @@ class SkillRegistry:
         parse_spec(text)
         return {"spec": text}
 
-    def _blocked_cell(self, avoid: BoxIn | None) -> Any:
+    def _blocked_cell(self, avoid: BoxIn | None) -> Cell:
         if avoid is None:
             return self.cell
         rng = [avoid.x, avoid.y, avoid.z if avoid.z is not None else [-1000.0, 1000.0]]
@@ -303,8 +304,8 @@ class SkillRegistry:
             if len(r) != 2 or not all(np.isfinite(r)) or r[0] >= r[1]:
                 raise SkillError(f"avoid.{axis} must be [lo, hi]: two finite numbers of metres "
                                  "with lo < hi")
-        box = Box(lo=tuple(Fraction(str(r[0])) for r in rng),
-                  hi=tuple(Fraction(str(r[1])) for r in rng))
+        (x0, x1), (y0, y1), (z0, z1) = ((Fraction(str(r[0])), Fraction(str(r[1]))) for r in rng)
+        box = Box(lo=(x0, y0, z0), hi=(x1, y1, z1))
         return with_blocked(self.cell, [BoxZone(name="blocked", box=box,
                                                 source=Source(file="<skill>", line=0, col=0))])
 
@@ -318,7 +319,7 @@ class SkillRegistry:
         base = self._layout(a.layout, need_parts=True)
         if (a.dx is None) != (a.dy is None):
             raise SkillError("give both dx and dy, or neither (the smallest clearing offset)")
-        if a.dx is not None:
+        if a.dx is not None and a.dy is not None:  # both or neither (above)
             if not (np.isfinite(a.dx) and np.isfinite(a.dy)):
                 raise SkillError("dx and dy must be finite numbers of metres")
             if max(abs(a.dx), abs(a.dy)) > MAX_OFFSET:
@@ -378,7 +379,7 @@ class SkillRegistry:
         return {"layout": obj, "moved": sorted(new), **self._verdict(self.cell, lay)}
 
 
-def _sizes(cell: Cell, layout: Any) -> np.ndarray:
+def _sizes(cell: Cell, layout: Layout) -> np.ndarray:
     """Each part's box size in metres (a layout leaves NaN where the type gives it)."""
     try:
         return layout.resolve(cell)
@@ -389,15 +390,15 @@ def _sizes(cell: Cell, layout: Any) -> np.ndarray:
 
 def _finger_room(cell: Cell) -> float:
     """Room a parallel gripper's finger needs beside a part (0 with vacuum only)."""
-    ps = [r.gripper for r in cell.robots if r.gripper is not None
-          and r.gripper.kind == "parallel" and r.gripper.opening is not None]
-    if not ps:
+    openings = [float(r.gripper.opening) for r in cell.robots if r.gripper is not None
+                and r.gripper.kind == "parallel" and r.gripper.opening is not None]
+    if not openings:
         return 0.005
     s = min(float(t.size[0]) for t in cell.part_types.values())
-    return max(0.005, max(float(g.opening) for g in ps) - s + 0.002)
+    return max(0.005, max(openings) - s + 0.002)
 
 
-def _offsets(cell: Cell, layout: Any) -> list[tuple[float, float]]:
+def _offsets(cell: Cell, layout: Layout) -> list[tuple[float, float]]:
     """Rigid offsets (5 mm grid) keeping the layout's footprint in the workspace, nearest
     first (L1, then dx, then dy): the candidates of the smallest clearing shift."""
     ws = cell.workspace

@@ -25,7 +25,8 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, overload
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.proc import Outcome, die_with_parent, unmappable, vm_size
@@ -112,6 +113,14 @@ def anytime_grace(time_limit: float | None) -> float:
     return min(1.0, max(0.25, 0.5 * time_limit))
 
 
+@overload
+def remaining(time_limit: float, started: float | None = None) -> float: ...
+@overload
+def remaining(time_limit: None, started: float | None = None) -> None: ...
+@overload
+def remaining(time_limit: float | None, started: float | None = None) -> float | None: ...
+
+
 def remaining(time_limit: float | None, started: float | None = None) -> float | None:
     """Seconds left of the verb's budget (at least 1 ms), or None without a limit
     (``started``: the clock's start, default the verb's: :func:`start_clock`)."""
@@ -126,7 +135,7 @@ def _mib(n: int) -> str:
 
 
 
-def _child(conn: Any, fn: Callable[[], Any], max_memory: int | None,
+def _child(conn: Connection, fn: Callable[[], Any], max_memory: int | None,
            stdin_fd: int | None, stdin_data: bytes | None = None,
            life: tuple[int, int, int] | None = None) -> None:
     if life is not None:  # (parent pid, read end, write end): die when the parent does

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cellspec.commands.bounded import (
     LimitHit,
@@ -28,6 +29,10 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_count, check_output, check_seconds, parse_memory
 from cellspec.core.proc import Outcome, call_in_fork
 from cellspec.core.status import Status, exit_code
+
+if TYPE_CHECKING:  # types only: the solvers load in the verb's worker (CLI start-up time)
+    from cellspec.solver.result import Verdict
+    from cellspec.solver.smt.result import RobustResult
 
 # the names of cellspec.solver.checkers.REGISTRY (not imported: the parser is built at
 # start-up, the solvers load in the worker); tests/test_checkers.py keeps them equal
@@ -61,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def _compute(a: argparse.Namespace):
+def _compute(a: argparse.Namespace) -> tuple[Verdict, RobustResult | None]:
     """The verb's work (in the bounded worker): the verdict, and the robust result."""
     # lazy: the parser and the solvers load in the worker, not at CLI start-up
     from cellspec.dsl.parser import load_cell
@@ -113,9 +118,18 @@ def _compute(a: argparse.Namespace):
     steps = validate_tolerance(float(a.robust))
     return v, RobustResult(
         status=Status.UNKNOWN, tolerance=float(steps * g.RESOLUTION), steps=steps,
-        requested=float(a.robust), verdict=v.verdict,
+        requested=float(a.robust), verdict=_nominal(v.verdict),
         reason=f"not decided within {t:g} s (--robust-timeout bounds the whole proof: "
         "building, grounding and Z3)")
+
+
+def _nominal(s: Status) -> Literal[Status.PASS, Status.FAIL, Status.UNKNOWN]:
+    """A check verdict (one of ``VERDICTS``) as the Literal :class:`RobustResult` stores;
+    anything else is a bug, a ValueError (as the model's own validation would raise)."""
+    s = Status(s)  # the member itself (``is`` narrows it to the Literal)
+    if s is Status.PASS or s is Status.FAIL or s is Status.UNKNOWN:
+        return s
+    raise ValueError(f"not a check verdict: {s}")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -157,7 +171,7 @@ def run(a: argparse.Namespace) -> int:
     return exit_code(v.verdict, v.reason_code)
 
 
-def _print_findings(v, notes) -> None:
+def _print_findings(v: Verdict, notes: Iterable[str]) -> None:
     """The violations and warnings of a verdict on stdout, the notes on stderr."""
     for x in v.violations:
         print(f"{x.source}: {x.rule}({', '.join(x.parts)}): {x.message}")
@@ -172,7 +186,7 @@ def _print_findings(v, notes) -> None:
         print(f"note: {n}", file=sys.stderr)
 
 
-def _run_robust(a: argparse.Namespace, v, r) -> int:
+def _run_robust(a: argparse.Namespace, v: Verdict, r: RobustResult) -> int:
     """check --robust: the verdict plus a Z3 proof (or counterexample) of its robustness."""
     if a.witness is not None and r.witness is not None:
         atomic_write(Path(a.witness), json.dumps(r.witness, indent=2) + "\n")

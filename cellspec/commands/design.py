@@ -19,6 +19,7 @@ from cellspec.core.status import PhaseStatus
 
 if TYPE_CHECKING:
     from cellspec.agent.base import Adapter
+    from cellspec.agent.orchestrator import OrchestratorResult
     from cellspec.dsl.model import Cell
 
 
@@ -269,7 +270,7 @@ def _compute(a: argparse.Namespace) -> dict[str, Any]:
             "pretty": _pretty(a, o, adapter, prefs) if a.format != "json" else None}
 
 
-def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
+def _preferences(cell: Cell, o: OrchestratorResult) -> dict[str, Any] | None:
     """The design's preference score (cells with preference rules and a layout only):
     optimal when the solver built the layout and proved its weight best (generate
     maximises it first); an accepted or repaired proposal's score is not claimed optimal."""
@@ -295,7 +296,7 @@ def _preferences(cell: Any, o: Any) -> dict[str, Any] | None:
                                      "builds)"])
 
 
-def _pretty(a: argparse.Namespace, o: Any, adapter: Any,
+def _pretty(a: argparse.Namespace, o: OrchestratorResult, adapter: Adapter,
             prefs: dict[str, Any] | None = None) -> str:
     """The pretty report of a design run (spec, outcome, phases, the assembly plan)."""
     lines: list[str] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.commands import common, preferences
 from cellspec.commands.bounded import (
@@ -20,6 +20,9 @@ from cellspec.commands.bounded import (
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, atomic_write, tagged
 from cellspec.core import limits
 from cellspec.core.status import FOUND, Status
+
+if TYPE_CHECKING:  # a type only: the solver loads in the verb's worker (CLI start-up time)
+    from cellspec.solver.cpsat.generate import GenerateResult
 
 DEFAULT_TIME_LIMIT = 10.0
 
@@ -50,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run)
 
 
-def _compute(a: argparse.Namespace) -> Any:
+def _compute(a: argparse.Namespace) -> dict[str, Any]:
     """The verb's work (in the bounded worker): load, generate within what is left of the
     verb's budget, re-verify independently (a failure here is a bug, never success)."""
     # lazy: CLI start-up time (every verb loads for --help; loads textX, pydantic, the solvers)
@@ -87,7 +90,7 @@ def _compute(a: argparse.Namespace) -> Any:
             "pretty": _pretty(a, r) if a.format != "json" else None}
 
 
-def _pretty(a: argparse.Namespace, r: Any) -> str:
+def _pretty(a: argparse.Namespace, r: GenerateResult) -> str:
     """The pretty report of a generate run: the structures, the steps, the verdict line."""
     lines: list[str] = []
     say = lines.append

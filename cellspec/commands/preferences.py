@@ -4,10 +4,13 @@ design and repair print it alike)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.commands.bounded import remaining
 from cellspec.core.errors import CellspecError
+
+if TYPE_CHECKING:  # a type only: the verbs load the cell model lazily (CLI start-up time)
+    from cellspec.dsl.model import Cell
 
 
 def check_step(step: float | None) -> None:
@@ -16,7 +19,7 @@ def check_step(step: float | None) -> None:
         raise CellspecError("--prove-preferences must be a positive lattice step in metres")
 
 
-def bound(cell: Any, layout: dict[str, Any], step: float,
+def bound(cell: Cell, layout: dict[str, Any], step: float,
           time_limit: float | None) -> dict[str, Any]:
     """clingo's bound on the weight any layout of ``layout``'s parts meets on the lattice of
     ``step``, given half of what is left of the verb's budget (60 s without one), so the

@@ -10,7 +10,7 @@ cases.py, twin and world items by twin.py and world.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
@@ -32,8 +32,9 @@ MAX_CELL_COORD_M = 10_000  # a cell's constants (workspace, zones, surfaces) sta
 STABILITY_RULES = ("stability", "stability_stages")  # dropped by `stability off`
 
 
-def halfspace_zone(half: Any, name: str, length: Any, source: Source,
-                   what: str | None = None, number: Any = Fraction) -> HalfSpaceZone:
+def halfspace_zone(half: Any, name: str, length: Callable[[str], Fraction], source: Source,
+                   what: str | None = None,
+                   number: Callable[[str], Fraction] = Fraction) -> HalfSpaceZone:
     """The zone of a parsed half-space ``[k] axis (+|- [k] axis)* op rhs`` (``length`` reads
     the rhs in the file's units, ``number`` a coefficient). ValueError, with the message for
     the user naming ``what``, when it has no x, y or z term or is too fine for exact 32-bit

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cellspec.core import ir
 from cellspec.core.names import did_you_mean, unknown
+from cellspec.core.status import Status
 from cellspec.dsl.load import display_path
 from cellspec.dsl.model import (
     Expectation,
@@ -39,7 +40,7 @@ def build_test(b: CellBuilder, st: Any, cell: dict[str, Any],
     if b.error_count() > before:
         return None
     return TestCase(name=st.name, parts=tuple(t.parts) if t.parts is not None else None,
-                    layout_path=t.layout_path, order=t.order, expect=t.expect or "pass",
+                    layout_path=t.layout_path, order=t.order, expect=t.expect or Status.PASS,
                     expected=tuple(t.expected), only=t.only, robust=t.robust,
                     robust_expected=t.robust_expected, plan_path=t.plan_path,
                     preferences=tuple(t.preferences), source=b.src(st))
@@ -55,7 +56,7 @@ class _TestItems:
         self.layout_path: str | None = None
         self.order: tuple[str, ...] | None = None
         self.order_node: Any = None  # the order item (where its errors are reported)
-        self.expect: str | None = None
+        self.expect: Literal[Status.PASS, Status.FAIL] | None = None
         self.expected: list[Expectation] = []
         self.only = False
         self.robust: Fraction | None = None
@@ -78,7 +79,9 @@ class _TestItems:
     def _file(self, item: Any, what: str) -> str:
         """The path of a file the item names, relative to the test's file (reported when
         missing)."""
-        p = (self.b.cur.path.parent / item.path)
+        cur = self.b.cur
+        assert cur is not None  # a test is read inside its file (CellBuilder.in_file)
+        p = (cur.path.parent / item.path)
         if not p.exists():
             self.b.err(item, f"{what} file not found: {display_path(p)}")
         return str(p)
@@ -129,7 +132,7 @@ class _TestItems:
         b = self.b
         if self.expect is not None:
             b.err(item, "expect is given twice")
-        self.expect = item.verdict
+        self.expect = Status.PASS if item.verdict == "pass" else Status.FAIL  # test.tx: pass | fail
         for e in item.items:
             if self.is_plan:  # a plan test names the first failed check (RoCo's order)
                 if e.rule not in PLAN_CHECKS:

@@ -18,13 +18,13 @@ from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M, MAX_SIZE_M
 from cellspec.dsl.model import (
     ROBOT_MODELS,
-    Box,
     BoxZone,
     Gripper,
     PartType,
     Robot,
     Surface,
     Zone,
+    axis_box,
     unknown_model_message,
 )
 from cellspec.dsl.twin import TWIN_ITEMS, build_twin
@@ -207,9 +207,7 @@ class CellItems:
         # an omitted axis is unbounded: beyond any part a layout may hold, and
         # small enough for clingo's 32-bit integers
         big = Fraction(int(MAX_ABS_COORD_M + MAX_SIZE_M) + 1)
-        lo3 = tuple(rs.get(a, (-big, big))[0] for a in "xyz")
-        hi3 = tuple(rs.get(a, (-big, big))[1] for a in "xyz")
-        self.keepouts.append(BoxZone(name=item.name, box=Box(lo=lo3, hi=hi3),
+        self.keepouts.append(BoxZone(name=item.name, box=axis_box(rs, (-big, big)),
                                      source=b.src(item)))
 
     def friction_item(self, item: Any) -> None:
@@ -258,8 +256,7 @@ class CellItems:
             b.err(st, f"cell '{st.name}' has no workspace: add `workspace x [..] y [..] z [..]`")
         elif missing:
             b.err(self.ws_seen, f"workspace lacks the {', '.join(missing)} range")
-        lo = tuple(self.ws.get(a, (Fraction(0), Fraction(1)))[0] for a in "xyz")
-        hi = tuple(self.ws.get(a, (Fraction(0), Fraction(1)))[1] for a in "xyz")
+        workspace = axis_box(self.ws, (Fraction(0), Fraction(1)))
         default = self.default
         if default is None:
             default = self.robots[0].gripper if self.robots else Gripper(kind="parallel")
@@ -272,7 +269,7 @@ class CellItems:
                       f"'{narrow.name}' is {float(2 * half):g} m wide, so no contact of it "
                       f"could carry a load (the margin must be below {float(half):g} m)")
         return dict(
-            workspace=Box(lo=lo, hi=hi),
+            workspace=workspace,
             surfaces=tuple(self.surfaces),
             part_types=self.ptypes,
             robots=tuple(self.robots),

@@ -22,7 +22,7 @@ from cellspec.core.names import did_you_mean, unknown
 from cellspec.dsl.build import halfspace_zone
 from cellspec.dsl.defs import NUMBER
 from cellspec.dsl.load import display_path, parse_text, path_key, read_rule_file
-from cellspec.dsl.model import Box, BoxZone, HalfSpaceZone, Source, Zone, _Frozen
+from cellspec.dsl.model import BoxZone, HalfSpaceZone, Source, Zone, _Frozen, axis_box
 
 # kind -> parameter -> default (None: required). Every kind also takes ``type=NAME``.
 KINDS: dict[str, dict[str, int | str | None]] = {
@@ -278,12 +278,11 @@ class DesignBuilder:
                 continue
             v = p.value
             if name in WORD_PARAMS:
+                choices = WORD_PARAMS[name]
                 if v.word is None:
                     self.err(p, f"{name} takes a name"
-                             + (f" ({' or '.join(WORD_PARAMS[name])})" if WORD_PARAMS[name]
-                                else " (a part type)"))
+                             + (f" ({' or '.join(choices)})" if choices else " (a part type)"))
                     continue
-                choices = WORD_PARAMS[name]
                 if choices and v.word not in choices:
                     self.err(p, f"{name} must be {' or '.join(choices)}, not '{v.word}'")
                     continue
@@ -367,9 +366,7 @@ class DesignBuilder:
                 return None if z is None else KeepClearConstraint(zone=z, source=s)
             rs = dict((a, (lo, hi)) for a, lo, hi in self.ranges(c.ranges))
             big = Fraction(1000)
-            lo3 = tuple(rs.get(a, (-big, big))[0] for a in "xyz")
-            hi3 = tuple(rs.get(a, (-big, big))[1] for a in "xyz")
-            return KeepClearConstraint(zone=BoxZone(name=name, box=Box(lo=lo3, hi=hi3),
+            return KeepClearConstraint(zone=BoxZone(name=name, box=axis_box(rs, (-big, big)),
                                                     source=s), source=s)
         self.err(c, f"unexpected {cls}")
         return None

@@ -211,8 +211,9 @@ def load_files(path: Path, files: dict[Path, SourceFile], order: list[Path],
             sink.add(shown, 0, 0, "no such file")
         return
     try:
-        text, model = parsed or (None, None)
-        if model is None:
+        if parsed is not None and parsed[1] is not None:
+            text, model = parsed
+        else:
             text = read_rule_file(key)
             model = parse_text(text, shown)
     except CellspecError as exc:

@@ -6,6 +6,7 @@ units), so every backend lowers the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -37,6 +38,14 @@ class Box(_Frozen):
 
     lo: Vec3
     hi: Vec3
+
+
+def axis_box(ranges: Mapping[str, tuple[Fraction, Fraction]],
+             default: tuple[Fraction, Fraction]) -> Box:
+    """The box of per-axis ``(lo, hi)`` ranges keyed ``x``/``y``/``z``; an axis not given
+    spans ``default`` (the callers' unbounded or placeholder range)."""
+    x, y, z = (ranges.get(a, default) for a in "xyz")
+    return Box(lo=(x[0], y[0], z[0]), hi=(x[1], y[1], z[1]))
 
 
 class BoxZone(_Frozen):

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from cellspec.core.names import unknown
-from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec
+from cellspec.dsl.model import Box, BoxZone, Panel, Source, TwinObject, TwinSpec, Vec3, axis_box
 
 if TYPE_CHECKING:  # the builder calls build_twin: a run-time import would be a cycle
     from cellspec.dsl.build import CellBuilder
@@ -43,8 +43,12 @@ def _box(b: CellBuilder, item: Any, what: str, need: str = "xyz") -> Box | None:
     if not ok:
         return None
     big = Fraction(100)  # an omitted axis is unbounded
-    return Box(lo=tuple(rs.get(a, (-big, big))[0] for a in "xyz"),
-               hi=tuple(rs.get(a, (-big, big))[1] for a in "xyz"))
+    return axis_box(rs, (-big, big))
+
+
+def _vec3(b: CellBuilder, item: Any, v: Any) -> Vec3:
+    """The lengths of a parsed ``x y z`` triple ``v`` of ``item``, in axis order."""
+    return (b.length(item, v.x), b.length(item, v.y), b.length(item, v.z))
 
 
 # complexity: one branch per twin item kind of the grammar
@@ -94,13 +98,13 @@ def build_twin(b: CellBuilder, items: list[Any], robots: tuple[str, ...],  # noq
                 if box is not None:
                     reach[item.robot] = box
         elif kind == "Panel":
-            size = tuple(b.length(item, t) for t in (item.size.x, item.size.y, item.size.z))
+            size = _vec3(b, item, item.size)
             if any(s <= 0 for s in size):
                 b.err(item, f"panel '{item.name}' needs a positive size on every axis")
             elif claim(item, item.name, "panel"):
                 panels[item.name] = Panel(
                     name=item.name, size=size, source=b.src(item),
-                    pos=tuple(b.length(item, t) for t in (item.pos.x, item.pos.y, item.pos.z)))
+                    pos=_vec3(b, item, item.pos))
         elif kind == "TwinObject":
             pending_objects.append(item)
     for item in pending_objects:

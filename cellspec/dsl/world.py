@@ -211,9 +211,8 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
             if lit is None:
                 return False
             if lit[0] in ("and", "or", "not"):
-                loc = _first_loc(lit)
-                _at(b, loc, "a diagnose pattern is a conjunction of literals (use `or` only "
-                    "at the top level)")
+                _at(b, _first_loc(lit) or (0, 0), "a diagnose pattern is a conjunction of "
+                    "literals (use `or` only at the top level)")
                 ok = False
                 continue
             if lit[0] == "call":

@@ -14,6 +14,7 @@ whenever the command used a side word.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -175,7 +176,9 @@ def compose(parsed: Parsed, cell: Cell, command: str, notes: list[str]) -> str:
         if placed:  # copies of one placed structure: side by side, centred on the place
             fx, fy = group[0].footprint(group[0].size[:2])
             step = (0.0, fy + gap) if fx > fy else (fx + gap, 0.0)
-            x, y = group[0].at
+            at0 = group[0].at
+            assert at0 is not None  # placed
+            x, y = at0
             for i, g in enumerate(group):
                 t = i - (len(group) - 1) / 2
                 g.at = (x + t * step[0], y + t * step[1])
@@ -187,8 +190,8 @@ def compose(parsed: Parsed, cell: Cell, command: str, notes: list[str]) -> str:
         if s.layers is not None:
             limit = s.layers if limit is None else min(limit, s.layers)
     if parsed.pair and len(structs) < 2:
-        t = parsed.pair[0].toks[0]
-        raise TranslateError(f"cannot translate: '{t.text}' (column {t.col}) needs two "
+        tok = parsed.pair[0].toks[0]
+        raise TranslateError(f"cannot translate: '{tok.text}' (column {tok.col}) needs two "
                              "structures (e.g. 'two walls 3 long side by side')")
     parallel = any(p.rule == "obj" for p in parsed.pair)
     if parallel:
@@ -291,7 +294,7 @@ class _Phrases:
         self.ph, self.kind = ph, kind
         self.used: set[int] = set()
 
-    def take(self, rule: str, pred: Any = None) -> Phrase | None:
+    def take(self, rule: str, pred: Callable[[Phrase], bool] | None = None) -> Phrase | None:
         """The first unread phrase of ``rule`` (meeting ``pred``), now read."""
         for k, p in enumerate(self.ph):
             if k not in self.used and p.rule == rule and (pred is None or pred(p)):
@@ -306,7 +309,7 @@ class _Phrases:
         for k, p in enumerate(ph):
             if k in self.used or p.rule != "dim":
                 continue
-            t = p.first("DIM") or p.first("DIMN")
+            t = p.first("DIM") or p.must("DIMN")
             if t.value != axis:
                 continue
             if after_pillar is not None:
@@ -359,7 +362,7 @@ def _sizes(s: DraftStructure, t: _Phrases, f: Frame, c: CellGeometry, kind: str,
     dv = dims.nums() if dims is not None else []
     along = take("along")
     if along is not None:
-        s.params["along"] = along.first("AXIS").value
+        s.params["along"] = along.must("AXIS").value
     p = s.params
     if kind == "tower":
         p["n"] = one(num(take("count")), dim("h"), num(take("level")), steps,

@@ -45,6 +45,12 @@ class Phrase:
     def first(self, cat: str) -> Tok | None:
         return next((t for t in self.toks if t.cat == cat), None)
 
+    def must(self, cat: str) -> Tok:
+        """The first token of ``cat``, which every phrase of this rule has (the grammar)."""
+        t = self.first(cat)
+        assert t is not None, f"a {self.rule} phrase without a {cat} token"
+        return t
+
 
 @dataclass
 class Frame:
