@@ -119,10 +119,13 @@ def test_bad_rules_are_reported_with_location(tmp_path: Path, extra: str, messag
 
 def test_a_nested_or_of_constants_is_reported_not_a_crash(tmp_path: Path) -> None:
     """A nested `or` with no located term (constants only) is the conjunction error, at
-    0:0 like the other unlocated diagnose errors (it raised a TypeError before)."""
+    the diagnose statement (it has no location of its own; it raised a TypeError before)."""
     with pytest.raises(CellspecError) as ei:
         _cell(tmp_path, '\ndiagnose s(o) "x" recover stop : new(o) and not (true or false)\n')
-    assert "a diagnose pattern is a conjunction of literals" in ei.value.diagnostics[0].message
+    d = ei.value.diagnostics[0]
+    assert "a diagnose pattern is a conjunction of literals" in d.message
+    diag_line = (CELL + "\n").count("\n") + 1  # the diagnose statement's line
+    assert d.file.endswith("t.cell") and (d.line, d.col) == (diag_line, 1)
 
 
 def test_world_statements_format_canonically(tmp_path: Path) -> None:

@@ -198,8 +198,10 @@ def literals(t: Any) -> list[Any]:
     return list(t[1]) if t is not None and t[0] == "and" else [t]
 
 
-def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[str]) -> bool:
-    """Vocabulary and variable safety of a diagnose body."""
+def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[str],
+                at: tuple[int, int]) -> bool:
+    """Vocabulary and variable safety of a diagnose body; a problem with no location of its
+    own (a term of constants) is reported at ``at``, the diagnose statement."""
     ok = True
     for d in disjuncts(t):
         bound: set[str] = set()
@@ -211,7 +213,7 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
             if lit is None:
                 return False
             if lit[0] in ("and", "or", "not"):
-                _at(b, _first_loc(lit) or (0, 0), "a diagnose pattern is a conjunction of "
+                _at(b, _first_loc(lit) or at, "a diagnose pattern is a conjunction of "
                     "literals (use `or` only at the top level)")
                 ok = False
                 continue
@@ -272,7 +274,7 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
                     f"{', '.join(p for p in DIAG_PREDS if p != 'drift')})")
                 ok = False
                 continue
-            _at(b, _first_loc(lit) or (0, 0), "not a diagnose pattern")
+            _at(b, _first_loc(lit) or at, "not a diagnose pattern")
             ok = False
         for v, loc in used:
             if v not in bound:
@@ -281,7 +283,7 @@ def _check_diag(b: CellBuilder, t: Any, params: tuple[str, ...], surfaces: set[s
                 ok = False
         for p in params:
             if p not in bound:
-                _at(b, _first_loc(d) or (0, 0), f"parameter '{p}' is not bound by every "
+                _at(b, _first_loc(d) or at, f"parameter '{p}' is not bound by every "
                     "alternative of the pattern")
                 ok = False
     return ok
@@ -388,7 +390,8 @@ def _file_rules(b: CellBuilder, f: SourceFile, surfaces: set[str],
                 if ph not in params:
                     b.err(st, f"placeholder {{{ph}}} names no parameter of {name}")
                     tb.ok = False
-            if not tb.ok or not _check_diag(b, body, params, surfaces):
+            s = b.src(st)
+            if not tb.ok or not _check_diag(b, body, params, surfaces, (s.line, s.col)):
                 continue
             diags[name] = WorldRule(kind="diagnose", name=name, message=msg,
                                     params=params, recovery=st.recovery,
