@@ -11,6 +11,7 @@ from cellspec.commands.bounded import LimitHit, print_stopped, remaining, run_bo
 from cellspec.commands.common import EXIT_FAIL, EXIT_INPUT, EXIT_OK, add_shared, tagged
 from cellspec.core.errors import CellspecError
 from cellspec.core.limits import check_seconds, parse_memory
+from cellspec.core.severity import Severity
 
 DEFAULT_PARTS = 3  # = cellspec.solver.formal.diff.DEFAULT_PARTS (not imported: start-up)
 
@@ -47,11 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _pretty(rep: Any, old: str, new: str) -> str:
-    from cellspec.solver.formal.diff import where  # lazy: loaded by the worker already
+    from cellspec.solver.formal.diff import Relation, where  # lazy: loaded by the worker already
 
     lines = []
     def shown(d: Any) -> bool:  # in detail: a difference, or a severity change
-        return d.relation != "equivalent" or len({s for s in d.severity if s}) > 1
+        return d.relation != Relation.EQUIVALENT or len({s for s in d.severity if s}) > 1
 
     same = [d for d in rep.rules if not shown(d)]
     for d in [*(d for d in rep.rules if shown(d)), rep.whole]:
@@ -61,7 +62,7 @@ def _pretty(rep: Any, old: str, new: str) -> str:
         so, sn = d.severity
         if so and sn and so != sn:
             extra += f" (severity {so} -> {sn})"
-        elif "preference" in (so, sn):
+        elif Severity.PREFERENCE in (so, sn):
             extra += " (preference)"
         lines.append(f"{label}{extra}: {d.relation}"
                      + (f" ({d.reason})" if d.reason else ""))
@@ -149,6 +150,7 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
         return print_stopped(got, a.format, tagged("diff", {
+            # Relation.UNKNOWN's word: the diff module (and Z3) is not loaded on this path
             "relation": "unknown", "parts": a.parts, "types": [], "rules": [],
             "witnesses": {"old_only": None, "new_only": None}, "notes": [got.reason],
             "seconds": round(got.seconds, 4)}),
@@ -156,6 +158,8 @@ def run(a: argparse.Namespace) -> int:
     if a.witness_dir:
         _write_witnesses(got, Path(a.witness_dir))
     print(json.dumps(_json(got), indent=2) if a.format == "json" else _pretty(got, a.old, a.new))
-    if got.relation == "unknown":
+    from cellspec.solver.formal.diff import Relation  # lazy: loaded with the report already
+
+    if got.relation == Relation.UNKNOWN:
         return EXIT_INPUT
-    return EXIT_OK if got.relation == "equivalent" else EXIT_FAIL
+    return EXIT_OK if got.relation == Relation.EQUIVALENT else EXIT_FAIL

@@ -64,10 +64,12 @@ def _own(cell, report, include_stdlib: bool, f: str):
     business, not the file's), unless ``include_stdlib``; conflicts are always kept."""
     # lazy: the parser (in the worker)
     from cellspec.dsl.parser import STDLIB, stdlib_path
+    from cellspec.solver.smt.result import FindingKind
 
     lib = {stdlib_path(n).resolve() for n in STDLIB}
     ours = {r.name for r in cell.rules if Path(r.source.file).resolve() not in lib}
-    keep = [x for x in report.findings if include_stdlib or x.kind in ("inconsistent", "unknown")
+    always = (FindingKind.INCONSISTENT, FindingKind.UNKNOWN)
+    keep = [x for x in report.findings if include_stdlib or x.kind in always
             or any(rr.rule in ours for rr in x.rules)]
     hidden = len(report.findings) - len(keep)
     return f, (report.model_copy(update={"findings": tuple(keep)}) if hidden else report), hidden
@@ -96,6 +98,8 @@ def run(a: argparse.Namespace) -> int:
              "findings": [], "reason": got.reason, "seconds": round(got.seconds, 4)}
             for f in a.files]}),
             "\n".join(f"{f}: unknown ({got.seconds:.2f} s): {got.reason}" for f in a.files))
+    from cellspec.solver.smt.result import FindingKind  # lazy: loaded with the reports
+
     reports = [(f, r) for f, r, _ in got]
     hidden = {f: n for f, _, n in got}
     if a.format == "json":
@@ -108,7 +112,8 @@ def run(a: argparse.Namespace) -> int:
             what = ", ".join(f"{t}={n}" for t, n in sorted(r.part_set.items()))
             for x in r.findings:
                 where = x.rules[0].source if len(x.rules) == 1 else f
-                label = {"inconsistent": "error", "unknown": "note"}.get(x.kind, "warning")
+                label = {FindingKind.INCONSISTENT: "error",
+                         FindingKind.UNKNOWN: "note"}.get(x.kind, "warning")
                 print(f"{where}: {label}: {x.message}")
                 for rr in x.rules if len(x.rules) > 1 else ():
                     print(f"    {rr.source}: rule {rr.rule}")

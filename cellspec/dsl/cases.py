@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cellspec.core import ir
 from cellspec.core.names import did_you_mean, unknown
+from cellspec.core.severity import Severity
 from cellspec.core.status import Status
 from cellspec.dsl.load import display_path
 from cellspec.dsl.model import (
@@ -154,7 +155,7 @@ class _TestItems:
 
     def preferences_item(self, item: Any) -> None:
         """``expect preferences OP N``: the preference score the layout must reach."""
-        if not any(r.severity == "preference" for r in self.rules.values()):
+        if not any(r.severity == Severity.PREFERENCE for r in self.rules.values()):
             self.b.err(item, f"test '{self.st.name}' expects a preference score, but the "
                        "cell has no `severity preference` rule")
             return

@@ -358,7 +358,7 @@ class _Emitter:
             if ctx == "test":
                 self.test_item = text
         elif (ctx == "test" and getattr(self, "test_item", None) == "expect" and t.nl > 0
-              and t.kind == "name" and t.text not in ("pass", "fail")
+              and t.kind == "name" and t.text not in ("pass", "fail")  # keywords: `expect pass`
               and (nxt := self._next_sig(i)) is not None
               and self.toks[nxt].text == "("):
             # a long `expect fail` list keeps the author's line breaks, one level deeper

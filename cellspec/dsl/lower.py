@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from cellspec.core import ir
 from cellspec.core.names import did_you_mean, unknown
+from cellspec.core.severity import Severity
 from cellspec.dsl.calls import CallLowering
 from cellspec.dsl.model import Rule
 
@@ -46,8 +47,9 @@ def lower_rule(b: CellBuilder, st: Any, cell: dict[str, Any]) -> Rule | None:
     weight = _weight(b, st)
     if weight is None:
         return None
-    return Rule(name=st.name, message=unescape(st.message), severity=st.severity or "error",
-                body=body, source=b.src(st), weight=weight)
+    return Rule(name=st.name, message=unescape(st.message),
+                severity=Severity(st.severity or Severity.ERROR), body=body, source=b.src(st),
+                weight=weight)
 
 
 def _weight(b: CellBuilder, st: Any) -> int | None:
@@ -56,7 +58,7 @@ def _weight(b: CellBuilder, st: Any) -> int | None:
     text = getattr(st, "weight", None) or ""
     if not text:
         return 1
-    if st.severity != "preference":
+    if st.severity != Severity.PREFERENCE:
         b.err(st, f"rule {st.name}: `weight` applies only to `severity preference` "
                   f"(this rule is {st.severity or 'error'})")
         return None

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from cellspec.core.ir import Node, top_domains
+from cellspec.core.severity import Severity
 from cellspec.core.status import Status
 
 Vec3 = tuple[Fraction, Fraction, Fraction]
@@ -194,7 +195,7 @@ class Rule(_Frozen):
 
     name: str
     message: str
-    severity: Literal["error", "warning", "preference"]
+    severity: Severity
     body: Node
     source: Source
     # a preference's weight (a positive whole number, default 1); each binding of the outer

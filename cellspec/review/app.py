@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cellspec.core.extras import require
+from cellspec.core.severity import Severity
 from cellspec.core.status import FOUND, Status
 from cellspec.review.replay import Replay
 from cellspec.review.robots import draw_robots, open_twin
@@ -56,9 +57,9 @@ _ROW_COLOURS: dict[str, Any] = {"error": "red", "warning": "orange", "preference
 def _row_prefix(x: Violation) -> str:
     """A row's kind before its rule: none for an error, ``warning:``, or an unmet
     preference with its weight (``preference (weight 3):``)."""
-    if x.severity == "warning":
+    if x.severity == Severity.WARNING:
         return "warning: "
-    if x.severity == "preference":
+    if x.severity == Severity.PREFERENCE:
         return f"preference (weight {x.weight}): "
     return ""
 

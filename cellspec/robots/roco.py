@@ -225,7 +225,7 @@ def plan_spacing_std(text: str) -> float | None:
     return v
 
 
-def evaluate_plan_test(cell: Cell, test: Any) -> tuple[str, dict]:
+def evaluate_plan_test(cell: Cell, test: Any) -> tuple[TestStatus, dict]:
     """A rule-file test ``plan "file" expect pass | fail CHECK(ROBOT, ...)``: RoCo's checks,
     then cellspec's; the first failure's check and robots must match."""
     try:

@@ -21,13 +21,14 @@ from collections.abc import Iterable, Sequence
 from math import comb, perm
 
 from cellspec.core import ir
+from cellspec.core.severity import Severity
 from cellspec.dsl.model import Rule
 from cellspec.solver.result import PreferenceScore
 
 
 def is_preference(rule: Rule) -> bool:
     """True for a ``severity preference`` rule (never fails a verdict; scored instead)."""
-    return rule.severity == "preference"
+    return rule.severity == Severity.PREFERENCE
 
 
 def bindings(rule: Rule, parts: int, keepouts: int, robots: int) -> int:

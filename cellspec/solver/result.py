@@ -3,10 +3,11 @@ words are :class:`cellspec.core.status.Status`, an ``unknown`` names its :class:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from cellspec.core.severity import Severity
 from cellspec.core.status import Reason, Status
 
 VERDICTS = frozenset({Status.PASS, Status.FAIL, Status.UNKNOWN})
@@ -20,7 +21,7 @@ class Violation(BaseModel):
     parts: tuple[str, ...]
     message: str
     source: str
-    severity: Literal["error", "warning", "preference"] = "error"
+    severity: Severity = Severity.ERROR
     zones: tuple[str, ...] = ()
     weight: int = 1  # an unmet preference's cost (its rule's weight); 1 otherwise
 
@@ -29,7 +30,7 @@ class Violation(BaseModel):
         weight of an unmet preference)."""
         out: dict[str, Any] = {"rule": self.rule, "parts": list(self.parts),
                                "message": self.message, "source": self.source}
-        if self.severity == "preference":
+        if self.severity == Severity.PREFERENCE:
             out["weight"] = self.weight
         return out
 
@@ -103,11 +104,11 @@ class Verdict(BaseModel):
     def _consistent(self) -> Verdict:
         if self.verdict not in VERDICTS:
             raise ValueError(f"a verdict is pass, fail or unknown, not {self.verdict}")
-        if any(v.severity != "error" for v in self.violations):
+        if any(v.severity != Severity.ERROR for v in self.violations):
             raise ValueError("violations must all be errors; warnings go in `warnings`")
-        if any(v.severity != "warning" for v in self.warnings):
+        if any(v.severity != Severity.WARNING for v in self.warnings):
             raise ValueError("warnings must all be warnings; preferences go in `preferences`")
-        if any(v.severity != "preference" for v in self.preferences):
+        if any(v.severity != Severity.PREFERENCE for v in self.preferences):
             raise ValueError("`preferences` lists unmet preferences only")
         sc = self.preference_score
         unmet = None if sc is None else sc.unmet

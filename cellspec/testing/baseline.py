@@ -10,20 +10,51 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from cellspec.core.errors import CellspecError, DiagnosticSink
+from cellspec.core.severity import Severity
 from cellspec.dsl.build import CellBuilder
 from cellspec.dsl.gitref import GitTree, texts_at, texts_now
 from cellspec.dsl.load import display_path, parse_text, read_rule_file
 from cellspec.dsl.parser import load_cell
-from cellspec.solver.formal.diff import DEFAULT_PARTS, WHOLE, DiffReport, RuleDiff, diff, where
+from cellspec.solver.formal.diff import (
+    DEFAULT_PARTS,
+    WHOLE,
+    DiffReport,
+    Relation,
+    RuleDiff,
+    diff,
+    where,
+)
 
 MARKER = re.compile(r"//\s*loosens\s*:\s*([^\n]*)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_RANK = {"error": 2, "warning": 1, "preference": 0}
+_RANK = {Severity.ERROR: 2, Severity.WARNING: 1, Severity.PREFERENCE: 0}  # down: looser
 DEFAULT_SECONDS = 60.0  # per changed file, when the run gives no --timeout
+_LOOSER = (Relation.LOOSER, Relation.INCOMPARABLE)  # accepts a layout it used to reject
+
+
+class Gate(StrEnum):
+    """The baseline gate's word on one finding (see :class:`BaselineFinding`)."""
+
+    OK = "ok"
+    ALLOWED = "allowed"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+class Outcome(StrEnum):
+    """What the baseline decided about one cell file (see :class:`FileBaseline`)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    NEW = "new"
+    LIBRARY = "library"
+    NOT_COMPARABLE = "not comparable"
 
 
 @dataclass
@@ -34,7 +65,7 @@ class BaselineFinding:
 
     rule: str
     change: str
-    gate: str
+    gate: Gate
     text: str  # the human line, with the re-checked witness where there is one
     witness: dict | None = None
 
@@ -51,8 +82,8 @@ class FileBaseline:
     comparable (its GITREF version does not load)."""
 
     file: str
-    outcome: str
-    relation: str | None = None
+    outcome: Outcome
+    relation: Relation | None = None
     findings: list[BaselineFinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -77,12 +108,12 @@ class Baseline:
     @property
     def failed(self) -> bool:
         """A looser change no marker or flag declares."""
-        return any(f.outcome == "failed" for f in self.files)
+        return any(f.outcome == Outcome.FAILED for f in self.files)
 
     @property
     def unknown(self) -> bool:
         """A change that could not be decided (not proved not looser)."""
-        return any(f.outcome == "unknown" for f in self.files)
+        return any(f.outcome == Outcome.UNKNOWN for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
         """The ``baseline`` object of ``cellspec test --format json``."""
@@ -128,7 +159,7 @@ def run_baseline(files: list[Path], ref: str, *, allow_looser: bool = False,
             out.append(got)
     for key, shown in libraries:
         who = sorted(set(importers.get(key, [])))
-        out.append(FileBaseline(shown, "library", notes=[
+        out.append(FileBaseline(shown, Outcome.LIBRARY, notes=[
             f"a rule file without a cell, changed since {ref}: compared through the cells "
             "of this run that import it: " + ", ".join(who) if who else
             f"a rule file without a cell, changed since {ref}: NOT compared, no cell of "
@@ -153,11 +184,11 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
     kinds = {type(s).__name__ for s in model.statements}
     key = f.resolve()
     if tree.rel(f) is None:
-        return FileBaseline(shown, "unknown", notes=[
+        return FileBaseline(shown, Outcome.UNKNOWN, notes=[
             f"outside the git checkout {tree.top}: not compared with {tree.ref}"])
     old_text = tree.text(key)
     if old_text is None:
-        return FileBaseline(shown, "new", notes=[f"new: not in {tree.ref}"])
+        return FileBaseline(shown, Outcome.NEW, notes=[f"new: not in {tree.ref}"])
     if "Cell" not in kinds and "Test" not in kinds:
         if old_text != text:
             libraries.append((key, shown))
@@ -172,7 +203,7 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
             return None
         old = CellBuilder(files, order, DiagnosticSink()).build(main_key=key)
     except CellspecError as exc:
-        return FileBaseline(shown, "not comparable", notes=[
+        return FileBaseline(shown, Outcome.NOT_COMPARABLE, notes=[
             f"not comparable: at {tree.ref} it does not load ({exc.diagnostics[0]})"])
     try:
         new = load_cell(f)
@@ -182,11 +213,11 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
         rep = diff(old, new, parts, timeout=seconds)
     except CellspecError as exc:  # e.g. no box part type to place
         why = f"not compared with {tree.ref}: {exc.diagnostics[0].message}"
-        return FileBaseline(shown, "passed" if allow else "unknown", notes=[
+        return FileBaseline(shown, Outcome.PASSED if allow else Outcome.UNKNOWN, notes=[
             why + ("" if allow else "; not proved not looser (--allow-looser accepts it)")],
             seconds=time.perf_counter() - t0)
     declared = markers(list(now.values()))
-    fb = FileBaseline(shown, "passed", relation=rep.relation,
+    fb = FileBaseline(shown, Outcome.PASSED, relation=rep.relation,
                       notes=[n for n in rep.notes if not n.startswith("identical in both")],
                       findings=_findings(rep, tree.ref, declared, allow))
     names = {d.rule for d in rep.rules}
@@ -194,7 +225,8 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
     if stray:
         fb.notes.append("`// loosens:` names no rule of either version: " + ", ".join(stray))
     gates = {x.gate for x in fb.findings}
-    fb.outcome = "unknown" if "unknown" in gates else "failed" if "fail" in gates else "passed"
+    fb.outcome = (Outcome.UNKNOWN if Gate.UNKNOWN in gates else Outcome.FAILED
+                  if Gate.FAIL in gates else Outcome.PASSED)
     fb.seconds = time.perf_counter() - t0
     return fb
 
@@ -206,15 +238,15 @@ def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> lis
         if f is not None:
             out.append(f)
     w = rep.whole
-    loosened = any(x.gate in ("fail", "allowed") for x in out)
-    if w.relation in ("looser", "incomparable") and not loosened:
+    loosened = any(x.gate in (Gate.FAIL, Gate.ALLOWED) for x in out)
+    if w.relation in _LOOSER and not loosened:
         wit = w.new_only.witness
-        out.append(BaselineFinding(WHOLE, w.relation, "allowed" if allow else "fail",
+        out.append(BaselineFinding(WHOLE, w.relation, Gate.ALLOWED if allow else Gate.FAIL,
                            f"the whole file accepts a layout {ref} rejects: "
                            f"{_shows(wit, w.new_only.message, ref)}"
                            + ("" if allow else "; pass --allow-looser if that is meant"), wit))
-    elif w.relation == "unknown" and not any(x.gate == "unknown" for x in out):
-        out.append(BaselineFinding(WHOLE, "unknown", "allowed" if allow else "unknown",
+    elif w.relation == Relation.UNKNOWN and not any(x.gate == Gate.UNKNOWN for x in out):
+        out.append(BaselineFinding(WHOLE, Relation.UNKNOWN, Gate.ALLOWED if allow else Gate.UNKNOWN,
                            f"the error rules were not compared with {ref}: {w.reason}"))
     return out
 
@@ -232,7 +264,7 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
                   ) -> BaselineFinding | None:
     """The gate's word on one rule, or None when it is unchanged and equivalent."""
     so, sn = d.severity
-    pref = so in (None, "preference") and sn in (None, "preference")
+    pref = so in (None, Severity.PREFERENCE) and sn in (None, Severity.PREFERENCE)
     ok = allow or d.rule in declared
     how = ("allowed by --allow-looser" if allow else f"allowed by `// loosens: {d.rule}`")
     hint = (f"; if that is meant, say so with `// loosens: {d.rule}` in the file (or pass "
@@ -243,7 +275,7 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
         if wit is not None:
             what += (f": {where(wit)} fails it at {ref}"
                      + (f": {d.new_only.message}" if d.new_only.message else ""))
-    elif d.in_old and _RANK[sn or "error"] < _RANK[so or "error"]:
+    elif d.in_old and _RANK[sn or Severity.ERROR] < _RANK[so or Severity.ERROR]:
         change, what = f"severity {so} -> {sn}", f"rule {d.rule} went from {so} to {sn}"
         if whole.new_only.witness is not None and whole.new_only.message and \
                 whole.new_only.message.startswith(f"{d.rule}("):
@@ -251,32 +283,32 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
             what += f": {_shows(wit, whole.new_only.message, ref)}"
         else:
             what += " (the layouts that fail it no longer fail the check)"
-    elif d.relation in ("looser", "incomparable"):
+    elif d.relation in _LOOSER:
         change = d.relation
-        how_far = (f"looser than at {ref}" if d.relation == "looser" else
+        how_far = (f"looser than at {ref}" if d.relation == Relation.LOOSER else
                    f"incomparable with {ref} (looser on some layouts, stricter on others)")
         what = f"rule {d.rule} is {how_far}: {_shows(wit, d.new_only.message, ref, d.rule)}"
-    elif d.relation == "unknown":
+    elif d.relation == Relation.UNKNOWN:
         if not d.changed and d.reason is None:
             return None
-        change = "unknown"
+        change = Relation.UNKNOWN
         what = f"rule {d.rule} was not compared with {ref}: {d.reason}"
         if pref:
-            return BaselineFinding(d.rule, change, "ok", what + " (a preference: never gated)")
-        return BaselineFinding(d.rule, change, "allowed" if ok else "unknown",
+            return BaselineFinding(d.rule, change, Gate.OK, what + " (a preference: never gated)")
+        return BaselineFinding(d.rule, change, Gate.ALLOWED if ok else Gate.UNKNOWN,
                        what + (f" ({how})" if ok else "; not proved not looser" + hint))
     else:
         if not d.changed:
             return None
-        rel = ("new rule" if not d.in_old else "stricter" if d.relation == "stricter"
+        rel = ("new rule" if not d.in_old else "stricter" if d.relation == Relation.STRICTER
                else "same meaning")
-        return BaselineFinding(d.rule, "added" if not d.in_old else d.relation, "ok",
+        return BaselineFinding(d.rule, "added" if not d.in_old else d.relation, Gate.OK,
                        f"rule {d.rule}: {rel}" + (f" than at {ref}" if rel == "stricter"
                                                   else f" as at {ref}" if d.in_old else ""),
                        d.old_only.witness)
     if pref:
-        return BaselineFinding(d.rule, change, "ok", what + " (a preference: never gated)", wit)
-    return BaselineFinding(d.rule, change, "allowed" if ok else "fail",
+        return BaselineFinding(d.rule, change, Gate.OK, what + " (a preference: never gated)", wit)
+    return BaselineFinding(d.rule, change, Gate.ALLOWED if ok else Gate.FAIL,
                    what + (f" ({how})" if ok else hint), wit)
 
 
@@ -286,16 +318,16 @@ def with_junit(xml: str, b: Baseline) -> str:
     import xml.etree.ElementTree as ET  # lazy: only with --junit-xml
 
     root = ET.fromstring(xml)
-    fails = sum(f.outcome == "failed" for f in b.files)
-    errs = sum(f.outcome == "unknown" for f in b.files)
+    fails = sum(f.outcome == Outcome.FAILED for f in b.files)
+    errs = sum(f.outcome == Outcome.UNKNOWN for f in b.files)
     suite = ET.SubElement(root, "testsuite", name=f"baseline {b.ref}", tests=str(len(b.files)),
                           failures=str(fails), errors=str(errs))
     for f in b.files:
         tc = ET.SubElement(suite, "testcase", classname="baseline", name=f.file, file=f.file,
                            time="0")
-        if f.outcome in ("failed", "unknown"):
-            bad = [x.text for x in f.findings if x.gate in ("fail", "unknown")]
-            el = ET.SubElement(tc, "failure" if f.outcome == "failed" else "error",
+        if f.outcome in (Outcome.FAILED, Outcome.UNKNOWN):
+            bad = [x.text for x in f.findings if x.gate in (Gate.FAIL, Gate.UNKNOWN)]
+            el = ET.SubElement(tc, "failure" if f.outcome == Outcome.FAILED else "error",
                                message=bad[0] if bad else f.outcome)
             el.text = "\n".join(bad)
     for k in ("tests", "failures", "errors"):
@@ -308,18 +340,22 @@ def pretty(b: Baseline) -> str:
     """The human report of the comparison, one block per changed file."""
     lines = [f"baseline {b.ref} (layouts of 1 to {b.parts} parts):"]
     for f in b.files:
-        head = {"passed": "ok", "failed": "FAIL", "unknown": "UNKNOWN", "new": "new",
-                "library": "library", "not comparable": "not comparable"}[f.outcome]
-        rel = {"stricter": f": stricter than {b.ref}", "looser": f": looser than {b.ref}",
-               "incomparable": f": incomparable with {b.ref} (looser on some layouts, "
-               "stricter on others)", "equivalent": f": same meaning as {b.ref}",
-               "unknown": f": not decided against {b.ref}"}.get(f.relation or "", "")
+        head = {Outcome.PASSED: "ok", Outcome.FAILED: "FAIL", Outcome.UNKNOWN: "UNKNOWN",
+                Outcome.NEW: "new", Outcome.LIBRARY: "library",
+                Outcome.NOT_COMPARABLE: "not comparable"}[f.outcome]
+        rel = ({Relation.STRICTER: f": stricter than {b.ref}",
+                Relation.LOOSER: f": looser than {b.ref}",
+                Relation.INCOMPARABLE: f": incomparable with {b.ref} (looser on some "
+                "layouts, stricter on others)",
+                Relation.EQUIVALENT: f": same meaning as {b.ref}",
+                Relation.UNKNOWN: f": not decided against {b.ref}"}.get(f.relation, "")
+               if f.relation is not None else "")
         lines.append(f"  {head} {f.file}{rel}")
         for x in f.findings:
             lines.append(f"      {x.text}")
         for n in f.notes:
             lines.append(f"      note: {n}")
-    counts: dict[str, int] = {}
+    counts: dict[Outcome, int] = {}
     for f in b.files:
         counts[f.outcome] = counts.get(f.outcome, 0) + 1
     for n in b.notes:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,10 +53,11 @@ class TestResult:
     seconds: float = 0.0
 
     def to_json(self, timings: bool = False) -> dict:
-        d = {"id": self.id, "file": self.file, "name": self.name, "source": self.source,
-             "status": self.status, "expected": list(self.expected),
-             "actual": list(self.actual), "missing": list(self.missing),
-             "unexpected": list(self.unexpected), "message": self.message}
+        d: dict[str, Any] = {"id": self.id, "file": self.file, "name": self.name,
+                             "source": self.source, "status": self.status,
+                             "expected": list(self.expected), "actual": list(self.actual),
+                             "missing": list(self.missing),
+                             "unexpected": list(self.unexpected), "message": self.message}
         if timings:
             d["seconds"] = round(self.seconds, 4)
         return d
@@ -127,7 +129,7 @@ def _matches(v: Violation, rule: str, parts: tuple[str, ...], unordered: bool) -
     return sorted(v.parts) == sorted(parts) if unordered else v.parts == parts
 
 
-def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[str, dict]:
+def evaluate(cell: Cell, test: TestCase, verdict: Verdict) -> tuple[TestStatus, dict]:
     """Compare a verdict with the test's expectation: (status, details)."""
     found = list(verdict.violations) + list(verdict.warnings) + list(verdict.preferences)
     actual = tuple(_fmt(v.rule, v.parts) for v in found)
@@ -200,7 +202,7 @@ def _evaluate_verdict(cell: Cell, test: TestCase, verdict: Verdict, found: list[
 
 
 def evaluate_robust(cell: Cell, test: TestCase, layout: Layout, details: dict,
-                    timeout: float | None = None) -> tuple[str, dict]:
+                    timeout: float | None = None) -> tuple[TestStatus, dict]:
     """`robust T` / `not robust T`: prove (Z3) or refute that the verdict survives every
     x/y placement error up to T; ``unknown`` fails the test."""
     tol = float(test.robust)  # type: ignore[arg-type]
@@ -332,7 +334,7 @@ _CWD = threading.Lock()
 def run_files_at(cwd: str, jobs: list[tuple]) -> list[tuple[list[TestResult], list[Diagnostic]]]:
     """On a Dask worker: :func:`run_file` for each job, paths shown relative to the client's
     directory ``cwd`` (entered while the tests run, when this worker has it)."""
-    out = []
+    out: list[tuple[list[TestResult], list[Diagnostic]]] = []
     with _CWD:
         here = os.getcwd()
         moved = here != cwd and os.path.isdir(cwd)

@@ -571,7 +571,7 @@ def _relate(structs: list[DraftStructure], rels: list[str | None], c: CellGeomet
     """Anchor structure k beside structure k+1 (relations, 'side by side', copies)."""
     for k in range(len(rels) - 1, -1, -1):
         rel = rels[k]
-        if rel == "done" or (rel is None and not paired):
+        if rel == "done" or (rel is None and not paired):  # "done": copies placed already
             continue
         a, b = structs[k], structs[k + 1]
         if "packing" in (a.kind, b.kind):

@@ -8,9 +8,11 @@ of every binding; ``met = total - violated``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
+from cellspec.core.severity import Severity
+from cellspec.core.status import BackendStatus, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 
@@ -28,7 +30,7 @@ class Score:
 
 def preference_rules(cell: Cell) -> list[Rule]:
     """The cell's preference rules, in the order written."""
-    return [r for r in cell.rules if r.severity == "preference"]
+    return [r for r in cell.rules if r.severity == Severity.PREFERENCE]
 
 
 def preference_cost(cell: Cell, layout: Layout, *, backend: str = "clingo",
@@ -50,7 +52,7 @@ def preference_cost(cell: Cell, layout: Layout, *, backend: str = "clingo",
     if refused:
         return Score(0, total, {}, unknown="; ".join(r.sentence() for r in refused))
     res = chk.violations(inst, rules, timeout)
-    if res.status != "done":
+    if res.status != BackendStatus.DONE:
         return Score(0, total, {}, unknown=res.reason or "solver limit")
     violated: dict[str, int] = {}
     for k, _binding in res.violations:
@@ -93,6 +95,9 @@ ENCODED = {"contact", "overlaps", "supports", "above", "near", "inside", "inters
            "grounded"}
 
 
+BoundStatus = Literal[Status.OPTIMAL, Status.INFEASIBLE, Status.UNKNOWN]
+
+
 @dataclass(frozen=True)
 class Bound:
     """clingo's least violated preference weight over the layouts of the given parts with
@@ -101,7 +106,7 @@ class Bound:
     ``status``: ``optimal`` (proved), ``infeasible`` (no such layout), or ``unknown`` with
     the reason (a size or time limit)."""
 
-    status: str
+    status: BoundStatus
     violated: int | None = None
     total: int = 0
     step_m: float = 0.0
@@ -331,7 +336,7 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
                 for r in prefs)
     h = int(round(step_m / float(g.RESOLUTION)))  # 0.1 mm steps
     if h <= 0:
-        return Bound("unknown", total=total, reason="the lattice step must be positive")
+        return Bound(Status.UNKNOWN, total=total, reason="the lattice step must be positive")
     ws = cu.zones["workspace"]
     assert isinstance(ws, BoxU)
     cands: dict[str, list[tuple[int, ...]]] = {}
@@ -353,15 +358,14 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
     # would list millions of them and exhaust the memory budget first)
     npos = max((len(a[0]) * len(a[1]) * len(a[2]) for a in lattice.values()), default=0)
     pairs = len(types) * (len(types) - 1) // 2
-    relaxed = tuple(r.name for r in cell.rules if r.severity == "error"
+    relaxed = tuple(r.name for r in cell.rules if r.severity == Severity.ERROR
                     and _encodable(r.body) is not None)
-    base = dict(total=total, step_m=float(Fraction(h, 10000)), positions=npos,
-                relaxed=relaxed)
+    base = Bound(Status.UNKNOWN, total=total, step_m=float(Fraction(h, 10000)),
+                 positions=npos, relaxed=relaxed)  # what every answer below shares
     if npos > MAX_POSITIONS or npos * npos * pairs > MAX_PAIR_GROUND:
-        return Bound("unknown", reason=f"the lattice has {npos} positions per part "
-                     f"({len(types)} parts): over the limit of the proof ({MAX_POSITIONS} "
-                     f"positions, {MAX_PAIR_GROUND:,} position pairs); use a coarser step",
-                     **base)  # type: ignore[arg-type]
+        return replace(base, reason=f"the lattice has {npos} positions per part "
+                       f"({len(types)} parts): over the limit of the proof ({MAX_POSITIONS} "
+                       f"positions, {MAX_PAIR_GROUND:,} position pairs); use a coarser step")
     for t, axes in lattice.items():
         s = [int(g.to_u(v)) for v in cell.part_types[t].size]
         cands[t] = [(x - s[0] // 2, x + s[0] // 2, y - s[1] // 2, y + s[1] // 2,
@@ -369,26 +373,26 @@ def least_violated(cell: Cell, types: list[str], *, step_m: float, timeout: floa
                     for x in axes[0] for y in axes[1] for z in axes[2]]
     bad = [f"{r.name} ({why})" for r in prefs if (why := _encodable(r.body))]
     if bad:
-        return Bound("unknown", reason="clingo does not encode the preference(s) "
-                     + "; ".join(bad), **base)  # type: ignore[arg-type]
+        return replace(base, reason="clingo does not encode the preference(s) "
+                       + "; ".join(bad))
     est = npos * npos * max(1, pairs) / GROUND_RATE
     if est > 0.6 * timeout:
-        return Bound("unknown", reason=f"grounding {npos} positions per part would take about "
-                     f"{est:.0f} s, over the {timeout:.1f} s left for the proof (raise "
-                     "--time-limit or use a coarser step)", **base)  # type: ignore[arg-type]
+        return replace(base, reason=f"grounding {npos} positions per part would take about "
+                       f"{est:.0f} s, over the {timeout:.1f} s left for the proof (raise "
+                       "--time-limit or use a coarser step)")
     status, violated, why = _minimize(cell, types, [cands[t] for t in types], relaxed,
                                       timeout, hard=True)
-    if status == "unknown":
-        return Bound("unknown", reason=why, **base)  # type: ignore[arg-type]
-    if status == "infeasible":
-        return Bound("infeasible", reason="no layout of these parts on the lattice satisfies "
-                     "the encoded error rules", **base)  # type: ignore[arg-type]
-    return Bound("optimal", violated=violated, **base)  # type: ignore[arg-type]
+    if status == Status.UNKNOWN:
+        return replace(base, reason=why)
+    if status == Status.INFEASIBLE:
+        return replace(base, status=Status.INFEASIBLE, reason="no layout of these parts on "
+                       "the lattice satisfies the encoded error rules")
+    return replace(base, status=Status.OPTIMAL, violated=violated)
 
 
 def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
               relaxed: tuple[str, ...], timeout: float, hard: bool,
-              grippers: list[str] | None = None) -> tuple[str, int | None, str | None]:
+              grippers: list[str] | None = None) -> tuple[BoundStatus, int | None, str | None]:
     """clingo's least violated preference weight with part i's box chosen from
     ``cands[i]`` (U corners) and, with ``hard``, every error rule not ``relaxed`` a
     constraint: (optimal | infeasible | unknown, the weight, why unknown). ``timeout``:
@@ -404,9 +408,9 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
     cu = cell_u(cell)
     asp = _Asp()
     for k, r in enumerate(cell.rules):
-        if hard and r.severity == "error" and r.name not in relaxed:
+        if hard and r.severity == Severity.ERROR and r.name not in relaxed:
             asp.rule(k, r, hard=True)
-        elif r.severity == "preference":
+        elif r.severity == Severity.PREFERENCE:
             asp.rule(k, r, hard=False)
     out = [f"#const eps={cu.eps}.", f"part(0..{len(types) - 1}).",
            "#defined keepout/1. #defined robot/1. #defined pgrip/2. #defined zuse/2."]
@@ -464,18 +468,19 @@ def _minimize(cell: Cell, types: list[str], cands: list[list[tuple[int, ...]]],
         left = max(0.05, timeout - (time.perf_counter() - t0))
         if not hnd.wait(left):
             hnd.cancel()
-            return "unknown", None, (f"clingo did not prove the optimum within {timeout:g} s"
-                                     + (f" (best found: {best[0]} violated)" if best else ""))
+            return Status.UNKNOWN, None, (f"clingo did not prove the optimum within {timeout:g} s"
+                                            + (f" (best found: {best[0]} violated)"
+                                               if best else ""))
         got = hnd.get()
     if not got.satisfiable:
-        return "infeasible", None, None
-    return "optimal", best[0] if best else 0, None
+        return Status.INFEASIBLE, None, None
+    return Status.OPTIMAL, best[0] if best else 0, None
 
 
 def bound_line(bound: dict[str, Any], met: int) -> str:
     """The pretty line of ``--prove-preferences``: clingo's least violated weight on the
     lattice and how the generated layout compares."""
-    if bound["status"] != "optimal":
+    if bound["status"] != Status.OPTIMAL:
         return f"preferences proof: {bound['status']}: {bound.get('reason', '')}"
     relaxed = (f"; error rules not encoded, left out: {', '.join(bound['relaxed'])}"
                if bound.get("relaxed") else "")
@@ -497,4 +502,4 @@ def fixed_violated(cell: Cell, layout: Layout, timeout: float = 60.0) -> int | N
     cands = [[tuple(int(v) for v in row)] for row in inst.boxes]
     status, violated, _ = _minimize(cell, list(inst.types), cands, (), timeout, hard=False,
                                     grippers=list(inst.grippers))
-    return violated if status == "optimal" else None
+    return violated if status == Status.OPTIMAL else None

@@ -8,6 +8,7 @@ from typing import Any
 
 from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError
+from cellspec.core.severity import Severity
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import Layout
 from cellspec.solver.checkers import order_rules
@@ -52,7 +53,7 @@ def timeout_ms(timeout: float | None) -> int:
 
 def error_rules(cell: Cell, layout: Layout) -> list[Rule]:
     """The error rules the layout is decided by (the order rules only with an order)."""
-    return order_rules([r for r in cell.rules if r.severity == "error"],
+    return order_rules([r for r in cell.rules if r.severity == Severity.ERROR],
                        layout.order is not None)[0]
 
 

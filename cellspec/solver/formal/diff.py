@@ -8,12 +8,14 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError
+from cellspec.core.severity import Severity
 from cellspec.core.status import Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import layout_from_obj
@@ -33,7 +35,28 @@ from cellspec.solver.verify import check
 
 DEFAULT_PARTS = 3
 MAX_PARTS = 6
-RELATIONS = ("equivalent", "stricter", "looser", "incomparable", "unknown")
+
+
+class Relation(StrEnum):
+    """How NEW relates to OLD, for one rule or the error rules as a whole (the words of
+    ``cellspec diff``'s output, its exit code and the ``--baseline`` gate)."""
+
+    EQUIVALENT = "equivalent"  # the same layouts pass both (up to the bound)
+    STRICTER = "stricter"  # every layout NEW accepts OLD accepts, not the reverse
+    LOOSER = "looser"  # every layout OLD accepts NEW accepts, not the reverse
+    INCOMPARABLE = "incomparable"  # a witness each way
+    UNKNOWN = "unknown"  # a limit or a rule that cannot be compared (the reason says why)
+
+
+class SideState(StrEnum):
+    """One direction of one question: a re-checked witness, proved empty, or undecided."""
+
+    FOUND = "found"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+RELATIONS = tuple(Relation)
 WHOLE = "*"  # the key of the whole error-rule set
 # what a rule must not read to be compared (documented in docs/diff.md)
 _OUT = {"it reads the placement order": ir.ORDER_RELATIONS,
@@ -46,7 +69,7 @@ class Side:
     """One direction of one question: ``found`` (a re-checked witness), ``none`` (proved
     empty up to the bound) or ``unknown`` (a limit, with why)."""
 
-    state: str = "none"
+    state: SideState = SideState.NONE
     witness: dict | None = None
     message: str | None = None  # the re-check's words: why the other file fails it
     reason: str | None = None
@@ -58,14 +81,14 @@ class RuleDiff:
     """The relation of one rule (or of the whole error-rule set: ``rule == "*"``)."""
 
     rule: str
-    relation: str = "equivalent"
+    relation: Relation = Relation.EQUIVALENT
     in_old: bool = True
     in_new: bool = True
     old_only: Side = field(default_factory=Side)  # passes OLD, fails NEW
     new_only: Side = field(default_factory=Side)  # passes NEW, fails OLD
     reason: str | None = None
     changed: bool = False  # its text (body, severity, weight) differs, or it is in one file
-    severity: tuple[str | None, str | None] = (None, None)  # (in OLD, in NEW)
+    severity: tuple[Severity | None, Severity | None] = (None, None)  # (in OLD, in NEW)
 
     def to_json(self) -> dict[str, Any]:
         """The rule's object of the ``cellspec.diff/1`` output."""
@@ -88,7 +111,7 @@ class RuleDiff:
 class DiffReport:
     """The whole answer of ``cellspec diff``."""
 
-    relation: str
+    relation: Relation
     parts: int
     types: tuple[str, ...]
     whole: RuleDiff
@@ -103,7 +126,7 @@ def where(layout: dict) -> str:
                      for p in layout["parts"])
 
 
-def _sev(r: Rule | None) -> str | None:
+def _sev(r: Rule | None) -> Severity | None:
     return None if r is None else r.severity
 
 
@@ -121,17 +144,17 @@ def _out_reason(r: Rule) -> str | None:
     return None
 
 
-def _relation(d: RuleDiff) -> str:
+def _relation(d: RuleDiff) -> Relation:
     a, b = d.old_only.state, d.new_only.state
-    if a == "none" and b == "none":
-        return "equivalent"
-    if a == "found" and b == "found":
-        return "incomparable"
-    if a == "found" and b == "none":
-        return "stricter"
-    if a == "none" and b == "found":
-        return "looser"
-    return "unknown"
+    if a == SideState.NONE and b == SideState.NONE:
+        return Relation.EQUIVALENT
+    if a == SideState.FOUND and b == SideState.FOUND:
+        return Relation.INCOMPARABLE
+    if a == SideState.FOUND and b == SideState.NONE:
+        return Relation.STRICTER
+    if a == SideState.NONE and b == SideState.FOUND:
+        return Relation.LOOSER
+    return Relation.UNKNOWN
 
 
 def _part_sets(types: list[str], n: int):
@@ -212,7 +235,7 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
                          changed=_changed(orules.get(n), nrules.get(n)),
                          severity=(_sev(orules.get(n)), _sev(nrules.get(n))))
              for n in names}
-    prefs = [n for n in names if "preference" in diffs[n].severity]
+    prefs = [n for n in names if Severity.PREFERENCE in diffs[n].severity]
     if prefs:
         notes.append("preference rules never fail a layout: compared one by one, not part "
                      "of the error rules' relation: " + ", ".join(prefs))
@@ -231,10 +254,10 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
                 None if timeout is None else t0 + timeout, timeout)
     q.run(shared, parts, pending, diffs, whole)
     for d in [*diffs.values(), whole]:
-        if d.reason and d.relation == "unknown":
+        if d.reason and d.relation == Relation.UNKNOWN:
             continue
         d.relation = _relation(d)
-        if d.relation == "unknown" and not d.reason:
+        if d.relation == Relation.UNKNOWN and not d.reason:
             d.reason = d.old_only.reason or d.new_only.reason
     if not (whole.old_only.full and whole.new_only.full):
         # an identical rule left out keeps "every layout NEW accepts OLD accepts" (and its
@@ -243,9 +266,9 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
                      "left out (identical in both files): it shows the difference of the "
                      "compared rules only")
     open_err = [n for n in names if n not in encoded and n not in skipped
-                and any(r.severity == "error" for r in (orules.get(n), nrules.get(n)) if r)]
+                and any(r.severity == Severity.ERROR for r in (orules.get(n), nrules.get(n)) if r)]
     if open_err:
-        whole.relation = "unknown"
+        whole.relation = Relation.UNKNOWN
         whole.reason = ("an error rule that differs could not be compared: "
                         + ", ".join(open_err))
     rules_out = [diffs[n] for n in names if rule in (None, n)]
@@ -377,7 +400,7 @@ class _Search:
                 side = getattr(whole if key[0] == WHOLE else diffs[key[0]], key[1])
                 res = solver.check(*queries[key])
                 if res == z3.unknown:
-                    side.state = "unknown"
+                    side.state = SideState.UNKNOWN
                     side.reason = f"z3 gave up: {solver.reason_unknown()} ({len(types)} parts)"
                     pending.discard(key)
                 elif res == z3.sat:
@@ -401,7 +424,7 @@ class _Search:
     def errors(self, tag: str) -> list[str]:
         """The compared error rules of one file."""
         rules = self.orules if tag == "old" else self.nrules
-        return [n for n in self.encoded if n in rules and rules[n].severity == "error"]
+        return [n for n in self.encoded if n in rules and rules[n].severity == Severity.ERROR]
 
     def _queries(self, z3, ctx, types: tuple[str, ...]):
         solver, low, hold, fire = _encode(z3, ctx, self.old, self.new, types, self.box,
@@ -423,16 +446,16 @@ class _Search:
 
 def _leave_out(d: RuleDiff, why: str, same: bool, skipped: list[str]) -> None:
     if same:
-        d.relation, d.reason = "equivalent", why + "; identical in both files"
+        d.relation, d.reason = Relation.EQUIVALENT, why + "; identical in both files"
         skipped.append(d.rule)
     else:
-        d.relation, d.reason = "unknown", why + "; it differs between the files"
+        d.relation, d.reason = Relation.UNKNOWN, why + "; it differs between the files"
 
 
 def _give_up(pending: set, diffs: dict, whole: RuleDiff, why: str) -> None:
     for k, s in pending:
         side = getattr(whole if k == WHOLE else diffs[k], s)
-        side.state, side.reason = "unknown", why
+        side.state, side.reason = SideState.UNKNOWN, why
     pending.clear()
 
 
@@ -447,14 +470,14 @@ def _confirm(side: Side, obj: dict, key: tuple[str, str], old: Cell, new: Cell,
         ok_fail, _, full = _fails(keep, obj, kset)
         bad_fail, msg, _ = _fails(drop, obj, dset)
     except _Recheck as exc:
-        side.state, side.reason = "unknown", str(exc)
+        side.state, side.reason = SideState.UNKNOWN, str(exc)
         return
     if ok_fail or not bad_fail:
-        side.state = "unknown"
+        side.state = SideState.UNKNOWN
         side.reason = ("a Z3 witness did not re-check with clingo (an internal "
                        "disagreement, please report): " + str(obj))
         return
-    side.state, side.witness, side.message, side.full = "found", obj, msg, full
+    side.state, side.witness, side.message, side.full = SideState.FOUND, obj, msg, full
 
 
 def _encode(z3, ctx, old: Cell, new: Cell, types, box, orules, nrules, encoded, max_b):

@@ -12,7 +12,8 @@ from typing import Any
 from cellspec.core import geometry as g
 from cellspec.core import ir
 from cellspec.core.errors import CellspecError, Diagnostic
-from cellspec.core.status import Status
+from cellspec.core.severity import Severity
+from cellspec.core.status import LintStatus, Status
 from cellspec.dsl.model import Cell, Rule
 from cellspec.layout import layout_from_obj
 from cellspec.solver.formal.common import (
@@ -29,7 +30,7 @@ from cellspec.solver.instance import cell_u
 from cellspec.solver.smt.backend import check_fragment, ground_rules
 from cellspec.solver.smt.formula import Builder, Z3Lowering, lin
 from cellspec.solver.smt.ground import GroundingLimit, Problem, cell_fields
-from cellspec.solver.smt.result import LintFinding, LintReport, RuleRef
+from cellspec.solver.smt.result import FindingKind, LintFinding, LintReport, RuleRef
 from cellspec.solver.verify import check
 
 MAX_LINT_PARTS = 200
@@ -138,21 +139,22 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     check_fragment(rules)
     refused = moving_refusal(rules, "lint (which lets every part move)")
     if refused:
-        return LintReport(status="unknown", reason=refused, seconds=time.perf_counter() - t0,
-                          cell=cell.name, part_set=part_set)
+        return LintReport(status=LintStatus.UNKNOWN, reason=refused,
+                          seconds=time.perf_counter() - t0, cell=cell.name, part_set=part_set)
     prob, bounds, single = _free_problem(cell, part_set)
     builder = Builder(bounds)
-    base = {"cell": cell.name, "part_set": part_set}
     try:
         grounded = ground_rules(prob, rules, builder, max_bindings)
     except GroundingLimit as exc:
-        return LintReport(status="unknown", reason=str(exc), seconds=time.perf_counter() - t0,
-                          **base)
+        return LintReport(status=LintStatus.UNKNOWN, reason=str(exc),
+                          seconds=time.perf_counter() - t0, cell=cell.name, part_set=part_set)
     enc = _encode(rules, prob, single, builder, bounds, grounded, tms, part_set)
 
-    def done(status: str, reason: str | None = None, example: dict | None = None) -> LintReport:
+    def done(status: LintStatus, reason: str | None = None, example: dict | None = None
+             ) -> LintReport:
         return LintReport(status=status, findings=tuple(enc.findings), reason=reason,
-                          example=example, seconds=time.perf_counter() - t0, **base)
+                          example=example, seconds=time.perf_counter() - t0, cell=cell.name,
+                          part_set=part_set)
 
     # a constructive answer first: a plain grid of the parts that clingo accepts proves
     # consistency at once (Z3 needs 35 s for 50 cubes on the station); else Z3 decides
@@ -162,11 +164,11 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     else:
         res = enc.solver.check(*[enc.holds[k] for k in enc.errors])
     if res == z3.unknown:
-        return done("unknown", f"z3 gave up deciding consistency: "
+        return done(LintStatus.UNKNOWN, f"z3 gave up deciding consistency: "
                     f"{enc.solver.reason_unknown()} (time limit {timeout} s)")
     if res == z3.unsat:
         _conflicts(enc)
-        return done("inconsistent")
+        return done(LintStatus.INCONSISTENT)
     if example is None:
         example = _model_example(enc.solver, enc.low, prob, single)
     pins = _pins(enc.ctx, enc.solver, enc.low, prob, single, example)
@@ -176,13 +178,13 @@ def lint(cell: Cell, parts: dict[str, int] | None = None, *,
     enc.findings += more
     unknown_notes += open_prefs
     if unknown_notes:
-        enc.findings.append(LintFinding(kind="unknown", message="not decided within the time "
-                                        "limit: " + "; ".join(unknown_notes)))
-    return done("consistent", example=example)
+        enc.findings.append(LintFinding(kind=FindingKind.UNKNOWN, message="not decided "
+                                        "within the time limit: " + "; ".join(unknown_notes)))
+    return done(LintStatus.CONSISTENT, example=example)
 
 
 def _encode(rules: list[Rule], prob: Problem, single: bool, builder: Builder,
-            bounds: dict, grounded: list, tms: int | None,
+            bounds: dict, grounded: list, tms: int,
             part_set: dict[str, int]) -> _Encoded:
     """The grounded rules in one seeded Z3 solver, each behind its holds / fires literal,
     the free positions inside their bounds and the order ranks distinct."""
@@ -210,7 +212,7 @@ def _encode(rules: list[Rule], prob: Problem, single: bool, builder: Builder,
             solver.add(o >= 0, o <= prob.n - 1)
     return _Encoded(rules=rules, prob=prob, single=single, ctx=ctx, solver=solver, low=low,
                     holds=holds, fires=fires, label={h.get_id(): k for k, h in enumerate(holds)},
-                    errors=[k for k, r in enumerate(rules) if r.severity == "error"],
+                    errors=[k for k, r in enumerate(rules) if r.severity == Severity.ERROR],
                     what=", ".join(f"{c} {t}" for t, c in sorted(part_set.items())))
 
 
@@ -238,9 +240,10 @@ def _conflicts(enc: _Encoded) -> None:
         found.append(ks)
         names = ", ".join(rules[k].name for k in ks)
         word = "" if minimal else " (not proved minimal: a time limit was hit)"
-        enc.findings.append(LintFinding(kind="inconsistent", rules=tuple(enc.ref(k) for k in ks),
-                                        message=f"no layout of {enc.what} satisfies the error "
-                                        f"rules: {names} conflict{word}"))
+        enc.findings.append(LintFinding(kind=FindingKind.INCONSISTENT,
+                                        rules=tuple(enc.ref(k) for k in ks),
+                                        message=f"no layout of {enc.what} satisfies the "
+                                        f"error rules: {names} conflict{word}"))
         queue.extend(tuple(sorted({*drop, k})) for k in ks)
 
 
@@ -254,14 +257,14 @@ def _rule_findings(enc: _Encoded, pins: list, redundancy: bool) -> list[str]:
     for k, r in enumerate(enc.rules):
         res = solver.check(fires[k])
         if res == z3.unsat:
-            enc.findings.append(LintFinding(kind="never_fires", rules=(ref(k),),
+            enc.findings.append(LintFinding(kind=FindingKind.NEVER_FIRES, rules=(ref(k),),
                                             message=f"rule {r.name} can never fire: no layout "
                                             f"of {what} violates it"))
             continue
         if res == z3.unknown:
             unknown_notes.append(f"whether {r.name} can fire")
             continue
-        if not redundancy or r.severity != "error":
+        if not redundancy or r.severity != Severity.ERROR:
             continue
         others = [enc.holds[j] for j in enc.errors if j != k]
         # a cheap witness first: all but a few parts pinned where the example has them
@@ -278,7 +281,7 @@ def _rule_findings(enc: _Encoded, pins: list, redundancy: bool) -> list[str]:
             core = [c for c in solver.unsat_core() if c.get_id() in enc.label]
             ks = sorted(enc.label[c.get_id()] for c in core)
             by = ", ".join(enc.rules[j].name for j in ks) or "nothing (it never fires)"
-            enc.findings.append(LintFinding(kind="implied",
+            enc.findings.append(LintFinding(kind=FindingKind.IMPLIED,
                                             rules=(ref(k), *(ref(j) for j in ks)),
                                             message=f"rule {r.name} is implied by {by}: no "
                                             f"layout of {what} satisfying them violates it"))

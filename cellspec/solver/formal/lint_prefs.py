@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cellspec.core.severity import Severity
 from cellspec.dsl.model import Rule
 from cellspec.solver.formal.common import deletion_mus
-from cellspec.solver.smt.result import LintFinding, RuleRef
+from cellspec.solver.smt.result import FindingKind, LintFinding, RuleRef
 
 
 def preference_findings(solver: Any, rules: Sequence[Rule], holds: Sequence[Any],
@@ -30,12 +31,12 @@ def preference_findings(solver: Any, rules: Sequence[Rule], holds: Sequence[Any]
     open_: list[str] = []
     label = {holds[j].get_id(): j for j in errors}
     for k, r in enumerate(rules):
-        if r.severity != "preference":
+        if r.severity != Severity.PREFERENCE:
             continue
         alone = solver.check(holds[k])
         if alone == z3.unsat:
             findings.append(LintFinding(
-                kind="preference_never_met", rules=(ref(k),),
+                kind=FindingKind.PREFERENCE_NEVER_MET, rules=(ref(k),),
                 message=f"preference {r.name} can never be met: every layout of {what} "
                 f"violates it (for some binding), whatever the other rules say"))
             continue
@@ -53,7 +54,7 @@ def preference_findings(solver: Any, rules: Sequence[Rule], holds: Sequence[Any]
         names = ", ".join(rules[j].name for j in ks)
         word = "" if minimal else " (not proved minimal: a time limit was hit)"
         findings.append(LintFinding(
-            kind="preference_conflict", rules=(ref(k), *(ref(j) for j in ks)),
+            kind=FindingKind.PREFERENCE_CONFLICT, rules=(ref(k), *(ref(j) for j in ks)),
             message=f"preference {r.name} conflicts with the error rule(s) {names}{word}: "
             f"every layout of {what} that meets them violates it; the error rules win, "
             f"so its weight is never all met"))

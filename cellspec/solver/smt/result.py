@@ -6,6 +6,7 @@ Status is ``proved``, ``refuted`` (with a witness) or ``unknown`` (with the reas
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -136,10 +137,22 @@ class Explanation(BaseModel):
         return out
 
 
+class FindingKind(StrEnum):
+    """What one lint finding says (``cellspec lint``'s ``kind`` word)."""
+
+    INCONSISTENT = "inconsistent"  # a minimal set of error rules no layout satisfies
+    NEVER_FIRES = "never_fires"  # an error rule no layout of the part set violates
+    IMPLIED = "implied"  # an error rule the others imply (redundant)
+    UNKNOWN = "unknown"  # not decided (a limit)
+    PREFERENCE_NEVER_MET = "preference_never_met"  # no layout meets the preference
+    PREFERENCE_CONFLICT = "preference_conflict"  # the preference conflicts with error rules
+
+
 class LintFinding(BaseModel):
+    """One finding of ``cellspec lint``: its kind, the words and the rules it concerns."""
+
     model_config = ConfigDict(frozen=True)
-    kind: Literal["inconsistent", "never_fires", "implied", "unknown",
-                  "preference_never_met", "preference_conflict"]
+    kind: FindingKind
     message: str
     rules: tuple[RuleRef, ...] = ()
 
@@ -162,7 +175,7 @@ class LintReport(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> LintReport:
-        if self.status == LintStatus.INCONSISTENT and not any(f.kind == "inconsistent"
+        if self.status == LintStatus.INCONSISTENT and not any(f.kind == FindingKind.INCONSISTENT
                                                      for f in self.findings):
             raise ValueError("an inconsistent cell needs a conflict set")
         if self.status == LintStatus.UNKNOWN and not self.reason:
