@@ -15,6 +15,7 @@ from cellspec.commands.common import EXIT_FAIL, EXIT_OK, add_shared, atomic_writ
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.extras import require_extra
 from cellspec.core.limits import check_llm_limits, check_output, check_seconds, parse_memory
+from cellspec.core.severity import Severity
 from cellspec.core.status import PhaseStatus
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def _preferences(cell: Cell, o: OrchestratorResult) -> dict[str, Any] | None:
     """The design's preference score (cells with preference rules and a layout only):
     optimal when the solver built the layout and proved its weight best (generate
     maximises it first); an accepted or repaired proposal's score is not claimed optimal."""
-    if o.result.layout is None or not any(r.severity == "preference" for r in cell.rules):
+    if o.result.layout is None or not any(r.severity == Severity.PREFERENCE for r in cell.rules):
         return None
     # lazy: CLI start-up time (only cells with preference rules need it)
     from cellspec.agent.loop import _REF_CACHE

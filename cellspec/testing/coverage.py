@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.geometry import U
+from cellspec.core.severity import Severity
 from cellspec.core.status import BackendStatus, TestStatus
 from cellspec.dsl.model import Cell, Rule, TestCase
 from cellspec.dsl.parser import display_path, load_cell, parse_text, read_rule_file
@@ -223,7 +224,7 @@ def expected_preferences(test: TestCase, verdict: Verdict, rules: list[Rule]) ->
     if sc is None or sc.met is None or not any(not e.holds(sc.total)
                                                for e in test.preferences):
         return set()
-    return {r.name for r in rules if r.severity == "preference"}
+    return {r.name for r in rules if r.severity == Severity.PREFERENCE}
 
 
 def _cover_args(args: tuple[str, str | None, float | None]):
