@@ -161,7 +161,7 @@ class ReviewApp:
             self.twin = None
 
     def _draw_robots(self) -> str:
-        why = "robots drawn as base markers only (--no-robots)"
+        why: str | None = "robots drawn as base markers only (--no-robots)"
         if self.robots and self.session.cell.robots:
             self.twin, why = open_twin(self.session.cell)
         note, self.robot_shapes, self.robot_handles = draw_robots(
@@ -389,7 +389,8 @@ class ReviewApp:
         """The violation list; rows (button + message) are reused and only relabelled, so
         an edit that changes one violation sends a few small updates, not a new list."""
         v = self.session.verdict
-        key = tuple((x.rule, x.parts, x.message, x.source) for x in v.violations)
+        key: tuple[tuple[object, ...], ...] = tuple((x.rule, x.parts, x.message, x.source)
+                                                    for x in v.violations)
         key += tuple(("warning", x.rule, x.parts, x.message, x.source) for x in v.warnings)
         key += tuple(("preference", x.rule, x.parts, x.message, x.source, x.weight)
                      for x in v.preferences)

@@ -145,7 +145,7 @@ def _solve_poses(twin: Twin, robot: str, a: PlaceAction, key: str, home: np.ndar
         ign = (key,) if pose.name in ("grasp", "retreat") else ()
         r = ik_near(twin, robot, pose.pos, pose.quat, prev, seed=seed, ignore=ign,
                     vacuum=a.yaw_free)
-        if not r.ok:
+        if not r.ok or r.q is None:  # an ok answer has its q
             return qs, (classify(r.reason), f"{pose.name} pose {_p(pose.pos)}: {r.reason}")
         qs[pose.name] = r.q
         prev = r.q

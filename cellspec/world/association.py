@@ -195,7 +195,7 @@ def update(entities: list[Entity], obs: list[Observation],
                  for k, (t, p, s, _h) in enumerate(candidates)]
     ca = associate(cand_ents, pending, gate)
     by_obs = {j: int(cid) for cid, j in ca.matches.items()}
-    new_cands = []
+    new_cands: list[tuple[str, tuple[float, ...], tuple[float, ...], int]] = []
     created = []
     taken = {e.id for e in out}
     k = 1

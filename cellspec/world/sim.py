@@ -26,7 +26,7 @@ part that was already placed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,7 +190,7 @@ class Sim:
         return f
 
     # -- motion ----------------------------------------------------------------------
-    def move(self, goal: tuple[float, float, float] | np.ndarray, speed: float = SPEED,
+    def move(self, goal: Sequence[float] | np.ndarray, speed: float = SPEED,
              slip_at: float | None = None, force: float = DRIVE_FORCE,
              settle: int = 24, stop: bool = True,
              guard: Callable[[], bool] | None = None) -> Motion:
@@ -306,6 +306,7 @@ class Sim:
     def release(self) -> None:
         """Open the grasp (the part is then under gravity alone)."""
         if self.grasp is not None:
+            assert self.held is not None  # set together with self.grasp
             self.p.removeConstraint(self.grasp)
             self.p.setCollisionFilterPair(self.pad, self.bodies[self.held], -1, -1, 1)
         self.grasp, self.held = None, None
@@ -316,8 +317,9 @@ class Sim:
         out = []
         for name in sorted(self.bodies):
             pos = self.pose(name) + rng.normal(0.0, noise, 3) if noise > 0 else self.pose(name)
-            o = {"name": name, "type": self.types[name], "pos": tuple(map(float, pos)),
-                 "size": self.sizes[name], "kind": self.kind[name]}
+            o: dict[str, object] = {"name": name, "type": self.types[name],
+                                    "pos": tuple(map(float, pos)), "size": self.sizes[name],
+                                    "kind": self.kind[name]}
             if self.report_yaw:  # axis-aligned runs: as before shapes (no yaw reported)
                 o["yaw"], o["shape"] = self.yaw(name), self.shapes[name]
             out.append(o)
