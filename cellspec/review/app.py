@@ -21,7 +21,7 @@ import numpy as np
 
 from cellspec.core.extras import require
 from cellspec.core.status import FOUND, Status
-from cellspec.review.replay import Replay
+from cellspec.review.replay import Replay, ReplayPlan
 from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import ROTATE_STEP_DEG, EditResult, ReviewSession
@@ -67,7 +67,8 @@ class ReviewApp:
     """A viser server for one review session; :meth:`wait` returns accept or reject."""
 
     def __init__(self, session: ReviewSession, output: str | Path, *, host: str = "127.0.0.1",
-                 port: int = 8080, plan: Any = None, robots: bool = True) -> None:
+                 port: int = 8080, plan: ReplayPlan | None = None, robots: bool = True
+                 ) -> None:
         """Prepare (not start) the page; ``output`` is where Accept writes the layout."""
         self.session = session
         self.output = Path(output)
@@ -79,7 +80,7 @@ class ReviewApp:
         self.twin: Twin | None = None
         self.robot_shapes: dict[str, Any] = {}
         self.robot_handles: dict[str, Any] = {}
-        self.replay: Any = None
+        self.replay: Replay | None = None
         self.lock = threading.RLock()
         self.done = threading.Event()
         self.server: Any = None

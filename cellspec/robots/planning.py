@@ -99,7 +99,8 @@ def _plan_one(twin: Twin, cell: Cell, layout: Layout, res: SimResult,
 
 
 def _compile(twin: Twin, cell: Cell, layout: Layout, k: int, s: Step, i: int,
-             robot: str | None, size: Any, place: tuple[float, ...], seed: int
+             robot: str | None, size: tuple[float, float, float], place: tuple[float, ...],
+             seed: int
              ) -> tuple[PlaceAction | None, tuple[str, str] | None]:
     """The compiled action, or the (check, why) that refuses it first: no robot with the
     gripper, jaws too narrow, no reachable supply, a pose beyond the robot's reach."""

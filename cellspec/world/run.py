@@ -32,7 +32,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,9 @@ from cellspec.world.recovery import RETRY_LIMIT, Action, Recovery
 from cellspec.world.results import ENGINE, ENGINE_NOTE, RunResult, RunStep, arm_note
 from cellspec.world.rules import commit_rule, decide_commit
 from cellspec.world.sim import PAD, Sim
+
+if TYPE_CHECKING:
+    from cellspec.world.arm import ArmDriver
 
 __all__ = ["ENGINE", "ENGINE_NOTE", "ENGINES", "FAULTS", "MODES", "RETRY_LIMIT", "SUCCESS_M",
            "Fault", "RunResult", "RunStep", "arm_note", "check_faults", "make_arm",
@@ -374,7 +377,7 @@ def plan_order(cell: Cell, layout: Layout) -> tuple[str, ...]:
     return tuple(s.part for s in r.steps)
 
 
-def make_arm(cell: Cell, engine: str) -> Any:
+def make_arm(cell: Cell, engine: str) -> ArmDriver | None:
     """The arm driver for engine arm/auto, or None (gripper; auto when the twin is missing)."""
     if engine == "gripper":
         return None
@@ -446,7 +449,7 @@ def _open_world(cell: Cell, world_path: str | Path | None
 def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None, *,
                faults: tuple[Fault, ...] = (), seed: int = 0, noise: float = 0.0005,
                mode: str = "diagnose", order: tuple[str, ...] | None = None,
-               engine: str = "auto", arm: Any = None, occlusion: float = 0.0,
+               engine: str = "auto", arm: ArmDriver | None = None, occlusion: float = 0.0,
                verify: bool = True, observer: Any = None) -> RunResult:
     """Build the layout in the simulation with the world model in the loop (see module doc).
 

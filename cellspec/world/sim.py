@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pybullet as pb
@@ -35,6 +36,9 @@ from pybullet_utils import bullet_client
 
 from cellspec.robots import quiet_stdout
 from cellspec.robots.twin import yaw_quat
+
+if TYPE_CHECKING:
+    from cellspec.world.arm import ArmDriver
 
 PAD = (0.03, 0.03, 0.01)  # gripper pad size, metres
 PAD_MASS = 0.2
@@ -94,7 +98,7 @@ class Sim:
         self.grasp: int | None = None
         self.held: str | None = None
         self.goal = np.array([0.45, -0.2, 0.3])
-        self.driver = None  # an ArmDriver (cellspec/world/arm.py): the pad follows the arm
+        self.driver: ArmDriver | None = None  # cellspec/world/arm.py: the pad follows the arm
 
     def hold_here(self) -> None:
         """Make the pad's current position the commanded one (after a stop)."""
