@@ -146,7 +146,7 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
                                         "numbers"))
                 continue
             try:
-                pts = [tuple(float(v) for v in p) for p in _POINT.findall(inner)]  # type: ignore
+                pts = [(float(x), float(y), float(z)) for x, y, z in _POINT.findall(inner)]
             except ValueError:
                 diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH points must be "
                                         "numbers"))

@@ -19,7 +19,7 @@ from ortools.graph.python import linear_sum_assignment
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
-from cellspec.world.db import ARCHIVE_BELOW, DECAY, MAX_YAW_DEG, SHAPES, Entity
+from cellspec.world.db import ARCHIVE_BELOW, DECAY, MAX_YAW_DEG, SHAPES, Entity, vec3
 
 GATE_M = 0.5  # default gate on centre distance, metres
 CONFIRM = 2  # observations in a row before a new entity is created
@@ -191,7 +191,7 @@ def update(entities: list[Entity], obs: list[Observation],
             out.append(replace(e, confidence=conf, lifecycle=life, misses=e.misses + 1))
     # unmatched observations against the candidates of the previous step
     pending = [obs[j] for j in assoc.new_obs]
-    cand_ents = [Entity(id=str(k), type=t, pos=tuple(p), size=tuple(s))  # type: ignore[arg-type]
+    cand_ents = [Entity(id=str(k), type=t, pos=vec3(p), size=vec3(s))
                  for k, (t, p, s, _h) in enumerate(candidates)]
     ca = associate(cand_ents, pending, gate)
     by_obs = {j: int(cid) for cid, j in ca.matches.items()}

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 from cellspec.core.errors import CellspecError, Diagnostic
 
@@ -57,7 +57,7 @@ CREATE TABLE cs (id INTEGER PRIMARY KEY CHECK (id = 1), phase TEXT NOT NULL, obj
 """
 
 
-def vec3(v: Iterable[float]) -> tuple[float, float, float]:
+def vec3(v: Iterable[SupportsFloat]) -> tuple[float, float, float]:
     """Three plain floats (an entity's pos or size) from a numpy point or a sequence; typed
     as three so an Entity can take it."""
     x, y, z = (float(c) for c in v)

@@ -30,7 +30,7 @@ from cellspec.world.association import (
     associate,
     parse_observation,
 )
-from cellspec.world.db import PHASES, RELATIONS, Entity, WorldRelation
+from cellspec.world.db import PHASES, RELATIONS, Entity, WorldRelation, vec3
 from cellspec.world.rules import MEASURES, diagnose_facts
 
 if TYPE_CHECKING:
@@ -410,5 +410,4 @@ def cell_part_shapes(cell: Cell) -> dict[str, str]:
 
 def cell_part_sizes(cell: Cell) -> dict[str, tuple[float, float, float]]:
     """Part type sizes in metres."""
-    return {n: tuple(float(v) for v in t.size)  # type: ignore[misc]
-            for n, t in cell.part_types.items()}
+    return {n: vec3(t.size) for n, t in cell.part_types.items()}

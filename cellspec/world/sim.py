@@ -36,6 +36,7 @@ from pybullet_utils import bullet_client
 
 from cellspec.robots import quiet_stdout
 from cellspec.robots.twin import yaw_quat
+from cellspec.world.db import vec3
 
 if TYPE_CHECKING:
     from cellspec.world.arm import ArmDriver
@@ -131,7 +132,7 @@ class Sim:
         # touching cubes several millimetres off its layout over a run
         p.changeDynamics(b, -1, lateralFriction=0.8, frictionAnchor=1)
         self.bodies[name], self.kind[name], self.types[name] = b, kind, typ
-        self.sizes[name] = tuple(float(s) for s in size)  # type: ignore[assignment]
+        self.sizes[name] = vec3(size)
         self.yaws[name], self.shapes[name] = float(yaw), shape
         self.report_yaw |= yaw != 0.0 or shape != "box"
 
