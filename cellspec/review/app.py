@@ -311,13 +311,15 @@ class ReviewApp:
             pid = self._current()
             if pid is None:
                 return EditResult(False, "select a part first")
-            w, x, y, z = (float(v) for v in self.parts.gizmo.wxyz)
+            gizmo = self.parts.gizmo
+            assert gizmo is not None  # only the gizmo's drags call this
+            w, x, y, z = (float(v) for v in gizmo.wxyz)
             turn = math.degrees(math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
             i = self.session.index(pid)
             old = float(self.session.yaw[i])
             d = math.remainder(turn - old, 360.0)  # the ring's turn, from the part's yaw
             yaw = None if abs(d) < 1e-6 else old + d
-            return self.session.move(pid, [float(v) for v in self.parts.gizmo.position], yaw)
+            return self.session.move(pid, [float(v) for v in gizmo.position], yaw)
 
         self._call(go)
 

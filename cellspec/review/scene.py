@@ -195,10 +195,10 @@ class PartsView:
     def __init__(self, server: viser.ViserServer) -> None:
         """Create an empty view; :meth:`update` draws the session's parts."""
         self.server = server
-        self.meshes: dict[str, Any] = {}  # "box" | "cylinder" -> its batched mesh
+        self.meshes: dict[str, viser.BatchedMeshHandle] = {}  # "box" | "cylinder" -> its mesh
         self.counts: dict[str, int] = {}
-        self.labels: dict[str, Any] = {}
-        self.gizmo: Any = None
+        self.labels: dict[str, viser.LabelHandle] = {}
+        self.gizmo: viser.TransformControlsHandle | None = None
         self.ids: tuple[str, ...] = ()
         # float32 once drawn (what viser sends), float64 while empty
         self.pos: npt.NDArray[np.floating[Any]] = np.zeros((0, 3))
@@ -207,8 +207,8 @@ class PartsView:
         self.kind = np.zeros(0, dtype=object)  # "box" | "cylinder"
         self.ghost: set[str] = set()  # replay: parts not yet placed, drawn translucent
         self.extra: dict[str, np.ndarray] = {}  # replay: parts at the supply or carried
-        self.extra_mesh: Any = None
-        self.moves_mesh: Any = None
+        self.extra_mesh: dict[str, viser.BatchedMeshHandle] | None = None
+        self.moves_mesh: viser.ArrowsHandle | None = None
         self.moves_key: tuple = ()
 
     def update(self, s: ReviewSession) -> None:
@@ -333,7 +333,8 @@ class PartsView:
         if len(s.selected) == 1 and s.selected[0] in s.ids:
             i = s.ids.index(s.selected[0])
             self.gizmo.position = xyz(s.pos[i])
-            self.gizmo.wxyz = tuple(float(v) for v in yaw_wxyzs([s.yaw[i]])[0])
+            w, x, y, z = (float(v) for v in yaw_wxyzs([s.yaw[i]])[0])
+            self.gizmo.wxyz = (w, x, y, z)
             self.gizmo.visible = True
         else:
             self.gizmo.visible = False
