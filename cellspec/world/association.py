@@ -89,8 +89,9 @@ def parse_observation(obj: Any, where: str, shape: str = "box") -> Observation:
     if any(s <= 0 for s in size):
         raise CellspecError(f"{where}: 'size' must be positive")
     label = obj.get("id")
-    return Observation(type=typ, pos=vec("pos", 3), size=size,  # type: ignore[arg-type]
-                       quat=vec("quat", 4, [0, 0, 0, 1]),  # type: ignore[arg-type]
+    pos = vec3(vec("pos", 3))
+    qx, qy, qz, qw = vec("quat", 4, [0, 0, 0, 1])
+    return Observation(type=typ, pos=pos, size=vec3(size), quat=(qx, qy, qz, qw),
                        label=label if isinstance(label, str) else None,
                        yaw=_yaw(obj, where), shape=_shape(obj, where, size, shape))
 
