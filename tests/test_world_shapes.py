@@ -211,6 +211,15 @@ def test_state_file_yaw_and_shape_defaults(files: tuple[Path, Path]) -> None:
     assert got["k1"].shape == "cylinder" and got["c2"].yaw == 30.0
 
 
+@pytest.mark.parametrize("obj", [{"type": ["can"], "pos": [0.5, 0.2, 0.025]},
+                                 {"type": ["can"], "pos": [0.5, 0.2, 0.025], "size": [1, 1, 1]}])
+def test_state_file_list_type_is_bad_input(obj: dict) -> None:
+    """A type that is a list is bad input (it was a TypeError: a list cannot be a key)."""
+    with pytest.raises(CellspecError, match="'type' must be a non-empty string"):
+        state_from_json({"objects": [obj]}, "s.json", SURF, {"can": (0.04, 0.04, 0.05)},
+                        {"can": "cylinder"})
+
+
 @pytest.mark.parametrize("yaw, msg", [("NaN", "NaN or infinity"), ('"30"', "a number"),
                                       ("1e9", "beyond")])
 def test_bad_yaw_in_an_observation_file_exits_2(files: tuple[Path, Path], tmp_path: Path,

@@ -22,7 +22,7 @@ import numpy as np
 from cellspec.core.extras import require
 from cellspec.core.severity import Severity
 from cellspec.core.status import FOUND, Status
-from cellspec.review.replay import Replay
+from cellspec.review.replay import Replay, ReplayPlan
 from cellspec.review.robots import draw_robots, open_twin
 from cellspec.review.scene import PartsView, draw_cell, scene_bounds
 from cellspec.review.session import ROTATE_STEP_DEG, EditResult, ReviewSession
@@ -68,7 +68,8 @@ class ReviewApp:
     """A viser server for one review session; :meth:`wait` returns accept or reject."""
 
     def __init__(self, session: ReviewSession, output: str | Path, *, host: str = "127.0.0.1",
-                 port: int = 8080, plan: Any = None, robots: bool = True) -> None:
+                 port: int = 8080, plan: ReplayPlan | None = None, robots: bool = True
+                 ) -> None:
         """Prepare (not start) the page; ``output`` is where Accept writes the layout."""
         self.session = session
         self.output = Path(output)
@@ -80,7 +81,7 @@ class ReviewApp:
         self.twin: Twin | None = None
         self.robot_shapes: dict[str, Any] = {}
         self.robot_handles: dict[str, Any] = {}
-        self.replay: Any = None
+        self.replay: Replay | None = None
         self.lock = threading.RLock()
         self.done = threading.Event()
         self.server: Any = None
@@ -162,7 +163,7 @@ class ReviewApp:
             self.twin = None
 
     def _draw_robots(self) -> str:
-        why = "robots drawn as base markers only (--no-robots)"
+        why: str | None = "robots drawn as base markers only (--no-robots)"
         if self.robots and self.session.cell.robots:
             self.twin, why = open_twin(self.session.cell)
         note, self.robot_shapes, self.robot_handles = draw_robots(
@@ -311,13 +312,15 @@ class ReviewApp:
             pid = self._current()
             if pid is None:
                 return EditResult(False, "select a part first")
-            w, x, y, z = (float(v) for v in self.parts.gizmo.wxyz)
+            gizmo = self.parts.gizmo
+            assert gizmo is not None  # only the gizmo's drags call this
+            w, x, y, z = (float(v) for v in gizmo.wxyz)
             turn = math.degrees(math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
             i = self.session.index(pid)
             old = float(self.session.yaw[i])
             d = math.remainder(turn - old, 360.0)  # the ring's turn, from the part's yaw
             yaw = None if abs(d) < 1e-6 else old + d
-            return self.session.move(pid, [float(v) for v in self.parts.gizmo.position], yaw)
+            return self.session.move(pid, [float(v) for v in gizmo.position], yaw)
 
         self._call(go)
 
@@ -390,7 +393,8 @@ class ReviewApp:
         """The violation list; rows (button + message) are reused and only relabelled, so
         an edit that changes one violation sends a few small updates, not a new list."""
         v = self.session.verdict
-        key = tuple((x.rule, x.parts, x.message, x.source) for x in v.violations)
+        key: tuple[tuple[object, ...], ...] = tuple((x.rule, x.parts, x.message, x.source)
+                                                    for x in v.violations)
         key += tuple(("warning", x.rule, x.parts, x.message, x.source) for x in v.warnings)
         key += tuple(("preference", x.rule, x.parts, x.message, x.source, x.weight)
                      for x in v.preferences)

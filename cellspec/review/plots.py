@@ -6,13 +6,14 @@ imported only by the verbs and benches that draw, so the rest never needs matplo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cellspec.core.errors import CellspecError
 from cellspec.robots.allocation import in_zone
 
 if TYPE_CHECKING:
     from cellspec.dsl.model import Cell
+    from cellspec.robots.reports import SimResult
 
 DPI = 100
 SIZE_IN = (10.0, 4.0)  # 1000 x 400 pixels
@@ -33,7 +34,7 @@ def _plt():
     return plt
 
 
-def gantt_rows(cell: Cell, res: Any) -> list[dict]:
+def gantt_rows(cell: Cell, res: SimResult) -> list[dict]:
     """The bars of the schedule: per action its robot, part, start and end (s), and whether
     it enters the shared zone; the executed timeline when there is one, else CP-SAT's
     schedule. Idle gaps between a robot's actions are ``wait`` rows."""

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,10 @@ from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.review.robots import quat_matrix
 from cellspec.robots.execute import Segment, nearest_sample, time_parameterise
+
+if TYPE_CHECKING:
+    from cellspec.review.app import ReviewApp
+    from cellspec.robots.twin import Twin
 
 MAX_PLOT_POINTS = 600
 PLAY_FPS = 12.0
@@ -277,10 +281,11 @@ def load_records(path: str, dof: dict[str, int]) -> dict[str, dict[str, np.ndarr
 class Replay:
     """The replay panel and the robots and parts it moves."""
 
-    def __init__(self, app: Any, plan: ReplayPlan) -> None:
+    def __init__(self, app: ReviewApp, plan: ReplayPlan) -> None:
         """Build the timeline from the plan with the twin's velocity limits."""
         self.app, self.plan = app, plan
-        self.twin = app.twin
+        assert app.twin is not None  # the app makes a replay only with the twin
+        self.twin: Twin = app.twin
         vel = {r: self.twin.spec(r).vel_limits for r in self.twin.robot_names}
         if plan.starts:
             self.tl = time_parameterise(plan.segments, dict(plan.homes), vel, plan.starts)

@@ -17,7 +17,7 @@ import numpy as np
 
 from cellspec.core.extras import require
 from cellspec.dsl.model import Cell
-from cellspec.review.scene import yaw_wxyz
+from cellspec.review.scene import xyz, yaw_wxyz
 
 if TYPE_CHECKING:
     import viser
@@ -127,7 +127,7 @@ class RobotShapes:
                 np.concatenate(faces).astype(np.int32))
 
 
-def open_twin(cell: Cell) -> tuple[Any, str | None]:
+def open_twin(cell: Cell) -> tuple[Twin | None, str | None]:
     """A Twin of the cell (no parts), or None and why it is not available."""
     try:
         # lazy: the twin extra (pybullet), through cellspec.robots
@@ -148,7 +148,7 @@ def draw_robots(server: viser.ViserServer, cell: Cell, twin: Twin | None = None,
     shapes: dict[str, RobotShapes] = {}
     handles: dict[str, Any] = {}
     for r in cell.robots:
-        base = tuple(float(v) for v in r.base)
+        base = xyz(r.base)
         if twin is not None:
             sh = RobotShapes(twin, r.name)
             v, f = sh.mesh(twin.home(r.name))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import numpy as np
+import numpy.typing as npt
 
 from cellspec.dsl.model import BoxZone, Cell, HalfSpaceZone
 
@@ -62,21 +64,27 @@ _CYL_V, _CYL_F = _unit_cylinder()
 _GEOM = {"box": (_CUBE_V, _CUBE_F), "cylinder": (_CYL_V, _CYL_F)}
 
 
-def shape_kinds(cell: Cell, types: Any) -> np.ndarray:
+def shape_kinds(cell: Cell, types: Iterable[str]) -> np.ndarray:
     """Per part its drawn shape: "box" or "cylinder" (from its type; unknown types: box)."""
     return np.array([getattr(cell.part_types.get(t), "shape", "box") for t in types],
                     dtype=object)
 
 
-def yaw_wxyzs(yaw_deg: np.ndarray) -> np.ndarray:
+def yaw_wxyzs(yaw_deg: npt.ArrayLike) -> np.ndarray:
     """(n, 4) quaternions (w, x, y, z) of rotations about z by ``yaw_deg`` degrees."""
     h = np.radians(np.asarray(yaw_deg, dtype=np.float64)) / 2
     z = np.zeros_like(h)
     return np.stack([np.cos(h), z, z, np.sin(h)], axis=1).astype(np.float32).reshape(-1, 4)
 
 
-def _f(v: Any) -> float:
+def _f(v: SupportsFloat) -> float:
     return float(v)
+
+
+def xyz(v: Iterable[SupportsFloat]) -> tuple[float, float, float]:
+    """A point as three plain floats (viser takes a position as a 3-tuple)."""
+    x, y, z = (float(c) for c in v)
+    return (x, y, z)
 
 
 def box_edges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -150,34 +158,34 @@ def draw_cell(server: viser.ViserServer, cell: Cell) -> None:
             dimensions=(bhi[0] - blo[0] + 2 * margin, bhi[1] - blo[1] + 2 * margin, thick),
             position=((blo[0] + bhi[0]) / 2, (blo[1] + bhi[1]) / 2, z - thick / 2 - 1e-4),
             receive_shadow=True, cast_shadow=False)
-    for z in cell.keepouts:
-        if isinstance(z, BoxZone):
-            klo = np.maximum(np.array([_f(v) for v in z.box.lo]), lo - 1.0)
-            khi = np.minimum(np.array([_f(v) for v in z.box.hi]), hi + 1.0)
-            server.scene.add_box(f"/cell/keepout/{z.name}", color=(211, 47, 47),
+    for zone in cell.keepouts:
+        if isinstance(zone, BoxZone):
+            klo = np.maximum(np.array([_f(v) for v in zone.box.lo]), lo - 1.0)
+            khi = np.minimum(np.array([_f(v) for v in zone.box.hi]), hi + 1.0)
+            server.scene.add_box(f"/cell/keepout/{zone.name}", color=(211, 47, 47),
                                  dimensions=tuple(khi - klo), position=tuple((klo + khi) / 2),
                                  opacity=0.3, cast_shadow=False, receive_shadow=False)
-            server.scene.add_line_segments(f"/cell/keepout_edges/{z.name}",
+            server.scene.add_line_segments(f"/cell/keepout_edges/{zone.name}",
                                            box_edges(klo, khi), (211, 47, 47), thickness=1.5,
                                            thickness_units="screen")
-            server.scene.add_label(f"/cell/keepout_labels/{z.name}", f"keep-out {z.name}",
+            server.scene.add_label(f"/cell/keepout_labels/{zone.name}", f"keep-out {zone.name}",
                                    position=tuple(khi), font_screen_scale=0.7)
-        elif isinstance(z, HalfSpaceZone):
-            coef = np.array([_f(v) for v in z.coef])
-            poly = plane_in_box(coef, _f(z.rhs), lo, hi)
+        elif isinstance(zone, HalfSpaceZone):
+            coef = np.array([_f(v) for v in zone.coef])
+            poly = plane_in_box(coef, _f(zone.rhs), lo, hi)
             if poly is None:
                 continue
             faces = np.array([[0, k, k + 1] for k in range(1, len(poly) - 1)], dtype=np.int32)
-            server.scene.add_mesh_simple(f"/cell/keepout/{z.name}", poly.astype(np.float32),
+            server.scene.add_mesh_simple(f"/cell/keepout/{zone.name}", poly.astype(np.float32),
                                          faces, color=(211, 47, 47), opacity=0.3,
                                          side="double", cast_shadow=False,
                                          receive_shadow=False)
             ops = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
             terms = " + ".join(f"{c:g}{a}" if c != 1 else a
                                for c, a in zip(coef, "xyz", strict=True) if c)
-            server.scene.add_label(f"/cell/keepout_labels/{z.name}",
-                                   f"keep-out {z.name}: {terms} {ops.get(z.op, z.op)} "
-                                   f"{_f(z.rhs):g}", position=tuple(poly.mean(axis=0)),
+            server.scene.add_label(f"/cell/keepout_labels/{zone.name}",
+                                   f"keep-out {zone.name}: {terms} {ops.get(zone.op, zone.op)} "
+                                   f"{_f(zone.rhs):g}", position=tuple(poly.mean(axis=0)),
                                    font_screen_scale=0.7)
 
 
@@ -187,19 +195,20 @@ class PartsView:
     def __init__(self, server: viser.ViserServer) -> None:
         """Create an empty view; :meth:`update` draws the session's parts."""
         self.server = server
-        self.meshes: dict[str, Any] = {}  # "box" | "cylinder" -> its batched mesh
+        self.meshes: dict[str, viser.BatchedMeshHandle] = {}  # "box" | "cylinder" -> its mesh
         self.counts: dict[str, int] = {}
-        self.labels: dict[str, Any] = {}
-        self.gizmo: Any = None
+        self.labels: dict[str, viser.LabelHandle] = {}
+        self.gizmo: viser.TransformControlsHandle | None = None
         self.ids: tuple[str, ...] = ()
-        self.pos = np.zeros((0, 3))
-        self.size = np.zeros((0, 3))
+        # float32 once drawn (what viser sends), float64 while empty
+        self.pos: npt.NDArray[np.floating[Any]] = np.zeros((0, 3))
+        self.size: npt.NDArray[np.floating[Any]] = np.zeros((0, 3))
         self.yaw = np.zeros(0)  # degrees about z
         self.kind = np.zeros(0, dtype=object)  # "box" | "cylinder"
         self.ghost: set[str] = set()  # replay: parts not yet placed, drawn translucent
         self.extra: dict[str, np.ndarray] = {}  # replay: parts at the supply or carried
-        self.extra_mesh: Any = None
-        self.moves_mesh: Any = None
+        self.extra_mesh: dict[str, viser.BatchedMeshHandle] | None = None
+        self.moves_mesh: viser.ArrowsHandle | None = None
         self.moves_key: tuple = ()
 
     def update(self, s: ReviewSession) -> None:
@@ -313,18 +322,19 @@ class PartsView:
             h = self.labels.get(pid)
             if h is None:
                 self.labels[pid] = self.server.scene.add_label(
-                    f"/labels/{pid}", pid, position=tuple(float(v) for v in top),
+                    f"/labels/{pid}", pid, position=xyz(top),
                     font_screen_scale=0.8, anchor="bottom-center")
             else:
-                h.position = tuple(float(v) for v in top)
+                h.position = xyz(top)
 
     def _gizmo(self, s: ReviewSession) -> None:
         if self.gizmo is None:
             return
         if len(s.selected) == 1 and s.selected[0] in s.ids:
             i = s.ids.index(s.selected[0])
-            self.gizmo.position = tuple(float(v) for v in s.pos[i])
-            self.gizmo.wxyz = tuple(float(v) for v in yaw_wxyzs([s.yaw[i]])[0])
+            self.gizmo.position = xyz(s.pos[i])
+            w, x, y, z = (float(v) for v in yaw_wxyzs([s.yaw[i]])[0])
+            self.gizmo.wxyz = (w, x, y, z)
             self.gizmo.visible = True
         else:
             self.gizmo.visible = False

@@ -93,13 +93,15 @@ def measure_noise(cell: Cell, cylinders: bool = False) -> Noise:
     """Settle every obvious stander in ``cell`` (which must define the structures' part
     types); the largest displacement and rotation seen is the oracle's noise."""
     rows = []
+    disp: list[float] = []
+    rot: list[float] = []
     for name, lay in obvious_standers(cylinders):
         r = st.settle(cell, lay)
-        rows.append({"name": name, "verdict": r.verdict,
-                     "displacement": round(r.max_displacement, 7),
-                     "rotation_deg": round(max(m.rotation_deg for m in r.parts), 4)})
-    return Noise(max(x["displacement"] for x in rows), max(x["rotation_deg"] for x in rows),
-                 tuple(rows))
+        disp.append(round(r.max_displacement, 7))
+        rot.append(round(max(m.rotation_deg for m in r.parts), 4))
+        rows.append({"name": name, "verdict": r.verdict, "displacement": disp[-1],
+                     "rotation_deg": rot[-1]})
+    return Noise(max(disp), max(rot), tuple(rows))
 
 
 def perturbed(layout: Layout, seed: int, index: int, sign: int = 1) -> Layout:

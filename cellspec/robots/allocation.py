@@ -8,18 +8,20 @@ Used by the planning pass (:mod:`cellspec.robots.planning`) and the concurrent d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cellspec.core.status import Status
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, Robot
 from cellspec.layout import Layout
 from cellspec.robots.execute import DWELL, SPEED
-from cellspec.robots.ik import joint_time, solve_ik
+from cellspec.robots.ik import IKResult, joint_time, solve_ik
 from cellspec.robots.tasks import compile_action, part_shape, part_size, supply_for
 from cellspec.solver.cpsat.results import Step
-from cellspec.solver.cpsat.schedule import ArmTimes, Job, schedule
+from cellspec.solver.cpsat.schedule import ArmTimes, Job, ScheduleResult, schedule
 from cellspec.solver.cpsat.sequence import order_problem
 from cellspec.solver.instance import build_instance
 
@@ -51,7 +53,7 @@ def precedences(cell: Cell, layout: Layout, steps: tuple[Step, ...]) -> list[tup
     return sorted(p for p in out if pos[p[0]] < pos[p[1]])
 
 
-def in_zone(cell: Cell, pt: Any) -> bool:
+def in_zone(cell: Cell, pt: Sequence[float]) -> bool:
     """The point lies in the shared zone (everywhere when the cell declares none)."""
     z = cell.twin.shared_zone
     if z is None:
@@ -64,25 +66,29 @@ def plan_joint_time(a: np.ndarray, b: np.ndarray, vel: np.ndarray) -> float:
     return joint_time(a, b, vel * SPEED)
 
 
-def ik_near(twin: Twin, robot: str, pos: Any, quat: Any, prev: np.ndarray, *, seed: int,
-            ignore: tuple[str, ...] = (), vacuum: bool = False) -> Any:
+def ik_near(twin: Twin, robot: str, pos: Sequence[float], quat: Sequence[float],
+            prev: np.ndarray, *, seed: int, ignore: tuple[str, ...] = (),
+            vacuum: bool = False) -> IKResult:
     """IK seeded from the previous pose; when that attempt fails, the solution nearest to
     it (in time at the velocity limits) among ``IK_TRIES`` seeded restarts."""
     v = twin.spec(robot).vel_limits
-    best = None
+    best: IKResult | None = None
+    best_t = math.inf
     for j in range(IK_TRIES):
         r = solve_ik(twin, robot, pos, quat, seed=seed + 7919 * j, q_init=prev, ignore=ignore,
                      yaw_free=vacuum)
-        if not r.ok:
+        if not r.ok or r.q is None:  # an ok answer has its q
             return best or r
-        if np.allclose(r.q, prev, atol=1e-12) or plan_joint_time(prev, r.q, v) < 0.5:
+        t = plan_joint_time(prev, r.q, v)
+        if np.allclose(r.q, prev, atol=1e-12) or t < 0.5:
             return r
-        if best is None or plan_joint_time(prev, r.q, v) < plan_joint_time(prev, best.q, v):
-            best = r
+        if best is None or t < best_t:
+            best, best_t = r, t
+    assert best is not None  # IK_TRIES > 0: each try returns or keeps its ok answer
     return best
 
 
-def too_wide(twin: Twin, robot: str, size: Any, axis: str | None) -> str | None:
+def too_wide(twin: Twin, robot: str, size: Sequence[float], axis: str | None) -> str | None:
     """Why the robot's parallel jaws cannot close on the part (its width across the jaws,
     along the grip axis, exceeds the opening), or None (it fits, or a vacuum cup). The
     twin's fingers are kinematic and the grasped part is exempt from collision checks at
@@ -99,7 +105,7 @@ def too_wide(twin: Twin, robot: str, size: Any, axis: str | None) -> str | None:
 
 
 def _candidates(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
-                use: list[Any]) -> dict[str, list[str]]:
+                use: list[Robot]) -> dict[str, list[str]]:
     """Per part the robots that may place it (gripper kind; jaws wide enough, when any)."""
     idx = {pid: i for i, pid in enumerate(layout.ids)}
     cands: dict[str, list[str]] = {}
@@ -131,7 +137,7 @@ def _arm_times(twin: Twin, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTi
         ign = (f"part:{s.part}",) if pose.name in ("grasp", "retreat") else ()
         res = ik_near(twin, r, pose.pos, pose.quat, qs[-1], seed=SEED, ignore=ign,
                       vacuum=a.yaw_free)
-        if not res.ok:
+        if not res.ok or res.q is None:  # an ok answer has its q
             return None
         qs.append(res.q)
     qs.append(q)
@@ -144,7 +150,7 @@ def _arm_times(twin: Twin, cell: Cell, layout: Layout, s: Step, r: str) -> ArmTi
 
 def allocate(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
              time_limit: float = 10.0, arms: tuple[str, ...] | None = None
-             ) -> tuple[dict[str, str | None], Any]:
+             ) -> tuple[dict[str, str | None], ScheduleResult | None]:
     """Each part's robot: the only candidate, or CP-SAT's allocation among several
     (``arms``: only these robots work; the others stay at home)."""
     use = [r for r in cell.robots if arms is None or r.name in arms]

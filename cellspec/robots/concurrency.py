@@ -8,7 +8,8 @@ Part of the ``cellspec sim`` pipeline (:mod:`cellspec.robots.sim`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from cellspec.robots.collision import CollisionChecker
 from cellspec.robots.execute import DWELL, Timeline, segment_times, time_parameterise
 from cellspec.robots.reports import SimResult
 from cellspec.solver.cpsat.results import Step
+from cellspec.solver.cpsat.schedule import ScheduleResult, Slot
 
 if TYPE_CHECKING:
     from cellspec.robots.twin import Twin
@@ -26,11 +28,12 @@ if TYPE_CHECKING:
 CLASH_ROUNDS = 6  # tries to resolve arm-arm contacts of a concurrent timeline
 
 
-def dispatch_order(slots: Any, index: dict[str, int], after: set[tuple[int, int]]) -> list:
+def dispatch_order(slots: Iterable[Slot], index: dict[str, int], after: set[tuple[int, int]]
+                   ) -> list[Slot]:
     """The slots by place start, except that a job waits in line until the jobs it must
     follow (``after``) are in (when every job left waits, as in a cycle, the first goes)."""
     todo = sorted(slots, key=lambda x: (x.place_start, x.part))
-    out: list = []
+    out: list[Slot] = []
     placed: set[int] = set()
     while todo:
         k = next((j for j, s in enumerate(todo)
@@ -41,9 +44,9 @@ def dispatch_order(slots: Any, index: dict[str, int], after: set[tuple[int, int]
     return out
 
 
-def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
-             vel: dict[str, np.ndarray], after: set[tuple[int, int]] | None = None
-             ) -> dict[int, float]:
+def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult,
+             sched: ScheduleResult, vel: dict[str, np.ndarray],
+             after: set[tuple[int, int]] | None = None) -> dict[int, float]:
     """Start times of the actions with their real motion times: CP-SAT's allocation and
     order (by place start), list-scheduled so that each arm does one job at a time, the
     precedences hold and no two phases inside the shared zone overlap; ``after`` holds
@@ -57,8 +60,8 @@ def dispatch(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult
         tgt = pick if s.kind in ("approach", "grasp") else place
         tgt[s.action] = tgt.get(s.action, 0.0) + d + extra
     preds: dict[str, list[str]] = {}
-    for a, b in precedences(cell, layout, steps):
-        preds.setdefault(b, []).append(a)
+    for first, then in precedences(cell, layout, steps):
+        preds.setdefault(then, []).append(first)
     free: dict[str, float] = {}
     end: dict[str, float] = {}
     busy: list[tuple[float, float]] = []
@@ -120,7 +123,7 @@ class Clash(NamedTuple):
 
 
 def arm_clash(twin: Twin, tl: Timeline, every: float = 0.05,
-              parts: dict[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None,
+              parts: Mapping[str, tuple[Vec3, Vec3, Vec3 | None]] | None = None,
               shapes: dict[str, tuple[float, str]] | None = None) -> Clash | None:
     """The first contact between arms along a concurrent timeline (sampled every ``every``
     s): a link of one arm with a link of another; with ``parts`` (part -> size, centre at
@@ -134,7 +137,8 @@ def arm_clash(twin: Twin, tl: Timeline, every: float = 0.05,
     shapes = shapes or {}
     robots = list(tl.t)
     before = {r: twin.get_q(r) for r in robots}
-    holds = [h for h in carried_intervals(tl) if parts and h[3] in parts]
+    parts = parts or {}
+    holds = [h for h in carried_intervals(tl) if h[3] in parts]
     owner: dict[str, tuple[str, str]] = {}  # part body -> (robot, "carried by"|"placed by")
     chk = CollisionChecker(twin)
     try:
@@ -142,7 +146,7 @@ def arm_clash(twin: Twin, tl: Timeline, every: float = 0.05,
             t = min(k * every, tl.end)
             for t0, t1, r, part in holds:
                 key = f"part:{part}"
-                size, pick, place = parts[part][:3]  # type: ignore[index]
+                size, pick, place = parts[part][:3]
                 yaw, shape = shapes.get(part, (0.0, "box"))
                 if t0 <= t < t1 and key not in owner:
                     twin.add_box(part, size, pick, kind="part", yaw=yaw, shape=shape)
@@ -197,7 +201,7 @@ def _wait(clash: Clash, ctl: Timeline, res: SimResult) -> tuple[int, int] | None
 
 
 def concurrent_timeline(twin: Twin, cell: Cell, layout: Layout, steps: tuple[Step, ...],
-                        res: SimResult, sched: Any, start: dict[str, np.ndarray],
+                        res: SimResult, sched: ScheduleResult, start: dict[str, np.ndarray],
                         vel: dict[str, np.ndarray]) -> tuple[Timeline | None, str]:
     """The arms' concurrent timeline free of clashes (up to ``CLASH_ROUNDS`` waits added),
     else (None, the last clash) and the arms run one after another."""

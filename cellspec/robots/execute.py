@@ -134,15 +134,15 @@ def parse_faults(spec: str | None, robots: tuple[str, ...], parts: tuple[str, ..
                     raise CellspecError(f"--faults {item}: unknown part {f[1]!r}")
                 out.append(InjectedFault("drop", part=f[1]))
             elif f[0] == "block" and len(f) == 2:
-                v = tuple(float(x) for x in f[1].split(","))
-                if len(v) != 6 or any(v[k] >= v[k + 3] for k in range(3)):
+                box = tuple(float(x) for x in f[1].split(","))
+                if len(box) != 6 or any(box[k] >= box[k + 3] for k in range(3)):
                     raise CellspecError(f"--faults {item}: block needs X0,Y0,Z0,X1,Y1,Z1 with "
                                         "X0<X1, Y0<Y1, Z0<Z1")
-                if not all(abs(x) <= MAX_BLOCK for x in v):
+                if not all(abs(x) <= MAX_BLOCK for x in box):
                     # pybullet cannot hold a box beyond this: it would silently not collide
                     raise CellspecError(f"--faults {item}: block coordinates must be finite "
                                         f"and within {MAX_BLOCK:g} m")
-                out.append(InjectedFault("block", box=v))
+                out.append(InjectedFault("block", box=box))
             else:
                 raise CellspecError(f"--faults: cannot read {item!r} (forms: {forms})")
         except ValueError:
@@ -595,9 +595,9 @@ def _outcome(w: _ExecWorld, tl: Timeline, parts: dict[str, dict[str, Any]],
         m = (rec.t_exec >= t0 * slow[r]) & (rec.t_exec <= t1 * slow[r] + DT)
         per_action[a] = _exec_to_plan(rec.t_plan, rec.q_plan, rec.t_exec[m], rec.q_exec[m])
     misplaced = {}
-    for name, d in parts.items():
+    for name, spec in parts.items():
         if name in w.parts:
-            off = float(np.linalg.norm(w.part_pos(name) - np.asarray(d["place"])))
+            off = float(np.linalg.norm(w.part_pos(name) - np.asarray(spec["place"])))
             if off > PLACE_TOL:
                 misplaced[name] = off
         else:

@@ -99,7 +99,8 @@ def _plan_one(twin: Twin, cell: Cell, layout: Layout, res: SimResult,
 
 
 def _compile(twin: Twin, cell: Cell, layout: Layout, k: int, s: Step, i: int,
-             robot: str | None, size: Any, place: tuple[float, ...], seed: int
+             robot: str | None, size: tuple[float, float, float], place: tuple[float, ...],
+             seed: int
              ) -> tuple[PlaceAction | None, tuple[str, str] | None]:
     """The compiled action, or the (check, why) that refuses it first: no robot with the
     gripper, jaws too narrow, no reachable supply, a pose beyond the robot's reach."""
@@ -145,7 +146,7 @@ def _solve_poses(twin: Twin, robot: str, a: PlaceAction, key: str, home: np.ndar
         ign = (key,) if pose.name in ("grasp", "retreat") else ()
         r = ik_near(twin, robot, pose.pos, pose.quat, prev, seed=seed, ignore=ign,
                     vacuum=a.yaw_free)
-        if not r.ok:
+        if not r.ok or r.q is None:  # an ok answer has its q
             return qs, (classify(r.reason), f"{pose.name} pose {_p(pose.pos)}: {r.reason}")
         qs[pose.name] = r.q
         prev = r.q

@@ -17,6 +17,7 @@ from cellspec.layout import Layout
 from cellspec.robots.execute import Execution, Segment, Timeline
 from cellspec.robots.tasks import PlaceAction
 from cellspec.solver.cpsat.results import Step
+from cellspec.solver.cpsat.schedule import ScheduleResult
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class SimResult:
     segments: list[Segment] = field(default_factory=list)
     timeline: Timeline | None = None
     execution: Execution | None = None
-    schedule: Any = None
+    schedule: ScheduleResult | None = None
     homes: dict[str, list[float]] = field(default_factory=dict)
     concurrent: bool = False  # the arms executed the schedule concurrently
     sequential_end: float | None = None  # the motions one after another, seconds

@@ -19,16 +19,16 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cellspec.core.errors import CellspecError, Diagnostic
 from cellspec.core.io import TooLarge, read_text_bounded
 from cellspec.core.status import Status, TestStatus
 from cellspec.core.stdio import STDIN_NAME, is_stdin, read_stdin_text
-from cellspec.dsl.model import Cell
+from cellspec.dsl.model import Cell, TestCase
 from cellspec.dsl.parser import display_path
 from cellspec.robots.roco_check import RocoChecker
 from cellspec.robots.roco_parse import MODES
+from cellspec.robots.roco_task import STEP_STD_THRESHOLD
 
 MAX_PLAN_BYTES = 1 << 20
 MAX_PATH_POINTS = 200  # per robot: each point is an IK and collision check
@@ -146,7 +146,7 @@ def parse_plan(text: str, path: str, cell: Cell) -> RocoPlan:
                                         "numbers"))
                 continue
             try:
-                pts = [tuple(float(v) for v in p) for p in _POINT.findall(inner)]  # type: ignore
+                pts = [(float(x), float(y), float(z)) for x, y, z in _POINT.findall(inner)]
             except ValueError:
                 diags.append(Diagnostic(path, k + 1, pcol, f"{robot}: PATH points must be "
                                         "numbers"))
@@ -225,9 +225,10 @@ def plan_spacing_std(text: str) -> float | None:
     return v
 
 
-def evaluate_plan_test(cell: Cell, test: Any) -> tuple[TestStatus, dict]:
+def evaluate_plan_test(cell: Cell, test: TestCase) -> tuple[TestStatus, dict]:
     """A rule-file test ``plan "file" expect pass | fail CHECK(ROBOT, ...)``: RoCo's checks,
     then cellspec's; the first failure's check and robots must match."""
+    assert test.plan_path is not None  # the runner calls this for a plan test only
     try:
         text = load_plan_text(test.plan_path)
     except CellspecError as exc:
@@ -243,21 +244,21 @@ def evaluate_plan_test(cell: Cell, test: Any) -> tuple[TestStatus, dict]:
         return TestStatus.FAILED, {"expected": (test.expect,), "actual": ("error",),
                           "message": f"{test.plan_path}: unknown mode {mode!r} (modes: "
                           f"{', '.join(MODES)})"}
-    kw = {} if std is None else {"step_std": std}
-    with RocoChecker(cell, mode=mode, **kw) as ch:
+    with RocoChecker(cell, mode=mode,
+                     step_std=STEP_STD_THRESHOLD if std is None else std) as ch:
         r = ch.check(ch.initial_state(), text)
     first = r.failures[0] if r.failures else None
-    actual = ("pass",) if r.ok else (f"{first.check}({', '.join(first.robots)})",)  # type: ignore
+    actual = ("pass",) if first is None else (f"{first.check}({', '.join(first.robots)})",)
     expected = tuple(f"{e.rule}({', '.join(e.parts)})" for e in test.expected) or (test.expect,)
     det = {"expected": expected, "actual": actual}
     if test.expect == Status.PASS:
         return (TestStatus.PASSED, det) if r.ok else (
             TestStatus.FAILED, {**det, "message": f"expected pass; {r.ours()}"})
-    if r.ok:
+    if first is None:  # r.ok: a failing verdict names its failures
         return TestStatus.FAILED, {**det,
                                    "message": "expected the plan to fail, it passes every check"}
     for e in test.expected:
-        if (e.rule, tuple(e.parts)) != (first.check, first.robots[:len(e.parts)]):  # type: ignore
+        if (e.rule, tuple(e.parts)) != (first.check, first.robots[:len(e.parts)]):
             return TestStatus.FAILED, {**det, "missing": (expected[0],),
                               "message": f"expected {expected[0]} to fail first; got "
                               f"{actual[0]}: {r.ours()}"}

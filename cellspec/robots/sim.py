@@ -36,7 +36,6 @@ there.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -65,6 +64,7 @@ from cellspec.robots.reports import ActionReport, SimResult, SingleArm
 from cellspec.robots.tasks import check_supplies, part_size
 from cellspec.robots.twin import Twin
 from cellspec.solver.cpsat.results import Step
+from cellspec.solver.cpsat.schedule import ScheduleResult
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
 
@@ -178,7 +178,7 @@ def _simulate(cell: Cell, layout: Layout, *, steps: tuple[Step, ...] | None,
 
 def _plan(cell: Cell, layout: Layout, steps: tuple[Step, ...], seed: int,
           motion_time_limit: float, time_limit: float, snapshots: str | None,
-          arms: tuple[str, ...] | None) -> tuple[SimResult, Any]:
+          arms: tuple[str, ...] | None) -> tuple[SimResult, ScheduleResult | None]:
     """In a twin without the layout's parts: check the supplies, allocate, plan every
     action; (the result so far, CP-SAT's schedule or None)."""
     with Twin(cell) as twin:
@@ -193,7 +193,8 @@ def _plan(cell: Cell, layout: Layout, steps: tuple[Step, ...], seed: int,
     return res, sched
 
 
-def _execute(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult, sched: Any,
+def _execute(cell: Cell, layout: Layout, steps: tuple[Step, ...], res: SimResult,
+             sched: ScheduleResult | None,
              faults: tuple[InjectedFault, ...],
              snapshots: str | None) -> tuple[Timeline, Execution]:
     """The timeline (concurrent when several arms can run without clashing, else one

@@ -10,14 +10,17 @@ height ``z_safe``, the supports at the targets and its seeded noise stream ``rng
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cellspec.dsl.model import Cell
-from cellspec.world.db import Entity
+from cellspec.world.db import Entity, WorldRelation, vec3
 from cellspec.world.rules import force_thresholds
-from cellspec.world.sim import PAD, Sim
+from cellspec.world.sim import PAD, Motion, Sim
+
+# the box a carried part sweeps, (lo, hi) corners in metres
+PathBox = tuple[tuple[float, ...], tuple[float, ...]]
 
 GUARD_TRIES = 4  # corrections of a guarded (compliant) place before it fails
 GUARD_SEATED_M = 0.002  # within this of the seated height, contact is the seating itself
@@ -34,8 +37,8 @@ class Actions:
     rng: np.random.Generator
     noise: float
     size: dict[str, tuple[float, float, float]]
-    target: dict[str, tuple[float, ...]]
-    target_rels: list[Any] | None
+    target: dict[str, tuple[float, float, float]]
+    target_rels: list[WorldRelation] | None
     keepouts: list[tuple[np.ndarray, np.ndarray]]
     table_z: float
     z_safe: float
@@ -58,7 +61,7 @@ class Actions:
         return np.array([0.0, 0.0, PAD[2] / 2 + self.size[pid][2] / 2])
 
     def path_box(self, a: np.ndarray, b: np.ndarray, pid: str, z: float
-                 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+                 ) -> PathBox:
         """The box swept by the part carried from a to b at height z (down to the table)."""
         h = np.array(self.sim.extent(pid)) / 2 + 0.01
         lo = np.minimum(a, b) - h
@@ -68,7 +71,7 @@ class Actions:
         return (tuple(map(float, lo)), tuple(map(float, hi)))
 
     def do_pick(self, pid: str, bel: Entity, slip: bool, obstacle: bool
-                ) -> tuple[dict, tuple[str, str | None], Any, list[Entity]]:
+                ) -> tuple[dict, tuple[str, str | None], PathBox, list[Entity]]:
         """Pick pid (believed at ``bel``): its measures, the expected gripper state, the path
         box and the predicted entity."""
         sim = self.sim
@@ -102,11 +105,11 @@ class Actions:
             ok &= m.reached
             ext = max(ext, m.ext_force)
         measures.update({"controller_ok": bool(ok), "ext_force": ext})
-        exp_pos = tuple(map(float, sim.pad_pos() - self.hold_offset(pid)))
+        exp_pos = vec3(sim.pad_pos() - self.hold_offset(pid))
         return measures, ("holding", pid), path, [replace(bel, pos=exp_pos)]
 
     def do_place(self, pid: str, bel: Entity, slip: bool, obstacle: bool
-                 ) -> tuple[dict, tuple[str, str | None], Any, list[Entity], bool]:
+                 ) -> tuple[dict, tuple[str, str | None], PathBox, list[Entity], bool]:
         """Carry pid to its target and place it (guarded): measures, expected gripper state,
         path box, predicted entity and whether the part was released."""
         sim = self.sim
@@ -119,7 +122,7 @@ class Actions:
                                                         above, z)
         path = self.path_box(np.array([start[0], start[1], z]), above, pid, z)
         ok, ext = True, 0.0
-        legs = [[start[0], start[1], z], above]
+        legs: list[list[float] | np.ndarray] = [[start[0], start[1], z], above]
         for k, goal in enumerate(legs):
             m = sim.move(goal, slip_at=0.3 if slip and k == 1 else None)
             ok &= m.reached
@@ -128,7 +131,7 @@ class Actions:
                 break
         held = sim.held == pid
         if not ok or not held:  # transport failed: stop here, the place cannot commit
-            exp = tuple(map(float, sim.pad_pos() - self.hold_offset(pid)))
+            exp = vec3(sim.pad_pos() - self.hold_offset(pid))
             return ({"controller_ok": bool(ok and held), "ext_force": ext},
                     ("transporting", pid), path, [replace(bel, pos=exp)], False)
         # in-hand pose: observe the carried part and aim the pad so that the part, not the
@@ -141,7 +144,7 @@ class Actions:
         m = self.guarded_descent(pid, down)
         ok &= m.reached
         if not ok:  # stopped on the way down (a protective stop): keep the part, give up here
-            exp = tuple(map(float, sim.pad_pos() - self.hold_offset(pid)))
+            exp = vec3(sim.pad_pos() - self.hold_offset(pid))
             return ({"controller_ok": False, "ext_force": ext},  # transport force only
                     ("placing", pid), path, [replace(bel, pos=exp)], False)
         thr = self._contact_threshold()
@@ -152,9 +155,9 @@ class Actions:
         sim.step(48)
         measures = {"controller_ok": bool(ok), "ext_force": ext, "contact_force": fpeak,
                     "contact_time": ftime, "speed": sim.speed(pid)}
-        return measures, ("idle", None), path, [replace(bel, pos=tuple(map(float, tgt)))], True
+        return measures, ("idle", None), path, [replace(bel, pos=vec3(tgt))], True
 
-    def guarded_descent(self, pid: str, down: np.ndarray) -> Any:
+    def guarded_descent(self, pid: str, down: np.ndarray) -> Motion:
         """Lower the held part to ``down`` under the cell's contact threshold (compliant
         place): when a body other than its supports pushes on it above the threshold before
         it is seated, halt, perceive the part and what it touches, back off along the

@@ -19,7 +19,7 @@ from ortools.graph.python import linear_sum_assignment
 
 from cellspec.core.errors import CellspecError
 from cellspec.core.geometry import MAX_ABS_COORD_M as MAX_COORD_M  # the kernel's bound
-from cellspec.world.db import ARCHIVE_BELOW, DECAY, MAX_YAW_DEG, SHAPES, Entity
+from cellspec.world.db import ARCHIVE_BELOW, DECAY, MAX_YAW_DEG, SHAPES, Entity, vec3
 
 GATE_M = 0.5  # default gate on centre distance, metres
 CONFIRM = 2  # observations in a row before a new entity is created
@@ -89,8 +89,9 @@ def parse_observation(obj: Any, where: str, shape: str = "box") -> Observation:
     if any(s <= 0 for s in size):
         raise CellspecError(f"{where}: 'size' must be positive")
     label = obj.get("id")
-    return Observation(type=typ, pos=vec("pos", 3), size=size,  # type: ignore[arg-type]
-                       quat=vec("quat", 4, [0, 0, 0, 1]),  # type: ignore[arg-type]
+    pos = vec3(vec("pos", 3))
+    qx, qy, qz, qw = vec("quat", 4, [0, 0, 0, 1])
+    return Observation(type=typ, pos=pos, size=vec3(size), quat=(qx, qy, qz, qw),
                        label=label if isinstance(label, str) else None,
                        yaw=_yaw(obj, where), shape=_shape(obj, where, size, shape))
 
@@ -191,11 +192,11 @@ def update(entities: list[Entity], obs: list[Observation],
             out.append(replace(e, confidence=conf, lifecycle=life, misses=e.misses + 1))
     # unmatched observations against the candidates of the previous step
     pending = [obs[j] for j in assoc.new_obs]
-    cand_ents = [Entity(id=str(k), type=t, pos=tuple(p), size=tuple(s))  # type: ignore[arg-type]
+    cand_ents = [Entity(id=str(k), type=t, pos=vec3(p), size=vec3(s))
                  for k, (t, p, s, _h) in enumerate(candidates)]
     ca = associate(cand_ents, pending, gate)
     by_obs = {j: int(cid) for cid, j in ca.matches.items()}
-    new_cands = []
+    new_cands: list[tuple[str, tuple[float, ...], tuple[float, ...], int]] = []
     created = []
     taken = {e.id for e in out}
     k = 1

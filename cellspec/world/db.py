@@ -14,11 +14,11 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 from cellspec.core.errors import CellspecError, Diagnostic
 
@@ -55,6 +55,13 @@ CREATE TABLE history (seq INTEGER PRIMARY KEY, action TEXT NOT NULL, part TEXT N
     outcome TEXT NOT NULL, cause TEXT, recovery TEXT, detail TEXT NOT NULL);
 CREATE TABLE cs (id INTEGER PRIMARY KEY CHECK (id = 1), phase TEXT NOT NULL, object TEXT);
 """
+
+
+def vec3(v: Iterable[SupportsFloat]) -> tuple[float, float, float]:
+    """Three plain floats (an entity's pos or size) from a numpy point or a sequence; typed
+    as three so an Entity can take it."""
+    x, y, z = (float(c) for c in v)
+    return (x, y, z)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from cellspec.world.association import (
     associate,
     parse_observation,
 )
-from cellspec.world.db import PHASES, RELATIONS, Entity, WorldRelation
+from cellspec.world.db import PHASES, RELATIONS, Entity, WorldRelation, vec3
 from cellspec.world.rules import MEASURES, diagnose_facts
 
 if TYPE_CHECKING:
@@ -147,14 +147,16 @@ def state_from_json(obj: Any, shown: str, surfaces: tuple[tuple[str, float], ...
     anon = 0
     for k, o in enumerate(objs):
         where = f"{shown}: objects[{k}]"
+        typ = o.get("type") if isinstance(o, dict) else None
         if isinstance(o, dict) and "size" not in o and part_sizes is not None:
-            if o.get("type") in part_sizes:
+            if isinstance(typ, str) and typ in part_sizes:
                 o = {**o, "size": list(part_sizes[o["type"]])}
             elif isinstance(o.get("type"), str) and o["type"]:
                 raise CellspecError(f"{where}: unknown part type '{o['type']}' (the cell "
                                     f"defines: {', '.join(sorted(part_sizes)) or 'none'}); "
                                     "give its 'size' for an object of another kind")
-        shape = (part_shapes or {}).get(o.get("type")) if isinstance(o, dict) else None
+        # a type that is not a string (a list cannot be a key) is parse_observation's error
+        shape = (part_shapes or {}).get(typ) if isinstance(typ, str) else None
         ob: Observation = parse_observation(o, where, shape or "box")
         if ob.label is None:
             anon += 1
@@ -408,5 +410,4 @@ def cell_part_shapes(cell: Cell) -> dict[str, str]:
 
 def cell_part_sizes(cell: Cell) -> dict[str, tuple[float, float, float]]:
     """Part type sizes in metres."""
-    return {n: tuple(float(v) for v in t.size)  # type: ignore[misc]
-            for n, t in cell.part_types.items()}
+    return {n: vec3(t.size) for n, t in cell.part_types.items()}

@@ -131,7 +131,7 @@ class FaultInjection:
     order: tuple[str, ...]
     placed: set[str]
     size: dict[str, tuple[float, float, float]]
-    target: dict[str, tuple[float, ...]]
+    target: dict[str, tuple[float, float, float]]
     table_z: float
 
     def _clash(self, lo: np.ndarray, hi: np.ndarray, skip: str | None = None) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.world import association as assoc
-from cellspec.world.db import Entity, Transition, World
+from cellspec.world.db import Entity, Transition, World, WorldRelation
 from cellspec.world.discrepancy import State, derive_relations
 from cellspec.world.results import RunStep
 from cellspec.world.sim import PAD, Sim
@@ -34,14 +34,14 @@ class Perception:
     occlusion: float
     hidden: list[tuple[np.ndarray, np.ndarray]]
     lifecycle: list[dict[str, Any]]
-    surfaces: Any
+    surfaces: tuple[tuple[str, float], ...]
     order: tuple[str, ...]
     type: dict[str, str]
     size: dict[str, tuple[float, float, float]]
     yaw: dict[str, float]
     shape: dict[str, str]
-    target: dict[str, tuple[float, ...]]
-    target_rels: list[Any] | None
+    target: dict[str, tuple[float, float, float]]
+    target_rels: list[WorldRelation] | None
     steps: list[RunStep]
 
     def belief(self) -> dict[str, Entity]:
@@ -106,6 +106,7 @@ class Perception:
         grip = self.grip_box()
         rels = derive_relations(tuple(objs), self.surfaces, grip)
         held = [r.b for r in rels if r.rel == "holding"]
+        cs: tuple[str, str | None]
         if held:
             cs = (exp_cs[0] if exp_cs[1] == held[0] and exp_cs[0] != "idle" else "holding",
                   held[0])

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellspec.dsl.model import Cell
 from cellspec.world.db import WorldRelation
@@ -32,6 +32,9 @@ from cellspec.world.rules import (
     diagnose_bodies,
     literals,
 )
+
+if TYPE_CHECKING:
+    from clingo import Symbol
 
 REL_PREDS = ("missing", "unexpected")
 ANY = "*"
@@ -120,7 +123,7 @@ def diagnose_reads(cell: Cell, facts: str, timeout: float | None = TIME_LIMIT_S
         if a.name != "read":
             continue
         k, kind, rel, x, y = a.arguments
-        def s(t: Any) -> str:
+        def s(t: Symbol) -> str:
             return t.string if t.type.name == "String" else str(t)
         out.add(Read(k.number, str(kind), WorldRelation(str(rel), s(x), s(y))))
     return tuple(sorted(out, key=lambda r: (r.rule, r.kind, r.rel.rel, r.rel.a, r.rel.b)))

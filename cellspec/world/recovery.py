@@ -27,7 +27,7 @@ class Recovery:
     world: World
     sim: Sim
     placed: set[str]
-    target: dict[str, tuple[float, ...]]
+    target: dict[str, tuple[float, float, float]]
     keepouts: list[tuple[np.ndarray, np.ndarray]]
     last_observed: dict[str, Entity]
     pending_detect: dict[str, float]

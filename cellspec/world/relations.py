@@ -82,7 +82,7 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
         out.add(WorldRelation("on", ids[i], ids[j]))
     for name, z in surfaces:
         zu = _u(z)
-        for i in np.nonzero(g.on_surface(b, zu, e))[0]:
+        for i in np.nonzero(g.on_surface(b, zu, e))[0].tolist():
             out.add(WorldRelation("on", ids[i], name))
             resting[i] = True
     # [i, j]: box i lies in box j (the corners of j broadcast along the last axis)
@@ -98,7 +98,7 @@ def derive(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,
     if gripper is not None:
         gb = boxes(np.asarray([gripper[0]]), np.asarray([gripper[1]]))[0]
         touch = g.supports(b, gb[None, :], e)  # the pad rests on the part's top
-        for i in np.nonzero(touch & ~resting)[0]:
+        for i in np.nonzero(touch & ~resting)[0].tolist():
             out.add(WorldRelation("holding", "gripper", ids[i]))
     return sorted(out, key=lambda r: (r.rel, r.a, r.b))
 
@@ -193,7 +193,8 @@ def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noq
         ins = _inside(sh, ii[k], jj[k], e)
         for a, b in zip(ii[k][ins], jj[k][ins], strict=True):
             out.add(WorldRelation("inside", ids[a], ids[b]))
-    lt = np.array([ids[a] < ids[b] for a, b in zip(ii, jj, strict=True)], dtype=bool)
+    lt = np.array([ids[a] < ids[b] for a, b in zip(ii.tolist(), jj.tolist(), strict=True)],
+                  dtype=np.bool_)
     k = np.nonzero(lt)[0]
     nr = shp.near(sh, ii[k], jj[k], nd)
     for a, b in zip(ii[k][nr], jj[k][nr], strict=True):
@@ -201,6 +202,6 @@ def _derive_shapes(ids: Sequence[str], pos: np.ndarray, size: np.ndarray,  # noq
     if gripper is not None:
         pad = np.full(n, n)
         touch = shp.supports(sh, idx, pad, e)  # the pad rests on the part's top
-        for a in np.nonzero(touch & ~resting)[0]:
+        for a in np.nonzero(touch & ~resting)[0].tolist():
             out.add(WorldRelation("holding", "gripper", ids[a]))
     return sorted(out, key=lambda r: (r.rel, r.a, r.b))

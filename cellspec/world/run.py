@@ -32,7 +32,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,8 +45,8 @@ from cellspec.robots.tasks import TURN_TOL_DEG, turn_error_deg
 from cellspec.solver.cpsat.sequence import plan
 from cellspec.solver.verify import check
 from cellspec.world import association as assoc
-from cellspec.world.actions import Actions
-from cellspec.world.db import Entity, Transition, World, open_world
+from cellspec.world.actions import Actions, PathBox
+from cellspec.world.db import Entity, Transition, World, WorldRelation, open_world, vec3
 from cellspec.world.discrepancy import State, cell_surfaces, derive_relations, diagnose
 from cellspec.world.faults import (
     FAULTS,
@@ -64,6 +64,9 @@ from cellspec.world.recovery import RETRY_LIMIT, Action, Recovery
 from cellspec.world.results import ENGINE, ENGINE_NOTE, RunResult, RunStep, arm_note
 from cellspec.world.rules import commit_rule, decide_commit
 from cellspec.world.sim import PAD, Sim
+
+if TYPE_CHECKING:
+    from cellspec.world.arm import ArmDriver
 
 __all__ = ["ENGINE", "ENGINE_NOTE", "ENGINES", "FAULTS", "MODES", "RETRY_LIMIT", "SUCCESS_M",
            "Fault", "RunResult", "RunStep", "arm_note", "check_faults", "make_arm",
@@ -112,7 +115,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         self.size = part_sizes(cell, layout)
         self.type = dict(zip(layout.ids, layout.types, strict=True))
         self.yaw, self.shape = part_poses(cell, layout)  # docs/shapes.md
-        self.target = {pid: tuple(float(v) for v in layout.pos[i])
+        self.target = {pid: vec3(layout.pos[i])
                        for i, pid in enumerate(layout.ids)}
         self.surfaces = cell_surfaces(cell)
         self.table_z = min(z for _, z in self.surfaces)
@@ -134,7 +137,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         self.skipped: list[str] = []
         self.retries: dict[str, int] = {}
         self.last_observed: dict[str, Entity] = {}
-        self.target_rels: list[Any] | None = None
+        self.target_rels: list[WorldRelation] | None = None
         # feeder: parts wait in rows in front of the table (y < workspace)
         ws = cell.workspace
         x0, y0 = float(ws.lo[0]) + 0.05, float(ws.lo[1]) - 0.1
@@ -154,11 +157,11 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
 
     def init_world(self) -> None:
         """The first transition: the parts as spawned, and the task graph (pick, place)."""
-        ents = [Entity(id=pid, type=self.type[pid], pos=tuple(map(float, self.sim.pose(pid))),
+        ents = [Entity(id=pid, type=self.type[pid], pos=vec3(self.sim.pose(pid)),
                        size=self.size[pid], yaw=self.yaw[pid], shape=self.shape[pid])
                 for pid in self.order]
         rels = list(derive_relations(tuple(ents), self.surfaces, None))
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for pid in self.order:
             nodes.append({"node": f"pick:{pid}", "action": "pick", "part": pid,
                           "target": "", "deps": [n["node"] for n in nodes[-1:]]})
@@ -241,7 +244,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
         return fault, note
 
     def _observe_and_commit(self, label: str, kind: str, pid: str, bel: dict[str, Entity],
-                            measures: dict, exp_cs: tuple[str, str | None], path: Any,
+                            measures: dict, exp_cs: tuple[str, str | None], path: PathBox,
                             pred: list[Entity], fault: Fault | None, note: str | None
                             ) -> tuple[RunStep, State, State]:
         """Observe, associate, decide the commit condition and write the observed state in
@@ -272,7 +275,7 @@ class _Runner(FaultInjection, Actions, Perception, Recovery):
                   "failed": list(decision.failed)}
         t = Transition(action=kind, part=pid, upserts=upd.entities, relations=rels,
                        cs=observed.cs, task_status=(f"{kind}:{pid}", "done"), detail=detail)
-        committed = self.world.transition(t, lambda d=decision: d.ok)
+        committed = self.world.transition(t, lambda: decision.ok)
         if committed:
             self.track(bel, label)
         step = RunStep(label=label, kind=kind, part=pid,
@@ -374,7 +377,7 @@ def plan_order(cell: Cell, layout: Layout) -> tuple[str, ...]:
     return tuple(s.part for s in r.steps)
 
 
-def make_arm(cell: Cell, engine: str) -> Any:
+def make_arm(cell: Cell, engine: str) -> ArmDriver | None:
     """The arm driver for engine arm/auto, or None (gripper; auto when the twin is missing)."""
     if engine == "gripper":
         return None
@@ -446,7 +449,7 @@ def _open_world(cell: Cell, world_path: str | Path | None
 def run_layout(cell: Cell, layout: Layout, world_path: str | Path | None = None, *,
                faults: tuple[Fault, ...] = (), seed: int = 0, noise: float = 0.0005,
                mode: str = "diagnose", order: tuple[str, ...] | None = None,
-               engine: str = "auto", arm: Any = None, occlusion: float = 0.0,
+               engine: str = "auto", arm: ArmDriver | None = None, occlusion: float = 0.0,
                verify: bool = True, observer: Any = None) -> RunResult:
     """Build the layout in the simulation with the world model in the loop (see module doc).
 

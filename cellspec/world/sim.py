@@ -26,8 +26,9 @@ part that was already placed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pybullet as pb
@@ -35,6 +36,10 @@ from pybullet_utils import bullet_client
 
 from cellspec.robots import quiet_stdout
 from cellspec.robots.twin import yaw_quat
+from cellspec.world.db import vec3
+
+if TYPE_CHECKING:
+    from cellspec.world.arm import ArmDriver
 
 PAD = (0.03, 0.03, 0.01)  # gripper pad size, metres
 PAD_MASS = 0.2
@@ -94,7 +99,7 @@ class Sim:
         self.grasp: int | None = None
         self.held: str | None = None
         self.goal = np.array([0.45, -0.2, 0.3])
-        self.driver = None  # an ArmDriver (cellspec/world/arm.py): the pad follows the arm
+        self.driver: ArmDriver | None = None  # cellspec/world/arm.py: the pad follows the arm
 
     def hold_here(self) -> None:
         """Make the pad's current position the commanded one (after a stop)."""
@@ -127,7 +132,7 @@ class Sim:
         # touching cubes several millimetres off its layout over a run
         p.changeDynamics(b, -1, lateralFriction=0.8, frictionAnchor=1)
         self.bodies[name], self.kind[name], self.types[name] = b, kind, typ
-        self.sizes[name] = tuple(float(s) for s in size)  # type: ignore[assignment]
+        self.sizes[name] = vec3(size)
         self.yaws[name], self.shapes[name] = float(yaw), shape
         self.report_yaw |= yaw != 0.0 or shape != "box"
 
@@ -190,7 +195,7 @@ class Sim:
         return f
 
     # -- motion ----------------------------------------------------------------------
-    def move(self, goal: tuple[float, float, float] | np.ndarray, speed: float = SPEED,
+    def move(self, goal: Sequence[float] | np.ndarray, speed: float = SPEED,
              slip_at: float | None = None, force: float = DRIVE_FORCE,
              settle: int = 24, stop: bool = True,
              guard: Callable[[], bool] | None = None) -> Motion:
@@ -306,6 +311,7 @@ class Sim:
     def release(self) -> None:
         """Open the grasp (the part is then under gravity alone)."""
         if self.grasp is not None:
+            assert self.held is not None  # set together with self.grasp
             self.p.removeConstraint(self.grasp)
             self.p.setCollisionFilterPair(self.pad, self.bodies[self.held], -1, -1, 1)
         self.grasp, self.held = None, None
@@ -316,8 +322,9 @@ class Sim:
         out = []
         for name in sorted(self.bodies):
             pos = self.pose(name) + rng.normal(0.0, noise, 3) if noise > 0 else self.pose(name)
-            o = {"name": name, "type": self.types[name], "pos": tuple(map(float, pos)),
-                 "size": self.sizes[name], "kind": self.kind[name]}
+            o: dict[str, object] = {"name": name, "type": self.types[name],
+                                    "pos": tuple(map(float, pos)), "size": self.sizes[name],
+                                    "kind": self.kind[name]}
             if self.report_yaw:  # axis-aligned runs: as before shapes (no yaw reported)
                 o["yaw"], o["shape"] = self.yaw(name), self.shapes[name]
             out.append(o)
