@@ -112,7 +112,8 @@ def _pair_facts(kern: Kernel, r: relations.Relation, part: tuple[str | int, ...]
 
 def _zone_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
     """inside/2 and intersects/2 of the (relation, zone) pairs the rules ask about."""
-    out = ["#defined inside/2. #defined intersects/2."]
+    zone_rels = sorted(relations.names(lambda r: r.family == "zone"))
+    out = [" ".join(f"#defined {rel}/2." for rel in zone_rels)]
     for rel, zname in _zone_uses(prog, kern.inst):
         out.append(_unary(f'{rel}({{}},"{zname}")', kern.zone(rel, zname)))
     return out
