@@ -13,7 +13,8 @@ functions and encodings it names, and its tests).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +45,22 @@ class Relation:
     # the builtins.lp program part that defines it ("" for none: its atoms come from the
     # numpy kernel or another solver); tests/test_relations.py checks the file against it
     asp: str = ""
+    # that part's text when the entry carries it (a relation defined outside builtins.lp,
+    # e.g. registered by a test): the clingo backend adds it to builtins.lp's parts
+    asp_text: str = ""
     # the numpy kernel decides it before clingo grounds (asp/pushdown.py): a pair
     # relation's rows become selections, a one-part relation's atoms per-part facts
     pushdown: bool = False
     smt: bool = True  # Z3 encodes it (solver/smt/ground.py); False: refused by name
+    # a pair relation's Z3 encoding on two (enclosing) boxes, ``z3(E, d)`` with ``d`` eps or
+    # near's distance, written against solver/smt/ground.py's BoxPair: ``E.i``, ``E.j`` the
+    # corner rows (x0 x1 y0 y1 z0 z1), ``E.ge(a, b, k)`` a - b >= k, ``E.olap(axis, k)``
+    # the overlap on an axis >= k, ``E.all(fs)`` the conjunction (flanks: its own encoding)
+    z3: Callable[[Any, int], Any] | None = None
+    # a pair relation's exact footprint test for a part that is not a plain box
+    # (solver/smt/shapes.py): "meets" (closed: within the distance), "covers" (open: by
+    # more than it), None (the enclosing boxes decide it exactly)
+    footprint: str | None = None
     lp: bool = False  # decided by the stability LP (solver/stability.py)
     symmetric: bool = False  # a pair relation with r(p, q) = r(q, p): one orientation decides
     reads_order: bool = False  # needs the layout's placement order
@@ -76,24 +89,49 @@ class Relation:
 
 _STAB = ("supports", "footprint", "on")  # what a stability verdict reads of the grid
 
+
+def _z3_within(E: Any, d: int) -> Any:
+    """contact, near: on every axis the gap is at most d (geometry.contact / near)."""
+    return E.all(E.olap(a, -d) for a in range(3))
+
+
+def _z3_overlaps(E: Any, d: int) -> Any:
+    """overlaps: the interiors intersect by more than d on every axis (geometry.overlaps)."""
+    return E.all(E.olap(a, d + 1) for a in range(3))
+
+
+def _z3_fp(E: Any, d: int) -> Any:
+    """The footprints overlap in the plane by more than d (geometry.footprint)."""
+    return E.all((E.olap(0, d + 1), E.olap(1, d + 1)))
+
+
+def _z3_supports(E: Any, d: int) -> Any:
+    """supports(i, j): |j.z0 - i.z1| <= d and the footprints overlap (geometry.supports)."""
+    return E.all((E.ge(E.j[4], E.i[5], -d), E.ge(E.i[5], E.j[4], -d), _z3_fp(E, d)))
+
+
+def _z3_above(E: Any, d: int) -> Any:
+    """above(i, j): i.z0 >= j.z1 - d and the footprints overlap (geometry.above)."""
+    return E.all((E.ge(E.i[4], E.j[5], -d), _z3_fp(E, d)))
+
 BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("contact", ("part", "part"),
              "boxes touch or overlap: on every axis the gap is at most eps",
              "pair", g.contact, sh.contact, asp="contact", pushdown=True,
-             symmetric=True, rounding=("contact",)),
+             symmetric=True, rounding=("contact",), z3=_z3_within, footprint="meets"),
     Relation("overlaps", ("part", "part"),
              "interiors intersect by more than eps on every axis",
              "pair", g.overlaps, sh.overlaps, asp="overlaps", pushdown=True,
-             symmetric=True, rounding=("overlaps",)),
+             symmetric=True, rounding=("overlaps",), z3=_z3_overlaps, footprint="covers"),
     Relation("supports", ("part", "part"),
              "supports(p, q): p's top meets q's bottom within eps, footprints overlap > eps",
              "pair", g.supports, sh.supports, asp="supports", pushdown=True,
-             rounding=("supports", "footprint")),
+             rounding=("supports", "footprint"), z3=_z3_supports, footprint="covers"),
     Relation("above", ("part", "part"),
              "above(p, q): p's bottom is at or above q's top (within eps), "
              "footprints overlap > eps",
              "column", g.above, sh.above, asp="above", pushdown=True,
-             rounding=("footprint", "above")),
+             rounding=("footprint", "above"), z3=_z3_above, footprint="covers"),
     Relation("on", ("part", "surface_or_part"),
              "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
              "surface", g.on_surface, sh.on_surface, asp="surfaces", pushdown=True,
@@ -101,7 +139,7 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("near", ("part", "part", "length"),
              "near(p, q, d): on every axis the gap between the boxes is at most d",
              "pair", g.near, sh.near, asp="near", pushdown=True, symmetric=True,
-             rounding=("near",)),
+             rounding=("near",), z3=_z3_within, footprint="meets"),
     Relation("inside", ("part", "zone"),
              "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
              "zone", g.inside_box, sh.inside_box, (g.inside_half, sh.inside_half),
@@ -148,6 +186,20 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
 def names(keep: Callable[[Relation], bool]) -> frozenset[str]:
     """The names of the built-in relations ``keep`` accepts (a backend's declaration)."""
     return frozenset(r.name for r in BUILTINS.values() if keep(r))
+
+
+@contextmanager
+def registered(rel: Relation) -> Iterator[Relation]:
+    """``rel`` in the table while the block runs (a relation defined outside the package,
+    as tests/test_relations.py's): every backend that reads the table at run time decides
+    it; the names derived at import time (the IR's tables, the language server) do not."""
+    if rel.name in BUILTINS:
+        raise ValueError(f"relation {rel.name} is built in already")
+    BUILTINS[rel.name] = rel
+    try:
+        yield rel
+    finally:
+        del BUILTINS[rel.name]
 
 
 def get(name: str) -> Relation:

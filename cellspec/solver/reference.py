@@ -12,10 +12,12 @@ except the outer parts its body mentions.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from cellspec.core import geometry as g
 from cellspec.core import ir, relations
@@ -24,6 +26,7 @@ from cellspec.solver import stability
 from cellspec.solver.instance import Instance, lin_to_int
 
 ViolationKey = tuple[str, tuple[str, ...]]
+BoolArray = npt.NDArray[np.bool_]
 MAX_PARTS = 2000  # dense n x n relation matrices: keep them small
 
 
@@ -112,7 +115,7 @@ class ReferenceEvaluator:
         if isinstance(node, ir.Cmp):
             return self.cmp(node, env)
         if isinstance(node, ir.SymEq):
-            i = env[node.var]
+            i = _part(env[node.var])
             val = self.inst.types[i] if node.attr == "type" else self.inst.grippers[i]
             return (val == node.value) == node.equal
         if isinstance(node, ir.Rel):
@@ -140,47 +143,60 @@ class ReferenceEvaluator:
         pool = [i for i in range(self.inst.n) if i not in exclude]
         combos = (itertools.combinations(pool, len(vars_)) if unordered
                   else itertools.permutations(pool, len(vars_)))
-        for combo in combos:
-            yield dict(zip(vars_, combo, strict=True))
+        for parts in combos:
+            yield dict(zip(vars_, parts, strict=True))
 
     def cmp(self, node: ir.Cmp, env: dict[str, object]) -> bool:
         coefs, const = lin_to_int([(a.attr, c) for a, c in node.expr.terms], node.expr.const)
         total = const
         for (a, _), k in zip(node.expr.terms, coefs, strict=True):
-            total += k * int(self.attr(a.attr)[env[a.var]])
+            total += k * int(self.attr(a.attr)[_part(env[a.var])])
         return _compare(total, node.op, 0)
 
     def rel(self, node: ir.Rel, env: dict[str, object]) -> bool:
-        name = node.name
-        args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
-        r = relations.get(name)
-        if r.two_parts:
-            if r.param == "length":
-                d = int(g.to_u(args[2].value))  # floor: gaps are whole units
-                return bool(self.pair(name, (d,))[args[0], args[1]])
-            if r.param == "axis":
-                return bool(self.pair(name, (args[2].name,))[args[0], args[1]])
-            return bool(self.pair(name)[args[0], args[1]])
-        if name == "before":
-            op = self.inst.order_pos
-            return bool(op[args[0]] < op[args[1]])
-        if name in ("inside", "intersects"):
-            z = args[1] if isinstance(args[1], str) else args[1].name
-            return bool(self.zone(name, z)[args[0]])
-        if name == "on":
-            z = self.inst.surfaces[args[1].name]
-            return bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
-        if name == "grounded":
-            return any(bool(g.on_surface(self.B[args[0]], z, self.inst.eps))
-                       for z in self.inst.surfaces.values())
-        if name == "reachable":
-            robot = args[1] if isinstance(args[1], str) else args[1].name
-            return bool(self.reach(robot)[args[0]])
-        if name == "stable":
-            return bool(stability.instance_stable(self.inst)[args[0]])
-        if name == "placed_stable":
-            return bool(stability.instance_placed_stable(self.inst)[args[0]])
-        raise KeyError(name)
+        """A relation atom at a binding, by its family (:data:`FAMILY`)."""
+        args: list[Any] = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
+        r = relations.get(node.name)
+        decide = FAMILY.get(r.family)
+        if decide is None:
+            raise KeyError(node.name)
+        return decide(self, r, args)
+
+    def _rel_pair(self, r: relations.Relation, args: list[Any]) -> bool:
+        """pair, column: the dense matrix of two parts (near: its distance; flanks: axis)."""
+        if r.param == "length":
+            d = int(g.to_u(args[2].value))  # floor: gaps are whole units
+            return bool(self.pair(r.name, (d,))[args[0], args[1]])
+        if r.param == "axis":
+            return bool(self.pair(r.name, (args[2].name,))[args[0], args[1]])
+        return bool(self.pair(r.name)[args[0], args[1]])
+
+    def _rel_zone(self, r: relations.Relation, args: list[Any]) -> bool:
+        """zone: a part and a zone (a variable's zone name, or a named one)."""
+        z = args[1] if isinstance(args[1], str) else args[1].name
+        return bool(self.zone(r.name, z)[args[0]])
+
+    def _rel_surface(self, r: relations.Relation, args: list[Any]) -> bool:
+        """surface: on the named surface (``on(p, s)``), or on any (``grounded(p)``)."""
+        assert r.grid is not None, r.name
+        zs = ([self.inst.surfaces[args[1].name]] if r.arity == 2
+              else self.inst.surfaces.values())
+        return any(bool(r.grid(self.B[args[0]], z, self.inst.eps)) for z in zs)
+
+    def _rel_robot(self, r: relations.Relation, args: list[Any]) -> bool:
+        """robot: a part and a robot (a variable's robot name, or a named one)."""
+        robot = args[1] if isinstance(args[1], str) else args[1].name
+        return bool(self.reach(robot)[args[0]])
+
+    def _rel_order(self, r: relations.Relation, args: list[Any]) -> bool:
+        """order: the layout's placement order."""
+        op = self.inst.order_pos
+        assert op is not None, "before() needs an order"
+        return bool(op[args[0]] < op[args[1]])
+
+    def _rel_part(self, r: relations.Relation, args: list[Any]) -> bool:
+        """part: a one-part relation the stability LP decides (:data:`STABILITY`)."""
+        return bool(STABILITY[r.name](self.inst)[args[0]])
 
     def violations(self, rule: Rule) -> list[tuple[object, ...]]:
         """Every binding of the rule's outer forall variables under which the body fails."""
@@ -212,6 +228,25 @@ class ReferenceEvaluator:
                     self.domains[v] = n.domain
 
 
+def _part(x: object) -> int:
+    """A part variable's binding: the part's index."""
+    assert isinstance(x, int), x
+    return x
+
+
 def _compare(a: int | Fraction, op: str, b: int | Fraction) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
             "!=": a != b}[op]
+
+
+# how the reference decides a relation of each family (cellspec/core/relations.py
+# FAMILIES); tests/test_relations.py checks every family is here
+FAMILY: dict[str, Callable[[ReferenceEvaluator, relations.Relation, list[Any]], bool]] = {
+    "pair": ReferenceEvaluator._rel_pair, "column": ReferenceEvaluator._rel_pair,
+    "zone": ReferenceEvaluator._rel_zone, "surface": ReferenceEvaluator._rel_surface,
+    "robot": ReferenceEvaluator._rel_robot, "order": ReferenceEvaluator._rel_order,
+    "part": ReferenceEvaluator._rel_part}
+
+# the one-part relations of the stability LP (relations ``lp``), per part
+STABILITY: dict[str, Callable[[Instance], BoolArray]] = {
+    "stable": stability.instance_stable, "placed_stable": stability.instance_placed_stable}

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
+import numpy.typing as npt
 
 from cellspec.core import geometry as g
 from cellspec.core import relations
@@ -37,7 +39,10 @@ class BackendResult:
 
 
 def _builtins() -> str:
-    return resources.files("cellspec.solver.asp").joinpath("builtins.lp").read_text("utf-8")
+    """builtins.lp, and the program parts the relations' entries carry themselves."""
+    text = resources.files("cellspec.solver.asp").joinpath("builtins.lp").read_text("utf-8")
+    extra = [r.asp_text for r in relations.BUILTINS.values() if r.asp_text]
+    return "\n".join([text, *extra]) if extra else text
 
 
 def placement_permutation(inst: Instance) -> np.ndarray | None:
@@ -53,64 +58,102 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
 DECIDED = (*sorted(relations.names(lambda r: r.two_parts)), "zones", "on", "grounded", "reach")
+IntArray = npt.NDArray[np.int64]
 
 
 def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: np.ndarray,
                   j: np.ndarray, cols: tuple[np.ndarray, np.ndarray] | None,
                   perm: np.ndarray | None = None) -> list[str]:
     """The atoms of every pair relation the program uses, decided in numpy on the
-    candidate pairs (i < j) (``above``: on the column pairs)."""
+    candidate pairs (i < j) (``above``: on the column pairs), and of the program parts
+    numpy decides for one part (:data:`PART_FACTS`)."""
     kern = Kernel(inst, perm, boxes, i, j, cols)
-    eps = inst.eps
     out: list[str] = pushed_facts(kern, prog, _unary)
     for part in sorted(prog.parts, key=str):
-        name = part[0]
+        name = str(part[0])
         r = relations.BUILTINS.get(name)
-        param = None if r is None else r.param
-        if r is not None and r.two_parts and param is None:
-            if r.symmetric:  # one orientation, and a rule
-                m = kern.mask(name, i, j)
-                out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
-                out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
-            elif r.family != "column" or cols is not None:  # both orientations
-                out.append(f"#defined {name}/2.")
-                out.append(_rows(name, kern.pair_rows(name, None)))
-        elif param == "length":  # symmetric, with its distance
-            d = int(part[1])
-            m = kern.mask(name, i, j, d)
-            rows = np.stack([i[m], j[m]], axis=1)
-            out.append(f"#defined {name}/3. {name}(J,I,{d}) :- {name}(I,J,{d}).")
-            out.append(_rows(name, np.hstack([rows, np.full((len(rows), 1), d)])))
-        elif param == "axis":
-            out.append(f"#defined {name}/3.")
-            for ax in ("x", "y"):
-                rows = _pairs_both(i, j, kern.flanks(i, j, ax), kern.flanks(j, i, ax))
-                if len(rows):
-                    out.append("\n".join(f"{name}({q},{p},{ax})." for q, p in rows.tolist()))
-        elif name == "zones":
-            out.append("#defined inside/2. #defined intersects/2.")
-            for rel, zname in _zone_uses(prog, inst):
-                out.append(_unary(f'{rel}({{}},"{zname}")', kern.zone(rel, zname)))
-        elif name == "reach":  # reachable(p, r): the grasp point within the robot's reach
-            out.append("#defined reachable/2.")
-            for rname in inst.robots:
-                m = g.reachable(boxes, (inst.reach or {})[rname])
-                out.append(_unary(f'reachable({{}},"{rname}")', m))
-        elif name == "on":
-            out.append("#defined on_surface/2.")
-            for sname, z in sorted(inst.surfaces.items()):
-                out.append(_unary(f'on_surface({{}},"{sname}")', g.on_surface(boxes, z, eps)))
-        elif name == "grounded":
-            out.append("#defined grounded/1.")
-            any_s = np.zeros(len(boxes), dtype=bool)
-            for z in inst.surfaces.values():
-                any_s |= g.on_surface(boxes, z, eps)
-            out.append(_unary("grounded({})", any_s))
+        if r is not None and r.two_parts:
+            out.extend(_pair_facts(kern, r, part, i, j, cols))
+        elif name in PART_FACTS:
+            out.extend(PART_FACTS[name](kern, prog, boxes))
     for zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
         m = kern.zone("inside", zname)
         out.append(f"#defined {OUTSIDE}/2.")
         out.append("\n".join(f'{OUTSIDE}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
     return out
+
+
+def _pair_facts(kern: Kernel, r: relations.Relation, part: tuple[str | int, ...],
+                i: IntArray, j: IntArray, cols: tuple[IntArray, IntArray] | None) -> list[str]:
+    """A pair relation's atoms on the candidate pairs: one orientation and a rule when it
+    is symmetric, else both (near: with its distance; flanks: per axis)."""
+    name, out = r.name, []
+    if r.param == "length":  # symmetric, with its distance
+        d = int(part[1])
+        m = kern.mask(name, i, j, d)
+        rows = np.stack([i[m], j[m]], axis=1)
+        out.append(f"#defined {name}/3. {name}(J,I,{d}) :- {name}(I,J,{d}).")
+        out.append(_rows(name, np.hstack([rows, np.full((len(rows), 1), d)])))
+    elif r.param == "axis":
+        out.append(f"#defined {name}/3.")
+        for ax in ("x", "y"):
+            rows = _pairs_both(i, j, kern.flanks(i, j, ax), kern.flanks(j, i, ax))
+            if len(rows):
+                out.append("\n".join(f"{name}({q},{p},{ax})." for q, p in rows.tolist()))
+    elif r.symmetric:  # one orientation, and a rule
+        m = kern.mask(name, i, j)
+        out.append(f"#defined {name}/2. {name}(J,I) :- {name}(I,J).")
+        out.append(_rows(name, np.stack([i[m], j[m]], axis=1)))
+    elif r.family != "column" or cols is not None:  # both orientations
+        out.append(f"#defined {name}/2.")
+        out.append(_rows(name, kern.pair_rows(name, None)))
+    return out
+
+
+def _zone_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
+    """inside/2 and intersects/2 of the (relation, zone) pairs the rules ask about."""
+    zone_rels = sorted(relations.names(lambda r: r.family == "zone"))
+    out = [" ".join(f"#defined {rel}/2." for rel in zone_rels)]
+    for rel, zname in _zone_uses(prog, kern.inst):
+        out.append(_unary(f'{rel}({{}},"{zname}")', kern.zone(rel, zname)))
+    return out
+
+
+def _reach_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
+    """reachable(p, r): the grasp point within the robot's reach."""
+    inst = kern.inst
+    out = ["#defined reachable/2."]
+    for rname in inst.robots:
+        m = g.reachable(boxes, (inst.reach or {})[rname])
+        out.append(_unary(f'reachable({{}},"{rname}")', m))
+    return out
+
+
+def _on_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
+    """on_surface(p, s) of every surface."""
+    out = ["#defined on_surface/2."]
+    for sname, z in sorted(kern.inst.surfaces.items()):
+        out.append(_unary(f'on_surface({{}},"{sname}")', g.on_surface(boxes, z, kern.eps)))
+    return out
+
+
+def _grounded_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
+    """grounded(p): on some surface."""
+    return ["#defined grounded/1.", _unary("grounded({})", kern.grounded())]
+
+
+# the program parts of one-part relations whose atoms numpy decides (compile.py names
+# them: the zone family's "zones", the robot family's "reach", the surfaces' own names)
+PART_FACTS: dict[str, Callable[[Kernel, CompiledProgram, IntArray], list[str]]] = {
+    "zones": _zone_facts, "reach": _reach_facts, "on": _on_facts,
+    "grounded": _grounded_facts}
+
+
+def decided(name: str) -> bool:
+    """A program part whose atoms are facts already (:func:`decided_facts`): every pair
+    relation (read from the table at call time) and :data:`PART_FACTS`."""
+    r = relations.BUILTINS.get(name)
+    return name in PART_FACTS or (r is not None and r.two_parts)
 
 
 def _unary(atom: str, mask: np.ndarray) -> str:
@@ -181,13 +224,14 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
         out.append("\n".join(f'ptype({k},"{t}").' for k, t in enumerate(types)))
     for name, z in inst.surfaces.items():
         out.append(f'surf("{name}",{z}).')
-    for name, z in inst.zones.items():
-        if isinstance(z, BoxU):
-            out.append(f'zbox("{name}",{z.lo[0]},{z.hi[0]},{z.lo[1]},{z.hi[1]},{z.lo[2]},'
-                       f'{z.hi[2]}).')
+    for name, zone in inst.zones.items():
+        if isinstance(zone, BoxU):
+            lo, hi = zone.lo, zone.hi
+            out.append(f'zbox("{name}",{lo[0]},{hi[0]},{lo[1]},{hi[1]},{lo[2]},{hi[2]}).')
         else:
-            sense = "gt" if z.op in (">", ">=") else "lt"
-            out.append(f'zhalf("{name}",{z.coef[0]},{z.coef[1]},{z.coef[2]},{sense},{z.rhs}).')
+            sense = "gt" if zone.op in (">", ">=") else "lt"
+            c = zone.coef
+            out.append(f'zhalf("{name}",{c[0]},{c[1]},{c[2]},{sense},{zone.rhs}).')
     for name in inst.keepouts:
         out.append(f'keepout("{name}").')
     out.append("#defined robot/1.")
@@ -245,17 +289,12 @@ def run(inst: Instance, prog: CompiledProgram, rule_ids: list[int],
     ctl = clingo.Control(logger=clingo_logger)
     ctl.add("base", [], _builtins())
     ctl.add("base", [], rules_text + "\n#show violation/2.\n" + text)
-    parts = [("base", [])]
+    parts: list[tuple[str, list[clingo.Symbol]]] = [("base", [])]
     for p in sorted(prog.parts, key=str):
         name, *args = p
-        if name in DECIDED:
-            continue  # its atoms are facts already (decided_facts)
-        if name == "flanks":
-            o = inst.opening if inst.opening is not None else -1
-            d = inst.depth if inst.depth is not None else -1
-            parts.append(("flanks", [clingo.Number(o), clingo.Number(d)]))
-        else:
-            parts.append((name, [clingo.Number(a) for a in args]))
+        if decided(str(name)):
+            continue  # its atoms are facts already (decided_facts): every pair relation's
+        parts.append((str(name), [clingo.Number(int(a)) for a in args]))
     t1 = time.perf_counter()
     ctl.ground(parts)
     t2 = time.perf_counter()

@@ -10,6 +10,7 @@ the compiler reports (``cost``) so the verifier can refuse honestly (``unknown``
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -27,14 +28,15 @@ from cellspec.solver.reference import free_vars
 
 MAX_DISJUNCTS = 256
 
-# the pair relations of two parts and nothing else, read as their own predicate name/2
-PAIR_PRED = relations.names(lambda r: r.two_parts and r.param is None)
-
 # unary relations true of nearly every part in a real cell: the backend hands clingo
 # their complement (the exceptions), and a literal reads it (``stable(p)`` is
 # ``not not_stable(p)``), so clingo never grounds one atom per part for them
 COMPLEMENT = {"stable": "not_stable", "placed_stable": "not_placed_stable"}
 OUTSIDE = "outside"  # outside(P, Zone): the complement of inside(P, Zone) for a named zone
+ZONE_COMPLEMENT = {"inside": OUTSIDE}  # a named zone's relation read through its complement
+
+# a literal as ASP text: (text, variables it binds, variables needing box/7, extra)
+LitText = tuple[str, set[str], set[str], list[str]]
 
 
 class CompileError(SolverLimit):
@@ -58,7 +60,8 @@ class CompiledRule:
 @dataclass
 class CompiledProgram:
     rules: list[CompiledRule]
-    parts: set[tuple] = field(default_factory=set)  # program parts to ground
+    # program parts to ground (name, args): a relation's, or "zones", "reach"
+    parts: set[tuple[str | int, ...]] = field(default_factory=set)
     margin: int = 0  # broad-phase margin, U
     columns: bool = False
     needs_types: bool = False
@@ -86,8 +89,10 @@ class Lit:
 
     kind: str
     positive: bool
-    node: object
-    extra: object = None
+    # rel, cmp, sym, count, bool: the IR node; aux: the predicate's name; sel: the
+    # pushdown.Selection; usel: the pushdown.Unary
+    node: ir.Node | str | Selection | pd.Unary
+    extra: tuple[str, ...] | str | None = None  # aux: its arguments; count: the operator
 
 
 def _lit_key(lit: Lit) -> tuple:
@@ -181,7 +186,7 @@ class _Compiler:
         """``exists q: R(q, p)`` as a set numpy decides (pushdown.Projection), or None."""
         for d in disjuncts:
             for lit in d:
-                if lit.kind == "cmp":
+                if isinstance(lit.node, ir.Cmp):
                     self.cmp_text(lit.node)  # the 32-bit bound is checked
         proj = pd.decided_projection(name, q, fv, disjuncts, self.domains)
         for sel, _ in proj.disjuncts if proj is not None else ():
@@ -220,7 +225,7 @@ class _Compiler:
         box_needed: set[str] = set()
         tail: list[str] = []
         for lit in lits:
-            if lit.kind == "cmp":
+            if isinstance(lit.node, ir.Cmp):
                 self.cmp_text(lit.node)  # the 32-bit bound is checked, absorbed or not
         used0 = set(need)
         for lit in lits:
@@ -235,12 +240,12 @@ class _Compiler:
             self.select(sel)
             lits = [Lit("sel", True, sel)] + lits
         for lit in lits:
-            txt, binds, boxes, post = self.lit(lit)
+            txt, binds, box_vars, post = self.lit(lit)
             atoms.append(txt) if binds else tail.append(txt)
             if binds:
                 bound |= binds
                 links.append(set(binds))
-            box_needed |= boxes
+            box_needed |= box_vars
             tail.extend(post)
         # every variable used anywhere must be bound
         used = set(need) | box_needed
@@ -265,7 +270,8 @@ class _Compiler:
 
     def plain_text(self, lit: Lit) -> str:
         """A literal a selection absorbs, as ASP text (pushdown.plain_text)."""
-        return self.cmp_text(lit.node) if lit.kind == "cmp" else pd.plain_text(lit, self.var)  # type: ignore[arg-type]
+        return (self.cmp_text(lit.node) if isinstance(lit.node, ir.Cmp)
+                else pd.plain_text(lit, self.var))
 
     def select(self, sel: Selection) -> None:
         """Register a selection (pushdown.py) and what its relation needs of the backend."""
@@ -285,34 +291,34 @@ class _Compiler:
         return f"box({V},{V}_X0,{V}_X1,{V}_Y0,{V}_Y1,{V}_Z0,{V}_Z1)"
 
     def lit_vars(self, lit: Lit) -> set[str]:
-        if lit.kind == "aux":
-            return set(lit.extra)
-        if lit.kind == "sel":
-            return set(lit.node.vars)  # type: ignore[attr-defined]
-        if lit.kind == "usel":
-            return {lit.node.var}  # type: ignore[attr-defined]
-        if lit.kind == "count":
-            return free_vars(lit.node)
-        return free_vars(lit.node)  # type: ignore[arg-type]
+        """The variables a literal mentions."""
+        node = lit.node
+        if isinstance(node, str):  # aux
+            return set(_aux_args(lit))
+        if isinstance(node, Selection):
+            return set(node.vars)
+        if isinstance(node, pd.Unary):
+            return {node.var}
+        return free_vars(node)
 
-    def lit(self, lit: Lit) -> tuple[str, set[str], set[str], list[str]]:
+    def lit(self, lit: Lit) -> LitText:
         """(text, variables it binds, variables needing box/7, extra)."""
         neg = "" if lit.positive else "not "
-        if lit.kind == "sel":
-            sel: Selection = lit.node  # type: ignore[assignment]
-            a, b = sel.vars
-            return sel.text(self.var(a), self.var(b)), {a, b}, set(), []
-        if lit.kind == "usel":
-            u: pd.Unary = lit.node  # type: ignore[assignment]
-            return f"{u.name}({self.var(u.var)})", {u.var}, set(), []
-        if lit.kind == "aux":
-            if lit.node in self.prog.projections:
-                self.prog.shown_projections.add(lit.node)
-            args = ",".join(self.var(v) for v in lit.extra)
-            return (f"{neg}{lit.node}({args})" if args else f"{neg}{lit.node}",
-                    set(lit.extra) if lit.positive else set(), set(), [])
-        if lit.kind == "sym":
-            n: ir.SymEq = lit.node  # type: ignore[assignment]
+        node = lit.node
+        if isinstance(node, Selection):
+            a, b = node.vars
+            return node.text(self.var(a), self.var(b)), {a, b}, set(), []
+        if isinstance(node, pd.Unary):
+            return f"{node.name}({self.var(node.var)})", {node.var}, set(), []
+        if isinstance(node, str):  # aux
+            if node in self.prog.projections:
+                self.prog.shown_projections.add(node)
+            aux_args = _aux_args(lit)
+            args = ",".join(self.var(v) for v in aux_args)
+            return (f"{neg}{node}({args})" if args else f"{neg}{node}",
+                    set(aux_args) if lit.positive else set(), set(), [])
+        if isinstance(node, ir.SymEq):
+            n = node
             if n.attr == "type":
                 self.prog.needs_types = True
                 return (f'{neg}ptype({self.var(n.var)},"{n.value}")',
@@ -325,13 +331,13 @@ class _Compiler:
                     return f"not other_grip({V})", set(), set(), []
                 return f"other_grip({V})", {n.var}, set(), []
             return f"{neg}grip({V},{n.value})", {n.var} if lit.positive else set(), set(), []
-        if lit.kind == "cmp":
-            c: ir.Cmp = lit.node  # type: ignore[assignment]
-            return self.cmp_text(c), set(), {a.var for a, _ in c.expr.terms}, []
-        if lit.kind == "count":
-            return self.count_text(lit.node, lit.extra), set(), set(), []  # type: ignore[arg-type]
-        if lit.kind == "rel":
-            return self.rel_text(lit.node, lit.positive)  # type: ignore[arg-type]
+        if isinstance(node, ir.Cmp):
+            return self.cmp_text(node), set(), {a.var for a, _ in node.expr.terms}, []
+        if isinstance(node, ir.CountCmp):
+            assert isinstance(lit.extra, str), lit
+            return self.count_text(node, lit.extra), set(), set(), []
+        if isinstance(node, ir.Rel):
+            return self.rel_text(node, lit.positive)
         raise CompileError(lit.kind)
 
     def cmp_text(self, c: ir.Cmp) -> str:
@@ -341,61 +347,81 @@ class _Compiler:
         except arith.TooWide as exc:
             raise CompileError(f"rule '{self.rule.name}': {exc}") from None
 
-    def rel_text(self, r: ir.Rel, positive: bool) -> tuple[str, set[str], set[str], list[str]]:
-        neg = "" if positive else "not "
-        vs = [self.var(a.name) if isinstance(a, ir.VarArg) else None for a in r.args]
+    def rel_text(self, r: ir.Rel, positive: bool) -> LitText:
+        """A relation literal as ASP text, by its family (:data:`FAMILY`)."""
+        rel = relations.BUILTINS.get(r.name)
+        text = None if rel is None else FAMILY.get(rel.family)
+        if rel is None or text is None:
+            raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported "
+                               "by the clingo backend")
+        vs = [self.var(a.name) if isinstance(a, ir.VarArg) else "" for a in r.args]
         # a negative literal binds nothing (a complement's negative binds: see below)
         names = {a.name for a in r.args if isinstance(a, ir.VarArg)} if positive else set()
-        if r.name in PAIR_PRED:
-            self.prog.parts.add((r.name,))
-            if relations.get(r.name).family == "column":
-                self.prog.columns = True
-            return f"{neg}{r.name}({vs[0]},{vs[1]})", names, set(), []
-        if r.name == "near":
-            d = int(g.to_u(r.args[2].value))  # type: ignore[union-attr]
-            self.prog.parts.add(("near", d))
+        return text(self, rel, r, vs, "" if positive else "not ", names)
+
+    def _text_pair(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                   names: set[str]) -> LitText:
+        """pair, column: the relation's atoms, decided in numpy (near: with its distance,
+        which widens the broad phase; flanks: with its axis)."""
+        a, b = vs[0], vs[1]
+        if rel.param == "length":
+            d = int(g.to_u(_num(r.args[2])))
+            self.prog.parts.add((rel.name, d))
             self.prog.margin = max(self.prog.margin, d)
-            return f"{neg}near({vs[0]},{vs[1]},{d})", names, set(), []
-        if r.name == "flanks":
-            self.prog.parts.add(("flanks",))
-            return f"{neg}flanks({vs[0]},{vs[1]},{r.args[2].name})", names, set(), []  # type: ignore[union-attr]
-        if r.name == "before":
-            # the backend numbers parts in placement order, so before is index order
-            a, b = vs
-            return f"{a} {'<' if positive else '>'} {b}", set(), set(), []
-        if r.name in ("inside", "intersects"):
-            self.prog.parts.add(("zones",))
-            z = r.args[1]
-            if isinstance(z, ir.VarArg):
-                zt = vs[1]
-                self.prog.zone_uses.add(f"zuse({r.name},K) :- keepout(K).")
-            elif r.name == "inside":  # a named zone: its few outside/2 facts instead
-                zt = f'"{z.name}"'  # type: ignore[union-attr]
-                self.prog.outside.add(z.name)  # type: ignore[union-attr]
-                return _complement(OUTSIDE, f"{vs[0]},{zt}", positive, r.args[0])
-            else:
-                zt = f'"{z.name}"'  # type: ignore[union-attr]
-                self.prog.zone_uses.add(f"zuse({r.name},{zt}).")
-            return f"{neg}{r.name}({vs[0]},{zt})", names, set(), []
-        if r.name == "on":
-            self.prog.parts.add(("on",))
-            return f'{neg}on_surface({vs[0]},"{r.args[1].name}")', names, set(), []  # type: ignore[union-attr]
-        if r.name == "grounded":
-            self.prog.parts.add(("grounded",))
-            return f"{neg}grounded({vs[0]})", names, set(), []
-        if r.name == "reachable":  # facts decided by the numpy kernel (geometry.reachable)
-            self.prog.parts.add(("reach",))
-            rob = r.args[1]
-            rt = vs[1] if isinstance(rob, ir.VarArg) else f'"{rob.name}"'  # type: ignore[union-attr]
-            return f"{neg}reachable({vs[0]},{rt})", names, set(), []
-        if r.name == "stable":  # facts computed by cellspec/solver/stability.py
-            self.prog.stable = True
-            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
-        if r.name == "placed_stable":  # facts computed by cellspec/solver/stability.py
-            self.prog.placed_stable = True
-            return _complement(COMPLEMENT[r.name], vs[0] or "", positive, r.args[0])
-        raise CompileError(f"rule '{self.rule.name}': relation {r.name} is not supported by "
-                           "the clingo backend")
+            return f"{neg}{rel.name}({a},{b},{d})", names, set(), []
+        if rel.param == "axis":
+            self.prog.parts.add((rel.name,))
+            return f"{neg}{rel.name}({a},{b},{_name(r.args[2])})", names, set(), []
+        self.prog.parts.add((rel.name,))
+        if rel.family == "column":
+            self.prog.columns = True
+        return f"{neg}{rel.name}({a},{b})", names, set(), []
+
+    def _text_order(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                    names: set[str]) -> LitText:
+        """order: the backend numbers parts in placement order, so before is index order."""
+        return f"{vs[0]} {'>' if neg else '<'} {vs[1]}", set(), set(), []
+
+    def _text_zone(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                   names: set[str]) -> LitText:
+        """zone: a zone variable's atoms for every keep-out; a named zone's, or the few
+        facts of its complement (:data:`ZONE_COMPLEMENT`)."""
+        self.prog.parts.add(("zones",))
+        z = r.args[1]
+        if isinstance(z, ir.VarArg):
+            zt = vs[1]
+            self.prog.zone_uses.add(f"zuse({rel.name},K) :- keepout(K).")
+        elif rel.name in ZONE_COMPLEMENT:  # a named zone: its few complement facts instead
+            zt = f'"{_name(z)}"'
+            self.prog.outside.add(_name(z))
+            return _complement(ZONE_COMPLEMENT[rel.name], f"{vs[0]},{zt}", not neg, r.args[0])
+        else:
+            zt = f'"{_name(z)}"'
+            self.prog.zone_uses.add(f"zuse({rel.name},{zt}).")
+        return f"{neg}{rel.name}({vs[0]},{zt})", names, set(), []
+
+    def _text_surface(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                      names: set[str]) -> LitText:
+        """surface: on a named surface (on_surface/2), or on any (the relation's /1)."""
+        self.prog.parts.add((rel.name,))
+        if rel.arity == 2:
+            return f'{neg}on_surface({vs[0]},"{_name(r.args[1])}")', names, set(), []
+        return f"{neg}{rel.name}({vs[0]})", names, set(), []
+
+    def _text_robot(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                    names: set[str]) -> LitText:
+        """robot: facts decided by the numpy kernel (geometry.reachable)."""
+        self.prog.parts.add(("reach",))
+        rob = r.args[1]
+        rt = vs[1] if isinstance(rob, ir.VarArg) else f'"{_name(rob)}"'
+        return f"{neg}{rel.name}({vs[0]},{rt})", names, set(), []
+
+    def _text_part(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
+                   names: set[str]) -> LitText:
+        """part: facts computed by cellspec/solver/stability.py, read through their
+        complement (:data:`COMPLEMENT`); the backend computes the report."""
+        setattr(self.prog, rel.name, True)
+        return _complement(COMPLEMENT[rel.name], vs[0], not neg, r.args[0])
 
     def count_text(self, c: ir.CountCmp, op: str) -> str:
         for v in c.vars:
@@ -467,6 +493,24 @@ def _complement(pred: str, args: str, positive: bool, part: ir.Arg
     return (f"not {pred}({args})" if positive else f"{pred}({args})"), binds, set(), []
 
 
+def _aux_args(lit: Lit) -> tuple[str, ...]:
+    """An aux literal's arguments (its free variables)."""
+    assert isinstance(lit.extra, tuple), lit
+    return lit.extra
+
+
+def _num(a: ir.Arg) -> Fraction:
+    """A number argument's value (near's distance, metres)."""
+    assert isinstance(a, ir.NumArg), a
+    return a.value
+
+
+def _name(a: ir.Arg) -> str:
+    """A name argument (a zone, surface, robot or axis)."""
+    assert isinstance(a, ir.NameArg), a
+    return a.name
+
+
 def _dedup(disjuncts: list[list[Lit]]) -> list[list[Lit]]:
     out, seen = [], set()
     for d in disjuncts:
@@ -515,6 +559,16 @@ def compile_rules(rules: list[Rule] | tuple[Rule, ...], eps: int,
         raise CellspecError(diags)
     prog.flanks = ("flanks",) in prog.parts
     return prog
+
+
+# how the compiler writes a relation of each family (cellspec/core/relations.py FAMILIES)
+# as ASP text; tests/test_relations.py checks every family is here
+FAMILY: dict[str, Callable[[_Compiler, relations.Relation, ir.Rel, list[str], str, set[str]],
+                           LitText]] = {
+    "pair": _Compiler._text_pair, "column": _Compiler._text_pair,
+    "order": _Compiler._text_order, "zone": _Compiler._text_zone,
+    "surface": _Compiler._text_surface, "robot": _Compiler._text_robot,
+    "part": _Compiler._text_part}
 
 
 __all__ = ["CompileError", "CompiledProgram", "CompiledRule", "compile_rules", "Fraction"]

@@ -10,10 +10,10 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import relations
-from cellspec.solver import stability
 from cellspec.solver.asp.compile import CompiledProgram
 from cellspec.solver.asp.pushdown import OPS, Projection, Selection, Unary
 from cellspec.solver.instance import Instance
+from cellspec.solver.reference import STABILITY
 
 
 def rows_text(pred: str, arr: np.ndarray) -> str:
@@ -115,19 +115,17 @@ class Kernel:
         if kind == "gripper":
             return self._permuted(np.array([k == atom[1] for k in self.inst.grippers],
                                            dtype=bool))
-        name = atom[1]
-        if name == "grounded":
+        r = relations.get(atom[1])
+        if r.family == "part":  # the stability LP's, per part
+            return self._permuted(STABILITY[r.name](self.inst))
+        if r.family == "surface" and r.arity == 1:  # on any surface
             return self.grounded()
-        if name == "stable":
-            return self._permuted(stability.instance_stable(self.inst))
-        if name == "placed_stable":
-            return self._permuted(stability.instance_placed_stable(self.inst))
-        if name == "on":
+        if r.family == "surface":  # on the named one
             z = self.inst.surfaces.get(atom[2])
             if z is None:
                 return np.zeros(len(self.boxes), dtype=bool)
             return g.on_surface(self.boxes, z, self.eps)
-        return self.zone(name, atom[2])
+        return self.zone(r.name, atom[2])
 
     def unary(self, u: Unary, projections: dict[str, Projection]) -> np.ndarray:
         """The parts where every literal of the conjunction holds."""

@@ -23,6 +23,31 @@ from cellspec.solver.instance import lin_to_int
 # pair relations whose rows the backend computes in numpy (both orientations)
 PAIR_RELATIONS = relations.names(lambda r: r.pushdown and r.family in ("pair", "column"))
 
+
+def _rel(name: str) -> relations.Relation | None:
+    """The built-in relation ``name``, read from the table at call time (so a relation
+    registered after import is pushed down as its entry says), or None."""
+    return relations.BUILTINS.get(name)
+
+
+def _pushed_pair(name: str) -> bool:
+    """A pair relation numpy decides (:data:`PAIR_RELATIONS`)."""
+    r = _rel(name)
+    return r is not None and r.pushdown and r.two_parts
+
+
+def _pushed_unary(name: str) -> bool:
+    """A one-part relation numpy decides per part (:data:`UNARY_RELATIONS`)."""
+    r = _rel(name)
+    return r is not None and r.pushdown and not r.two_parts
+
+
+def _dist(node: ir.Rel) -> int | None:
+    """A pair relation's distance argument (near's), in U, or None."""
+    r = _rel(node.name)
+    d = node.args[2] if r is not None and r.param == "length" else None
+    return int(g.to_u(d.value)) if isinstance(d, ir.NumArg) else None
+
 OPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne}
@@ -63,7 +88,7 @@ class Selection:
 def _pair_vars(lit, domains: dict[str, str]) -> tuple[str, str] | None:
     """(p, q) of a positive kernel pair relation over two distinct part variables."""
     node = lit.node
-    if lit.kind != "rel" or not lit.positive or node.name not in PAIR_RELATIONS:
+    if lit.kind != "rel" or not lit.positive or not _pushed_pair(node.name):
         return None
     a, b = node.args[0], node.args[1]
     if not (isinstance(a, ir.VarArg) and isinstance(b, ir.VarArg)) or a.name == b.name:
@@ -79,7 +104,8 @@ def _cmp_vars(lit) -> set[str]:
 
 def _order_vars(lit) -> tuple[str, str] | None:
     node = lit.node
-    if lit.kind != "rel" or node.name != "before":
+    r = _rel(node.name) if lit.kind == "rel" else None
+    if r is None or r.family != "order":
         return None
     a, b = node.args
     if not (isinstance(a, ir.VarArg) and isinstance(b, ir.VarArg)) or a.name == b.name:
@@ -131,7 +157,7 @@ def absorb(lits: list, domains: dict[str, str], new_name: Callable[[], str]
                 replaced.append(lit)
                 used.add(k)
         node = lits[r].node
-        dist = int(g.to_u(node.args[2].value)) if node.name == "near" else None
+        dist = _dist(node)
         sel = Selection(new_name(), node.name, dist, pv, tuple(cmps), tuple(order))
         sels.append((sel, replaced))
         used.add(r)
@@ -155,7 +181,7 @@ def projection(rest: list, sels: list[tuple[Selection, list]], q: str, p: str,
     q and the outer part p and nothing else (distinctness aside), else None."""
     if not sels and len(rest) == 1 and (pv := _pair_vars(rest[0], domains)) is not None:
         node = rest[0].node
-        dist = int(g.to_u(node.args[2].value)) if node.name == "near" else None
+        dist = _dist(node)
         sel = Selection("", node.name, dist, pv, (), ())
     elif not rest and len(sels) == 1:
         sel = sels[0][0]
@@ -196,12 +222,12 @@ def unary_atom(lit, var: str, projections: dict[str, Projection]) -> tuple | Non
         return (node.attr, node.value) if node.var == var else None
     if lit.kind == "aux":
         return ("proj", node) if node in projections and tuple(lit.extra) == (var,) else None
-    if lit.kind != "rel" or node.name not in UNARY_RELATIONS:
+    if lit.kind != "rel" or not _pushed_unary(node.name):
         return None
     first = node.args[0]
     if not isinstance(first, ir.VarArg) or first.name != var:
         return None
-    if node.name in ("grounded", "stable", "placed_stable"):
+    if len(node.args) == 1:  # grounded, stable, placed_stable
         return ("rel", node.name)
     place = node.args[1]
     return ("rel", node.name, place.name) if isinstance(place, ir.NameArg) else None
@@ -264,8 +290,10 @@ def plain_text(lit, var: Callable[[str], str]) -> str:
     registering anything with the program (a selection's readable form)."""
     r = lit.node
     a, b = (var(x.name) for x in r.args[:2])
-    if r.name == "before":
+    rel = _rel(r.name)
+    if rel is not None and rel.family == "order":
         return f"{a} {'<' if lit.positive else '>'} {b}"
-    if r.name == "near":
-        return f"near({a},{b},{int(g.to_u(r.args[2].value))})"
+    d = _dist(r)
+    if d is not None:
+        return f"{r.name}({a},{b},{d})"
     return f"{r.name}({a},{b})"

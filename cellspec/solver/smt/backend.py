@@ -47,12 +47,18 @@ def seed_z3() -> None:
     z3.set_param("nlsat.seed", 0)
 
 
+def _encodes(name: str) -> bool:
+    """Z3 encodes the relation (read from the table at call time, like RELATIONS)."""
+    r = relations.BUILTINS.get(name)
+    return r is not None and r.smt
+
+
 def check_fragment(rules: tuple[Rule, ...] | list[Rule]) -> None:
     """Raise CellspecError at the rule's source for anything outside the Z3 fragment."""
     diags = []
     for r in rules:
         for n in ir.walk(r.body):
-            if isinstance(n, ir.Rel) and n.name not in RELATIONS:
+            if isinstance(n, ir.Rel) and not _encodes(n.name):
                 diags.append(Diagnostic(r.source.file, r.source.line, r.source.col,
                                         f"not supported by the Z3 backend: rule '{r.name}' "
                                         f"uses relation {n.name}"))
@@ -105,9 +111,10 @@ def _margin(inst: Instance, rules, boxes: np.ndarray) -> int:
     return m
 
 
-def _shapes(inst: Instance, moving: bool) -> LinShapes | None:
-    # solver-specific: the linear Z3 shapes (moving or fixed) exist only for shaped parts
-    return None if inst.shapes is None else lin_shapes(inst.shapes, inst.ids, moving)
+def _shapes(inst: Instance, moving: bool) -> LinShapes:
+    """The parts' shapes as the encoding reads them (plain boxes at yaw 0 when every part
+    is one: the kernel's ``as_shapes``), each centre moving with the part when ``moving``."""
+    return lin_shapes(inst.kernel().as_shapes(), inst.ids, moving)
 
 
 def fixed_problem(inst: Instance, rules, prune: bool = True, presence: bool = False) -> Problem:

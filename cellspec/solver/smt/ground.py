@@ -20,7 +20,9 @@ it stands for all such parts; otherwise they are enumerated one by one.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +33,10 @@ from cellspec.dsl.model import Rule
 from cellspec.solver.instance import BoxU, lin_to_int
 from cellspec.solver.reference import free_vars
 from cellspec.solver.smt import shapes as shp
-from cellspec.solver.smt.formula import UNK, Builder, add, const, scale
+from cellspec.solver.smt.formula import UNK, Builder, Lin, add, const, scale
 
-PAIR_RELS = relations.names(lambda r: r.family in ("pair", "column"))
+Formula = Any  # formula.py's folded formulas: a bool, UNK or a tagged tuple
+Extra = int | str | None  # a pair relation's third argument: near's distance, flanks' axis
 # corner index: x0 x1 y0 y1 z0 z1
 _ATTR_COL = {"top": 5, "zmax": 5, "bottom": 4, "zmin": 4, "xmin": 0, "xmax": 1, "ymin": 2,
              "ymax": 3}
@@ -72,7 +75,7 @@ class Problem:
     surfaces: dict[str, int]
     opening: int | None
     depth: int | None
-    before: object  # callable (i, j) -> formula
+    before: Callable[[int, int], Any]  # (i, j) -> formula
     neighbours: list | None = None  # list of sets, or None: every part is a neighbour
     presence: bool = False  # explain: every binding guarded by ("bool", ("present", i))
     robots: tuple[str, ...] = ()  # the cell's robots (`forall r in robot`)
@@ -96,10 +99,12 @@ def pair_margin(rules, boxes, eps: int, opening: int | None, depth: int | None) 
     near, flanks = 0, False
     for r in rules:
         for n in ir.walk(r.body):
-            if isinstance(n, ir.Rel):
-                if n.name == "near":
-                    near = max(near, int(g.to_u(n.args[2].value)))
-                elif n.name == "flanks":
+            r = relations.BUILTINS.get(n.name) if isinstance(n, ir.Rel) else None
+            if isinstance(n, ir.Rel) and r is not None:
+                d = n.args[2] if r.param == "length" else None
+                if isinstance(d, ir.NumArg):
+                    near = max(near, int(g.to_u(d.value)))
+                elif r.param == "axis":
                     flanks = True
     return g.relation_margin(boxes, eps, near, flanks, opening, depth) + 1
 
@@ -111,6 +116,8 @@ class Grounder:
         self.max_bindings = max_bindings
         self.bindings = 0
         self.domains: dict[str, str] = {}
+        # the encoding of the parts' shapes, chosen once: boxes, or per pair (smt/shapes.py)
+        self.enc = shp.encoding(prob.shapes)
 
     # attributes and relations ------------------------------------------------------
     def corner(self, i, k):
@@ -134,49 +141,39 @@ class Grounder:
         return b.and_((b.ge(ci[hi], cj[lo], k), b.ge(cj[hi], ci[lo], k),
                        b.ge(ci[hi], ci[lo], k), b.ge(cj[hi], cj[lo], k)))
 
-    def pair_rel(self, name: str, i: int, j: int, extra=None):
-        L = self.p.shapes
-        # solver-specific: Z3 encodes a plain pair as box arithmetic, any other on shapes
-        if L is None or (L.plain[i] and L.plain[j]):
-            return self.box_rel(name, i, j, extra)
-        if name == "flanks":
-            return self.flanks(i, j, extra)
-        return shp.pair(self.b, L, name, i, j, self.box_rel(name, i, j, extra),
-                        extra if name == "near" else self.p.eps)
+    def pair_rel(self, name: str, i: int, j: int, extra: Extra = None) -> Formula:
+        """A pair relation of parts i and j in the encoding of their shapes."""
+        return self.enc.pair(self, name, i, j, extra)
 
-    def box_rel(self, name: str, i: int, j: int, extra=None):
-        """A pair relation of the (enclosing) boxes, as in cellspec/core/geometry.py."""
-        b, e = self.b, self.p.eps
-        if name == "contact":
-            return b.and_(self.olap_ge(i, j, a, -e) for a in range(3))
-        if name == "near":
-            return b.and_(self.olap_ge(i, j, a, -extra) for a in range(3))
-        if name == "overlaps":
-            return b.and_(self.olap_ge(i, j, a, e + 1) for a in range(3))
-        fp = b.and_((self.olap_ge(i, j, 0, e + 1), self.olap_ge(i, j, 1, e + 1)))
-        ci, cj = self.p.corners[i], self.p.corners[j]
-        if name == "supports":  # |j.z0 - i.z1| <= eps
-            return b.and_((b.ge(cj[4], ci[5], -e), b.ge(ci[5], cj[4], -e), fp))
-        if name == "above":  # i.z0 >= j.z1 - eps
-            return b.and_((b.ge(ci[4], cj[5], -e), fp))
-        if name == "flanks":  # flanks(q=i, p=j, axis)
-            return self.flanks(i, j, extra)
-        raise KeyError(name)
+    def box_rel(self, name: str, i: int, j: int, extra: Extra = None) -> Formula:
+        """A pair relation of the (enclosing) boxes, as in cellspec/core/geometry.py: the
+        relation's own ``z3`` encoding (cellspec/core/relations.py); flanks its own."""
+        r = relations.get(name)
+        if r.param == "axis":  # flanks(q=i, p=j, axis)
+            return self.flanks(i, j, str(extra))
+        if r.z3 is None:
+            raise NotInFragment(f"relation {name} has no Z3 encoding")
+        d = int(extra) if r.param == "length" and extra is not None else self.p.eps
+        return r.z3(BoxPair(self, i, j), d)
 
-    def flanks(self, q: int, p: int, axis: str):
+    def flanks(self, q: int, p: int, axis: str) -> Formula:
+        """q blocks a parallel grip of p along ``axis`` (geometry.flanks; on shapes,
+        shapes.flanks through the encoding)."""
         b, e = self.b, self.p.eps
         cq, cp = self.p.corners[q], self.p.corners[p]
         other = 1 if axis == "x" else 0
-        ax = 0 if axis == "x" else 1
         lat = self.olap_ge(q, p, other, e + 1)
         band_lo = cp[4] if self.p.depth is None else add(cp[5], const(-self.p.depth))
         # zo = min(q.z1, p.z1) - max(q.z0, band_lo) > eps
         zo = b.and_((b.gt(cq[5], cq[4], e), b.gt(cq[5], band_lo, e), b.gt(cp[5], cq[4], e),
                      b.gt(cp[5], band_lo, e)))
-        L = self.p.shapes
-        # solver-specific: Z3 refines a pair with a shaped part by its footprint formula
-        if L is not None and not (L.plain[q] and L.plain[p]):
-            return shp.flanks(b, L, q, p, axis, zo, self.p.opening, e, self.p.depth)
+        return self.enc.flanks(self, q, p, axis, lat, zo)
+
+    def box_flanks(self, q: int, p: int, axis: str, lat: Formula, zo: Formula) -> Formula:
+        """flanks of two boxes: the lateral overlap, the z band and the fingers' gap."""
+        b, e = self.b, self.p.eps
+        cq, cp = self.p.corners[q], self.p.corners[p]
+        ax = 0 if axis == "x" else 1
         if self.p.opening is None:
             gap = self.olap_ge(q, p, ax, -e)
         else:
@@ -189,14 +186,9 @@ class Grounder:
                          for h in his for l_ in los)
         return b.and_((lat, zo, gap))
 
-    def zone_rel(self, name: str, i: int, zone: str):
-        z = self.p.zones[zone]
-        L = self.p.shapes
-        # solver-specific: Z3 adds a shaped part's exact-footprint formula
-        if L is not None and not L.plain[i]:  # a yawed box or a cylinder
-            return shp.zone(self.b, L, name, i, z, self.p.corners[i], self.p.eps,
-                            lambda: self.box_zone_rel(name, i, z))
-        return self.box_zone_rel(name, i, z)
+    def zone_rel(self, name: str, i: int, zone: str) -> Formula:
+        """inside / intersects of part i and a named zone, in the encoding of its shape."""
+        return self.enc.zone(self, name, i, self.p.zones[zone])
 
     def box_zone_rel(self, name: str, i: int, z):
         """inside / intersects of a box (the part's, or its enclosing box)."""
@@ -289,36 +281,48 @@ class Grounder:
             return b.count(items, node.op, node.n)
         raise NotInFragment(f"cannot encode {type(node).__name__}")
 
-    def rel(self, node: ir.Rel, env: dict):
+    def rel(self, node: ir.Rel, env: dict[str, Any]) -> Formula:
+        """A relation atom at a binding, by its family (:data:`FAMILY`)."""
         name = node.name
         args = [env[a.name] if isinstance(a, ir.VarArg) else a for a in node.args]
+        r = relations.BUILTINS.get(name)
         fars = [a for a in args if isinstance(a, Far)]
         if fars:
-            if name in PAIR_RELS:
+            if r is not None and r.two_parts:
                 far = fars[0]
                 other = args[1] if args[0] is far else args[0]
                 if isinstance(other, int) and other in far.anchor:
                     return False
             return UNK
-        r = relations.get(name) if name in relations.BUILTINS else None
-        if r is not None and r.two_parts:
-            if r.param == "length":
-                return self.pair_rel(name, args[0], args[1], int(g.to_u(args[2].value)))
-            if r.param == "axis":
-                return self.pair_rel(name, args[0], args[1], args[2].name)
-            return self.pair_rel(name, args[0], args[1])
-        if name == "before":
-            return self.p.before(args[0], args[1])
-        if name in ("inside", "intersects"):
-            z = args[1] if isinstance(args[1], str) else args[1].name
-            return self.zone_rel(name, args[0], z)
-        if name == "on":
+        encode = None if r is None else FAMILY.get(r.family)
+        if r is None or encode is None:
+            raise NotInFragment(f"relation {name} is not supported by the Z3 backend")
+        return encode(self, r, args)
+
+    def _rel_pair(self, r: relations.Relation, args: list[Any]) -> Formula:
+        """pair, column: the relation of two parts (near: its distance; flanks: its axis)."""
+        extra: Extra = (int(g.to_u(args[2].value)) if r.param == "length"
+                        else args[2].name if r.param == "axis" else None)
+        return self.pair_rel(r.name, args[0], args[1], extra)
+
+    def _rel_zone(self, r: relations.Relation, args: list[Any]) -> Formula:
+        """zone: a part and a zone (a variable's zone name, or a named one)."""
+        return self.zone_rel(r.name, args[0], args[1] if isinstance(args[1], str)
+                             else args[1].name)
+
+    def _rel_surface(self, r: relations.Relation, args: list[Any]) -> Formula:
+        """surface: on the named surface (``on(p, s)``), or on any (``grounded(p)``)."""
+        if r.arity == 2:
             return self.on_surface(args[0], self.p.surfaces[args[1].name])
-        if name == "grounded":
-            return self.b.or_(self.on_surface(args[0], z) for z in self.p.surfaces.values())
-        if name == "reachable":
-            return self.reachable(args[0], args[1] if isinstance(args[1], str) else args[1].name)
-        raise NotInFragment(f"relation {name} is not supported by the Z3 backend")
+        return self.b.or_(self.on_surface(args[0], z) for z in self.p.surfaces.values())
+
+    def _rel_robot(self, r: relations.Relation, args: list[Any]) -> Formula:
+        """robot: a part and a robot (fixed positions only)."""
+        return self.reachable(args[0], args[1] if isinstance(args[1], str) else args[1].name)
+
+    def _rel_order(self, r: relations.Relation, args: list[Any]) -> Formula:
+        """order: the placement order of two parts."""
+        return self.p.before(args[0], args[1])
 
     # quantifiers ---------------------------------------------------------------------------
     def _present(self, i: int):
@@ -339,10 +343,10 @@ class Grounder:
         anchor = frozenset(excl)
         if self.p.neighbours is None or not anchor:
             return [k for k in range(lo, n) if k not in excl], [], anchor
-        cand: set = set()
+        near: set[int] = set()
         for a in anchor:
-            cand |= self.p.neighbours[a]
-        cand = sorted(k for k in cand if k >= lo and k not in excl)
+            near |= self.p.neighbours[a]
+        cand = sorted(k for k in near if k >= lo and k not in excl)
         far_count = (n - lo) - sum(1 for k in excl if k >= lo) - len(cand)
         if far_count <= 0:
             return cand, [], anchor
@@ -423,7 +427,7 @@ class Grounder:
         if domain in ("keepout", "robot"):
             for v in vars_:
                 self.domains[v] = domain
-            out = []
+            out: list[tuple[Formula, int]] = []
             for combo in itertools.product(self.p.names(domain), repeat=len(vars_)):
                 self._tick()
                 out.append((self.holds(body, {**env, **dict(zip(vars_, combo, strict=True))}), 1))
@@ -437,7 +441,7 @@ class Grounder:
             return [(UNK, 1)]  # see _quant_rec: undecided inside a generic evaluation
         lo = prev + 1 if unordered else 0
         cand, far, anchor = self._candidates(vars_, sub, env, taken, prev, unordered)
-        out: list = []
+        out = []
         if far is None:
             if rest:
                 cand = [c for c in range(lo, self.p.n) if c not in anchor]
@@ -525,3 +529,32 @@ class Grounder:
 
         rec(0, {}, -1)
         return out
+
+
+# how the grounder encodes a relation of each family (cellspec/core/relations.py FAMILIES);
+# "part" (stable, placed_stable: the stability LP) is refused by name.
+# tests/test_relations.py checks it covers every family of the relations Z3 encodes
+FAMILY: dict[str, Callable[[Grounder, relations.Relation, list[Any]], Formula]] = {
+    "pair": Grounder._rel_pair, "column": Grounder._rel_pair, "zone": Grounder._rel_zone,
+    "surface": Grounder._rel_surface, "robot": Grounder._rel_robot, "order": Grounder._rel_order}
+
+
+class BoxPair:
+    """Two parts' (enclosing) boxes as a relation's ``z3`` encoding reads them
+    (cellspec/core/relations.py): corner rows ``i`` and ``j`` and difference atoms."""
+
+    def __init__(self, gr: Grounder, i: int, j: int):
+        self.gr, self.a, self.b = gr, i, j
+        self.i, self.j = gr.p.corners[i], gr.p.corners[j]
+
+    def ge(self, x: Lin, y: Lin, k: int) -> Formula:
+        """x - y >= k."""
+        return self.gr.b.ge(x, y, k)
+
+    def olap(self, ax: int, k: int) -> Formula:
+        """The two boxes' overlap on axis ``ax`` (0, 1, 2) is at least k."""
+        return self.gr.olap_ge(self.a, self.b, ax, k)
+
+    def all(self, fs: Iterable[Formula]) -> Formula:
+        """The conjunction."""
+        return self.gr.b.and_(fs)

@@ -34,6 +34,7 @@ otherwise refused by name (:class:`NotLinear`), never approximated silently.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -190,14 +191,16 @@ def pair(b: Builder, L: LinShapes, name: str, i: int, j: int, box: Any, e: int) 
     exact footprint relation."""
     if box is False:
         return False
-    closed = name in ("contact", "near")
+    r = relations.get(name)
+    if r.footprint is None:  # the enclosing boxes decide it exactly
+        return box
     if L.cyl[i] or L.cyl[j]:
-        fn = relations.get(name).shape
+        fn = r.shape
         assert fn is not None, name
         ii, jj = np.array([i]), np.array([j])
         return b.and_((box, _kernel_or_refuse(L, (i, j), name,
                                               lambda: fn(L.sh, ii, jj, e)[0])))
-    rel = meets if closed else covers
+    rel = FOOTPRINT[r.footprint]
     return b.and_((box, rel(b, rect(L, i), rect(L, j), square(e))))
 
 
@@ -309,3 +312,65 @@ def zone(b: Builder, L: LinShapes, name: str, k: int, z: Any, corners: list, eps
     z0, z1 = corners[4][0], corners[5][0]
     return half(b, L, k, z.coef, z.op, z.rhs, eps, (z0 + z1) // 2, (z1 - z0) // 2,
                 name == "inside", None if name == "inside" else box_rel())
+
+
+# a relation's footprint test (cellspec/core/relations.py ``footprint``)
+FOOTPRINT: dict[str, Callable[[Builder, Rect, Rect, Rect], Any]] = {
+    "meets": meets, "covers": covers}
+
+
+class BoxEncoding:
+    """Every part a plain box: each relation is the grounder's box formula."""
+
+    def pair(self, gr: Any, name: str, i: int, j: int, extra: Any) -> Any:
+        """A pair relation (``gr``: the grounder, smt/ground.py)."""
+        return gr.box_rel(name, i, j, extra)
+
+    def flanks(self, gr: Any, q: int, p: int, axis: str, lat: Any, zo: Any) -> Any:
+        """flanks(q, p, axis) given its lateral overlap and z band."""
+        return gr.box_flanks(q, p, axis, lat, zo)
+
+    def zone(self, gr: Any, name: str, k: int, z: Any) -> Any:
+        """inside / intersects of part k and zone z."""
+        return gr.box_zone_rel(name, k, z)
+
+
+class ShapeEncoding(BoxEncoding):
+    """Yawed boxes and cylinders: a pair or part that is not plain adds its exact footprint
+    formula. The per-pair test of ``plain`` is inherent: one layout mixes plain pairs
+    (box arithmetic) and shaped ones (footprint formulas), and Z3 needs each's own."""
+
+    def __init__(self, L: LinShapes):
+        self.L = L
+
+    def pair(self, gr: Any, name: str, i: int, j: int, extra: Any) -> Any:
+        """A pair relation on the shapes (the box formula for two plain boxes)."""
+        L = self.L
+        if L.plain[i] and L.plain[j]:  # per pair: see the class docstring
+            return gr.box_rel(name, i, j, extra)
+        r = relations.get(name)
+        if r.param == "axis":
+            return gr.flanks(i, j, extra)
+        return pair(gr.b, L, name, i, j, gr.box_rel(name, i, j, extra),
+                    extra if r.param == "length" else gr.p.eps)
+
+    def flanks(self, gr: Any, q: int, p: int, axis: str, lat: Any, zo: Any) -> Any:
+        """flanks refined by the footprint formula for a pair with a shaped part."""
+        L = self.L
+        if L.plain[q] and L.plain[p]:  # per pair: see the class docstring
+            return gr.box_flanks(q, p, axis, lat, zo)
+        p_ = gr.p
+        return flanks(gr.b, L, q, p, axis, zo, p_.opening, p_.eps, p_.depth)
+
+    def zone(self, gr: Any, name: str, k: int, z: Any) -> Any:
+        """A shaped part adds its exact-footprint formula."""
+        if self.L.plain[k]:  # per part: see the class docstring
+            return gr.box_zone_rel(name, k, z)
+        return zone(gr.b, self.L, name, k, z, gr.p.corners[k], gr.p.eps,
+                    lambda: gr.box_zone_rel(name, k, z))
+
+
+def encoding(L: LinShapes | None) -> BoxEncoding:
+    """The encoding of a problem's parts, chosen once: boxes when it has no shapes (lint's
+    and diff's problems), else per pair on the shapes."""
+    return BoxEncoding() if L is None else ShapeEncoding(L)
