@@ -12,15 +12,15 @@ from cellspec import load_cell
 from cellspec.core.severity import Severity
 from cellspec.core.status import Status
 from cellspec.solver.asp.prefer import Bound
-from cellspec.solver.formal.diff import RELATIONS, Relation, RuleDiff, SideState
+from cellspec.solver.formal.diff import RELATIONS, DiffRelation, RuleDiff, SideState
 from cellspec.solver.result import Violation
 from cellspec.solver.smt.result import FindingKind, LintFinding
 from cellspec.testing.baseline import (
     Baseline,
     BaselineFinding,
     FileBaseline,
+    FileOutcome,
     Gate,
-    Outcome,
     pretty,
     with_junit,
 )
@@ -38,10 +38,10 @@ rule p "p" severity preference weight 2 : forall p: p.x <= 0.5
 """
 
 WORDS = {Severity: ["error", "warning", "preference"],
-         Relation: ["equivalent", "stricter", "looser", "incomparable", "unknown"],
+         DiffRelation: ["equivalent", "stricter", "looser", "incomparable", "unknown"],
          SideState: ["found", "none", "unknown"],
          Gate: ["ok", "allowed", "fail", "unknown"],
-         Outcome: ["passed", "failed", "unknown", "new", "library", "not comparable"],
+         FileOutcome: ["passed", "failed", "unknown", "new", "library", "not comparable"],
          FindingKind: ["inconsistent", "never_fires", "implied", "unknown",
                        "preference_never_met", "preference_conflict"]}
 
@@ -72,7 +72,7 @@ def test_rule_and_violation_severities_are_the_enum(tmp_path) -> None:
 
 
 def test_rule_diff_json_has_the_words() -> None:
-    d = RuleDiff("r", relation=Relation.LOOSER, severity=(Severity.ERROR, Severity.WARNING))
+    d = RuleDiff("r", relation=DiffRelation.LOOSER, severity=(Severity.ERROR, Severity.WARNING))
     assert json.dumps(d.to_json()) == json.dumps(
         RuleDiff("r", relation="looser", severity=("error", "warning")).to_json())  # old words
     assert d.old_only.state is SideState.NONE
@@ -93,13 +93,13 @@ def test_lint_finding_kind_is_coerced_and_dumped() -> None:
 def _baseline(words: bool) -> Baseline:
     """The same baseline with enum members (``words`` False) or the plain old strings."""
     w = (lambda e: e.value) if words else (lambda e: e)
-    fin = BaselineFinding("r", w(Relation.LOOSER), w(Gate.FAIL), "rule r is looser")
-    files = [FileBaseline("a.cell", w(Outcome.FAILED), w(Relation.LOOSER), [fin]),
-             FileBaseline("b.cell", w(Outcome.UNKNOWN), w(Relation.UNKNOWN),
+    fin = BaselineFinding("r", w(DiffRelation.LOOSER), w(Gate.FAIL), "rule r is looser")
+    files = [FileBaseline("a.cell", w(FileOutcome.FAILED), w(DiffRelation.LOOSER), [fin]),
+             FileBaseline("b.cell", w(FileOutcome.UNKNOWN), w(DiffRelation.UNKNOWN),
                           [BaselineFinding("*", "unknown", w(Gate.UNKNOWN), "not decided")]),
-             FileBaseline("c.cell", w(Outcome.PASSED), w(Relation.STRICTER)),
-             FileBaseline("d.cell", w(Outcome.NOT_COMPARABLE)),
-             FileBaseline("e.cell", w(Outcome.FAILED))]
+             FileBaseline("c.cell", w(FileOutcome.PASSED), w(DiffRelation.STRICTER)),
+             FileBaseline("d.cell", w(FileOutcome.NOT_COMPARABLE)),
+             FileBaseline("e.cell", w(FileOutcome.FAILED))]
     return Baseline("HEAD", 3, files, 1)
 
 

@@ -48,11 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _pretty(rep: Any, old: str, new: str) -> str:
-    from cellspec.solver.formal.diff import Relation, where  # lazy: loaded by the worker already
+    from cellspec.solver.formal.diff import (  # lazy: loaded by the worker already
+        DiffRelation,
+        where,
+    )
 
     lines = []
     def shown(d: Any) -> bool:  # in detail: a difference, or a severity change
-        return d.relation != Relation.EQUIVALENT or len({s for s in d.severity if s}) > 1
+        return d.relation != DiffRelation.EQUIVALENT or len({s for s in d.severity if s}) > 1
 
     same = [d for d in rep.rules if not shown(d)]
     for d in [*(d for d in rep.rules if shown(d)), rep.whole]:
@@ -150,7 +153,7 @@ def run(a: argparse.Namespace) -> int:
     got = run_bounded(compute, time_limit=a.time_limit, max_memory=a.max_memory)
     if isinstance(got, LimitHit):
         return print_stopped(got, a.format, tagged("diff", {
-            # Relation.UNKNOWN's word: the diff module (and Z3) is not loaded on this path
+            # DiffRelation.UNKNOWN's word: the diff module (and Z3) is not loaded on this path
             "relation": "unknown", "parts": a.parts, "types": [], "rules": [],
             "witnesses": {"old_only": None, "new_only": None}, "notes": [got.reason],
             "seconds": round(got.seconds, 4)}),
@@ -158,8 +161,8 @@ def run(a: argparse.Namespace) -> int:
     if a.witness_dir:
         _write_witnesses(got, Path(a.witness_dir))
     print(json.dumps(_json(got), indent=2) if a.format == "json" else _pretty(got, a.old, a.new))
-    from cellspec.solver.formal.diff import Relation  # lazy: loaded with the report already
+    from cellspec.solver.formal.diff import DiffRelation  # lazy: loaded with the report already
 
-    if got.relation == Relation.UNKNOWN:
+    if got.relation == DiffRelation.UNKNOWN:
         return EXIT_INPUT
-    return EXIT_OK if got.relation == Relation.EQUIVALENT else EXIT_FAIL
+    return EXIT_OK if got.relation == DiffRelation.EQUIVALENT else EXIT_FAIL

@@ -15,7 +15,7 @@ from pathlib import Path
 from cellspec.core.errors import CellspecError
 from cellspec.core.proc import preexec_die_with_parent
 from cellspec.dsl.gitref import GitTree, run_git
-from cellspec.solver.formal.diff import Relation, where
+from cellspec.solver.formal.diff import DiffRelation, where
 
 DIFF_SECONDS = 10.0  # the diff's own --time-limit; the child is killed at twice that
 REF = "HEAD"
@@ -84,22 +84,22 @@ def hints(obj: dict) -> list[Hint]:
         w = d.get("witnesses", {})
         msgs = d.get("messages", {})
         if not d.get("in_new", True):
-            out.append(Hint(None, f"rule {name} removed since {REF}: "
-                            f"{'looser' if rel != Relation.EQUIVALENT else 'it never fired'}{up}"))
+            gone = "looser" if rel != DiffRelation.EQUIVALENT else "it never fired"
+            out.append(Hint(None, f"rule {name} removed since {REF}: {gone}{up}"))
             continue
         if not d.get("in_old", True):
-            what = {Relation.STRICTER: f"new since {REF}: stricter", Relation.EQUIVALENT:
+            what = {DiffRelation.STRICTER: f"new since {REF}: stricter", DiffRelation.EQUIVALENT:
                     f"new since {REF}: changes nothing"}.get(rel, f"new since {REF}: {rel}")
-        elif rel == Relation.STRICTER:
+        elif rel == DiffRelation.STRICTER:
             what = (f"stricter than {REF}: {_words(w.get('old_only'))} passes {REF}, fails "
                     f"now {msgs.get('old_only', '')}").rstrip()
-        elif rel == Relation.LOOSER:
+        elif rel == DiffRelation.LOOSER:
             what = (f"looser than {REF}: {_words(w.get('new_only'))} passes now, fails at "
                     f"{REF} {msgs.get('new_only', '')}").rstrip()
-        elif rel == Relation.INCOMPARABLE:
+        elif rel == DiffRelation.INCOMPARABLE:
             what = (f"incomparable with {REF} (stricter on {_words(w.get('old_only'))}, "
                     f"looser on {_words(w.get('new_only'))})")
-        elif rel == Relation.EQUIVALENT:
+        elif rel == DiffRelation.EQUIVALENT:
             if not d.get("changed"):
                 continue
             what = f"same meaning as {REF}"
@@ -110,9 +110,9 @@ def hints(obj: dict) -> list[Hint]:
         sev = d.get("severity") or {}
         if sev.get("old") and sev.get("new") and sev["old"] != sev["new"]:
             what += f"; severity {sev['old']} -> {sev['new']} since {REF}"
-        out.append(Hint(name, what + (up if rel != Relation.UNKNOWN else "")))
+        out.append(Hint(name, what + (up if rel != DiffRelation.UNKNOWN else "")))
     whole = (obj.get("whole") or {}).get("relation")
-    if whole in (Relation.STRICTER, Relation.LOOSER, Relation.INCOMPARABLE):
-        word = "incomparable with" if whole == Relation.INCOMPARABLE else f"{whole} than"
+    if whole in (DiffRelation.STRICTER, DiffRelation.LOOSER, DiffRelation.INCOMPARABLE):
+        word = "incomparable with" if whole == DiffRelation.INCOMPARABLE else f"{whole} than"
         out.append(Hint(None, f"the error rules as a whole: {word} {REF}{up}"))
     return out

@@ -23,8 +23,8 @@ from cellspec.dsl.parser import load_cell
 from cellspec.solver.formal.diff import (
     DEFAULT_PARTS,
     WHOLE,
+    DiffRelation,
     DiffReport,
-    Relation,
     RuleDiff,
     diff,
     where,
@@ -34,7 +34,7 @@ MARKER = re.compile(r"//\s*loosens\s*:\s*([^\n]*)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RANK = {Severity.ERROR: 2, Severity.WARNING: 1, Severity.PREFERENCE: 0}  # down: looser
 DEFAULT_SECONDS = 60.0  # per changed file, when the run gives no --timeout
-_LOOSER = (Relation.LOOSER, Relation.INCOMPARABLE)  # accepts a layout it used to reject
+_LOOSER = (DiffRelation.LOOSER, DiffRelation.INCOMPARABLE)  # accepts a layout it used to reject
 
 
 class Gate(StrEnum):
@@ -46,7 +46,7 @@ class Gate(StrEnum):
     UNKNOWN = "unknown"
 
 
-class Outcome(StrEnum):
+class FileOutcome(StrEnum):
     """What the baseline decided about one cell file (see :class:`FileBaseline`)."""
 
     PASSED = "passed"
@@ -82,8 +82,8 @@ class FileBaseline:
     comparable (its GITREF version does not load)."""
 
     file: str
-    outcome: Outcome
-    relation: Relation | None = None
+    outcome: FileOutcome
+    relation: DiffRelation | None = None
     findings: list[BaselineFinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -108,12 +108,12 @@ class Baseline:
     @property
     def failed(self) -> bool:
         """A looser change no marker or flag declares."""
-        return any(f.outcome == Outcome.FAILED for f in self.files)
+        return any(f.outcome == FileOutcome.FAILED for f in self.files)
 
     @property
     def unknown(self) -> bool:
         """A change that could not be decided (not proved not looser)."""
-        return any(f.outcome == Outcome.UNKNOWN for f in self.files)
+        return any(f.outcome == FileOutcome.UNKNOWN for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
         """The ``baseline`` object of ``cellspec test --format json``."""
@@ -159,7 +159,7 @@ def run_baseline(files: list[Path], ref: str, *, allow_looser: bool = False,
             out.append(got)
     for key, shown in libraries:
         who = sorted(set(importers.get(key, [])))
-        out.append(FileBaseline(shown, Outcome.LIBRARY, notes=[
+        out.append(FileBaseline(shown, FileOutcome.LIBRARY, notes=[
             f"a rule file without a cell, changed since {ref}: compared through the cells "
             "of this run that import it: " + ", ".join(who) if who else
             f"a rule file without a cell, changed since {ref}: NOT compared, no cell of "
@@ -184,11 +184,11 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
     kinds = {type(s).__name__ for s in model.statements}
     key = f.resolve()
     if tree.rel(f) is None:
-        return FileBaseline(shown, Outcome.UNKNOWN, notes=[
+        return FileBaseline(shown, FileOutcome.UNKNOWN, notes=[
             f"outside the git checkout {tree.top}: not compared with {tree.ref}"])
     old_text = tree.text(key)
     if old_text is None:
-        return FileBaseline(shown, Outcome.NEW, notes=[f"new: not in {tree.ref}"])
+        return FileBaseline(shown, FileOutcome.NEW, notes=[f"new: not in {tree.ref}"])
     if "Cell" not in kinds and "Test" not in kinds:
         if old_text != text:
             libraries.append((key, shown))
@@ -203,7 +203,7 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
             return None
         old = CellBuilder(files, order, DiagnosticSink()).build(main_key=key)
     except CellspecError as exc:
-        return FileBaseline(shown, Outcome.NOT_COMPARABLE, notes=[
+        return FileBaseline(shown, FileOutcome.NOT_COMPARABLE, notes=[
             f"not comparable: at {tree.ref} it does not load ({exc.diagnostics[0]})"])
     try:
         new = load_cell(f)
@@ -213,11 +213,11 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
         rep = diff(old, new, parts, timeout=seconds)
     except CellspecError as exc:  # e.g. no box part type to place
         why = f"not compared with {tree.ref}: {exc.diagnostics[0].message}"
-        return FileBaseline(shown, Outcome.PASSED if allow else Outcome.UNKNOWN, notes=[
+        return FileBaseline(shown, FileOutcome.PASSED if allow else FileOutcome.UNKNOWN, notes=[
             why + ("" if allow else "; not proved not looser (--allow-looser accepts it)")],
             seconds=time.perf_counter() - t0)
     declared = markers(list(now.values()))
-    fb = FileBaseline(shown, Outcome.PASSED, relation=rep.relation,
+    fb = FileBaseline(shown, FileOutcome.PASSED, relation=rep.relation,
                       notes=[n for n in rep.notes if not n.startswith("identical in both")],
                       findings=_findings(rep, tree.ref, declared, allow))
     names = {d.rule for d in rep.rules}
@@ -225,8 +225,8 @@ def _one(f: Path, tree: GitTree, allow: bool, parts: int, seconds: float,
     if stray:
         fb.notes.append("`// loosens:` names no rule of either version: " + ", ".join(stray))
     gates = {x.gate for x in fb.findings}
-    fb.outcome = (Outcome.UNKNOWN if Gate.UNKNOWN in gates else Outcome.FAILED
-                  if Gate.FAIL in gates else Outcome.PASSED)
+    fb.outcome = (FileOutcome.UNKNOWN if Gate.UNKNOWN in gates else FileOutcome.FAILED
+                  if Gate.FAIL in gates else FileOutcome.PASSED)
     fb.seconds = time.perf_counter() - t0
     return fb
 
@@ -245,9 +245,10 @@ def _findings(rep: DiffReport, ref: str, declared: set[str], allow: bool) -> lis
                            f"the whole file accepts a layout {ref} rejects: "
                            f"{_shows(wit, w.new_only.message, ref)}"
                            + ("" if allow else "; pass --allow-looser if that is meant"), wit))
-    elif w.relation == Relation.UNKNOWN and not any(x.gate == Gate.UNKNOWN for x in out):
-        out.append(BaselineFinding(WHOLE, Relation.UNKNOWN, Gate.ALLOWED if allow else Gate.UNKNOWN,
-                           f"the error rules were not compared with {ref}: {w.reason}"))
+    elif w.relation == DiffRelation.UNKNOWN and not any(x.gate == Gate.UNKNOWN for x in out):
+        gate = Gate.ALLOWED if allow else Gate.UNKNOWN
+        out.append(BaselineFinding(WHOLE, DiffRelation.UNKNOWN, gate,
+                                   f"the error rules were not compared with {ref}: {w.reason}"))
     return out
 
 
@@ -285,13 +286,13 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
             what += " (the layouts that fail it no longer fail the check)"
     elif d.relation in _LOOSER:
         change = d.relation
-        how_far = (f"looser than at {ref}" if d.relation == Relation.LOOSER else
+        how_far = (f"looser than at {ref}" if d.relation == DiffRelation.LOOSER else
                    f"incomparable with {ref} (looser on some layouts, stricter on others)")
         what = f"rule {d.rule} is {how_far}: {_shows(wit, d.new_only.message, ref, d.rule)}"
-    elif d.relation == Relation.UNKNOWN:
+    elif d.relation == DiffRelation.UNKNOWN:
         if not d.changed and d.reason is None:
             return None
-        change = Relation.UNKNOWN
+        change = DiffRelation.UNKNOWN
         what = f"rule {d.rule} was not compared with {ref}: {d.reason}"
         if pref:
             return BaselineFinding(d.rule, change, Gate.OK, what + " (a preference: never gated)")
@@ -300,7 +301,7 @@ def _rule_finding(d: RuleDiff, ref: str, declared: set[str], allow: bool, whole:
     else:
         if not d.changed:
             return None
-        rel = ("new rule" if not d.in_old else "stricter" if d.relation == Relation.STRICTER
+        rel = ("new rule" if not d.in_old else "stricter" if d.relation == DiffRelation.STRICTER
                else "same meaning")
         return BaselineFinding(d.rule, "added" if not d.in_old else d.relation, Gate.OK,
                        f"rule {d.rule}: {rel}" + (f" than at {ref}" if rel == "stricter"
@@ -318,16 +319,16 @@ def with_junit(xml: str, b: Baseline) -> str:
     import xml.etree.ElementTree as ET  # lazy: only with --junit-xml
 
     root = ET.fromstring(xml)
-    fails = sum(f.outcome == Outcome.FAILED for f in b.files)
-    errs = sum(f.outcome == Outcome.UNKNOWN for f in b.files)
+    fails = sum(f.outcome == FileOutcome.FAILED for f in b.files)
+    errs = sum(f.outcome == FileOutcome.UNKNOWN for f in b.files)
     suite = ET.SubElement(root, "testsuite", name=f"baseline {b.ref}", tests=str(len(b.files)),
                           failures=str(fails), errors=str(errs))
     for f in b.files:
         tc = ET.SubElement(suite, "testcase", classname="baseline", name=f.file, file=f.file,
                            time="0")
-        if f.outcome in (Outcome.FAILED, Outcome.UNKNOWN):
+        if f.outcome in (FileOutcome.FAILED, FileOutcome.UNKNOWN):
             bad = [x.text for x in f.findings if x.gate in (Gate.FAIL, Gate.UNKNOWN)]
-            el = ET.SubElement(tc, "failure" if f.outcome == Outcome.FAILED else "error",
+            el = ET.SubElement(tc, "failure" if f.outcome == FileOutcome.FAILED else "error",
                                message=bad[0] if bad else f.outcome)
             el.text = "\n".join(bad)
     for k in ("tests", "failures", "errors"):
@@ -340,22 +341,23 @@ def pretty(b: Baseline) -> str:
     """The human report of the comparison, one block per changed file."""
     lines = [f"baseline {b.ref} (layouts of 1 to {b.parts} parts):"]
     for f in b.files:
-        head = {Outcome.PASSED: "ok", Outcome.FAILED: "FAIL", Outcome.UNKNOWN: "UNKNOWN",
-                Outcome.NEW: "new", Outcome.LIBRARY: "library",
-                Outcome.NOT_COMPARABLE: "not comparable"}[f.outcome]
-        rel = ({Relation.STRICTER: f": stricter than {b.ref}",
-                Relation.LOOSER: f": looser than {b.ref}",
-                Relation.INCOMPARABLE: f": incomparable with {b.ref} (looser on some "
+        head = {FileOutcome.PASSED: "ok", FileOutcome.FAILED: "FAIL",
+                FileOutcome.UNKNOWN: "UNKNOWN", FileOutcome.NEW: "new",
+                FileOutcome.LIBRARY: "library",
+                FileOutcome.NOT_COMPARABLE: "not comparable"}[f.outcome]
+        rel = ({DiffRelation.STRICTER: f": stricter than {b.ref}",
+                DiffRelation.LOOSER: f": looser than {b.ref}",
+                DiffRelation.INCOMPARABLE: f": incomparable with {b.ref} (looser on some "
                 "layouts, stricter on others)",
-                Relation.EQUIVALENT: f": same meaning as {b.ref}",
-                Relation.UNKNOWN: f": not decided against {b.ref}"}.get(f.relation, "")
+                DiffRelation.EQUIVALENT: f": same meaning as {b.ref}",
+                DiffRelation.UNKNOWN: f": not decided against {b.ref}"}.get(f.relation, "")
                if f.relation is not None else "")
         lines.append(f"  {head} {f.file}{rel}")
         for x in f.findings:
             lines.append(f"      {x.text}")
         for n in f.notes:
             lines.append(f"      note: {n}")
-    counts: dict[Outcome, int] = {}
+    counts: dict[FileOutcome, int] = {}
     for f in b.files:
         counts[f.outcome] = counts.get(f.outcome, 0) + 1
     for n in b.notes:

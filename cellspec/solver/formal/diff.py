@@ -37,7 +37,7 @@ DEFAULT_PARTS = 3
 MAX_PARTS = 6
 
 
-class Relation(StrEnum):
+class DiffRelation(StrEnum):
     """How NEW relates to OLD, for one rule or the error rules as a whole (the words of
     ``cellspec diff``'s output, its exit code and the ``--baseline`` gate)."""
 
@@ -56,7 +56,7 @@ class SideState(StrEnum):
     UNKNOWN = "unknown"
 
 
-RELATIONS = tuple(Relation)
+RELATIONS = tuple(DiffRelation)
 WHOLE = "*"  # the key of the whole error-rule set
 # what a rule must not read to be compared (documented in docs/diff.md)
 _OUT = {"it reads the placement order": ir.ORDER_RELATIONS,
@@ -81,7 +81,7 @@ class RuleDiff:
     """The relation of one rule (or of the whole error-rule set: ``rule == "*"``)."""
 
     rule: str
-    relation: Relation = Relation.EQUIVALENT
+    relation: DiffRelation = DiffRelation.EQUIVALENT
     in_old: bool = True
     in_new: bool = True
     old_only: Side = field(default_factory=Side)  # passes OLD, fails NEW
@@ -111,7 +111,7 @@ class RuleDiff:
 class DiffReport:
     """The whole answer of ``cellspec diff``."""
 
-    relation: Relation
+    relation: DiffRelation
     parts: int
     types: tuple[str, ...]
     whole: RuleDiff
@@ -144,17 +144,17 @@ def _out_reason(r: Rule) -> str | None:
     return None
 
 
-def _relation(d: RuleDiff) -> Relation:
+def _relation(d: RuleDiff) -> DiffRelation:
     a, b = d.old_only.state, d.new_only.state
     if a == SideState.NONE and b == SideState.NONE:
-        return Relation.EQUIVALENT
+        return DiffRelation.EQUIVALENT
     if a == SideState.FOUND and b == SideState.FOUND:
-        return Relation.INCOMPARABLE
+        return DiffRelation.INCOMPARABLE
     if a == SideState.FOUND and b == SideState.NONE:
-        return Relation.STRICTER
+        return DiffRelation.STRICTER
     if a == SideState.NONE and b == SideState.FOUND:
-        return Relation.LOOSER
-    return Relation.UNKNOWN
+        return DiffRelation.LOOSER
+    return DiffRelation.UNKNOWN
 
 
 def _part_sets(types: list[str], n: int):
@@ -254,10 +254,10 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
                 None if timeout is None else t0 + timeout, timeout)
     q.run(shared, parts, pending, diffs, whole)
     for d in [*diffs.values(), whole]:
-        if d.reason and d.relation == Relation.UNKNOWN:
+        if d.reason and d.relation == DiffRelation.UNKNOWN:
             continue
         d.relation = _relation(d)
-        if d.relation == Relation.UNKNOWN and not d.reason:
+        if d.relation == DiffRelation.UNKNOWN and not d.reason:
             d.reason = d.old_only.reason or d.new_only.reason
     if not (whole.old_only.full and whole.new_only.full):
         # an identical rule left out keeps "every layout NEW accepts OLD accepts" (and its
@@ -268,7 +268,7 @@ def diff(old: Cell, new: Cell, parts: int = DEFAULT_PARTS, *, rule: str | None =
     open_err = [n for n in names if n not in encoded and n not in skipped
                 and any(r.severity == Severity.ERROR for r in (orules.get(n), nrules.get(n)) if r)]
     if open_err:
-        whole.relation = Relation.UNKNOWN
+        whole.relation = DiffRelation.UNKNOWN
         whole.reason = ("an error rule that differs could not be compared: "
                         + ", ".join(open_err))
     rules_out = [diffs[n] for n in names if rule in (None, n)]
@@ -446,10 +446,10 @@ class _Search:
 
 def _leave_out(d: RuleDiff, why: str, same: bool, skipped: list[str]) -> None:
     if same:
-        d.relation, d.reason = Relation.EQUIVALENT, why + "; identical in both files"
+        d.relation, d.reason = DiffRelation.EQUIVALENT, why + "; identical in both files"
         skipped.append(d.rule)
     else:
-        d.relation, d.reason = Relation.UNKNOWN, why + "; it differs between the files"
+        d.relation, d.reason = DiffRelation.UNKNOWN, why + "; it differs between the files"
 
 
 def _give_up(pending: set, diffs: dict, whole: RuleDiff, why: str) -> None:
