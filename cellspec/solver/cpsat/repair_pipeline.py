@@ -80,7 +80,7 @@ def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
     becomes satisfiable), with the turns ``--allow-rotate`` allows. Empty when a limit is
     hit."""
     geo = _Geo(cell, layout, movable, GeoOptions(assumptions=True, turns=turns))
-    geo.m.ClearObjective()
+    geo.m.clear_objective()
     st, s = geo.solve(left(), 1)
     cp = geo.cp
     if st != cp.INFEASIBLE:
@@ -89,8 +89,8 @@ def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
     lits = {lit.Index(): lit for lit in geo.guard.values()}
     for k in list(core):
         trial = [c for c in core if c != k]
-        geo.m.ClearAssumptions()
-        geo.m.AddAssumptions([lits[c] for c in trial])
+        geo.m.clear_assumptions()
+        geo.m.add_assumptions([lits[c] for c in trial])
         st, _ = geo.solve(left(), 1)
         if st == cp.INFEASIBLE:
             core = trial
