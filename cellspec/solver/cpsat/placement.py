@@ -12,21 +12,12 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.solver.cpsat import exact
-from cellspec.solver.cpsat.moved_shapes import ShapeRules
+from cellspec.solver.cpsat.moved_shapes import rules_of
 from cellspec.solver.cpsat.rotate import PartTurns, add_turns, growth, odd_parts
 from cellspec.solver.instance import BoxU, build_instance
 
 SEED = 1
 GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
-
-
-def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
-    from cellspec.solver.graph import components
-
-    i, j = g.broad_phase(boxes, eps)
-    keep = g.contact(boxes[i], boxes[j], eps)
-    return components(len(boxes), i[keep], j[keep])
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,10 +94,9 @@ class _Geo:
         self.inst = inst
         # parts that may turn to a yaw not a multiple of 90 are seen as non-plain parts
         extra = odd_parts(turns, inst.n) if turns else None
-        # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
-        # solver-specific: the CP-SAT model adds shape rules only when some part needs them
-        self.sr = (ShapeRules(inst, extra) if inst.shapes is not None
-                   or (extra is not None and extra.any()) else None)
+        # yawed boxes and cylinders (moved_shapes): the shape rules, or the box rules when
+        # every part is a plain box that stays one (chosen once, here)
+        self.sr = rules_of(inst, extra)
         b = inst.boxes
         names = {r.name for r in cell.rules if r.severity == "error"}
         from cellspec.solver.stability import DEFAULT_MARGIN
@@ -127,7 +117,7 @@ class _Geo:
         self.ws = ws
         self.span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
                      for k in range(3)]
-        self.comp = _components(b, inst.eps) if self.sr is None else exact.components(inst)
+        self.comp = self.sr.components()
 
     def _rule_guard(self, name: str) -> list:
         """The assumption literal of rule ``name`` as a list (empty without assumptions)."""
@@ -211,8 +201,7 @@ class _Geo:
         hv: list[list[Any]] = [[int(self.half[i, a]) for a in range(3)] for i in range(n)]
         self.hv = hv
         # inscribed half extents on x and y (support of non-plain parts): ints or expressions
-        self.inner_v = None if self.sr is None else [[int(self.sr.inner[i, a])
-                                                      for a in range(2)] for i in range(n)]
+        self.inner_v = self.sr.inner_exprs()
         turn_max = 0
         for i in sorted(turns):  # a turn costs its rank: never turned for nothing
             lits, cost, top = add_turns(m, i, turns[i], self.moved[i], hv[i],
@@ -236,7 +225,7 @@ class _Geo:
         """Every moved part inside the workspace."""
         m, sr, ws = self.m, self.sr, self.ws
         for i in mov_idx:
-            if sr is not None and sr.any(i):
+            if sr.any(i):
                 # the enclosing box inside, exactly, once it moves
                 on = self._rule_guard("workspace") + ([] if not sr.inside0(i, ws)
                                                       else [self.moved[i]])
@@ -255,8 +244,8 @@ class _Geo:
             z = inst.zones[zname]
             gl = self._rule_guard(f"keepout {zname}")
             for i in mov_idx:
-                odd = sr is not None and sr.any(i)
-                clear0 = odd and sr is not None and sr.clear0(i, z)
+                odd = sr.any(i)
+                clear0 = odd and sr.clear0(i, z)
                 if isinstance(z, BoxU):
                     opts = []
                     for a in range(3):
@@ -298,7 +287,7 @@ class _Geo:
         m, sr = self.m, self.sr
         gl = self._rule_guard("no_overlap")
         for i, j in pairs:
-            odd = sr is not None and sr.any(i, j)
+            odd = sr.any(i, j)
             opts = []
             for a in range(3):
                 for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
@@ -308,7 +297,7 @@ class _Geo:
                     else:
                         self.tight(expr, [lit], (i, j))
                     opts.append(lit)
-            if odd and sr is not None and sr.apart0(i, j):  # apart now: may stay so
+            if odd and sr.apart0(i, j):  # apart now: may stay so
                 opts.append(self.same((i, j)))
             m.add_bool_or(opts).OnlyEnforceIf(gl)
 
@@ -339,9 +328,9 @@ class _Geo:
             for j in np.nonzero(close[i])[0].tolist():
                 if j == i:
                     continue
-                odd = sr is not None and sr.any(i, j)
+                odd = sr.any(i, j)
                 if not movable[i] and not movable[j]:
-                    sup = sr.supports0(j, i) if odd and sr is not None else bool(
+                    sup = sr.supports0(j, i) if odd else bool(
                         g.supports(b[j], b[i], eps))
                     done = done or (sup and self._centred(i, j, tighten.get(i, 0)))
                     continue
@@ -420,7 +409,7 @@ class _Geo:
         op0 = order_problem(inst)
         par = [gk == "parallel" for gk in inst.grippers]
         for p in range(n):
-            if not par[p] or (self.sr is not None and self.sr.any(p)):
+            if not par[p] or self.sr.any(p):
                 continue  # a yawed box or a cylinder: its grip is left to the order
             if not movable[p] and op0.block[p][0] and op0.block[p][1]:
                 continue  # fixed and already flanked on both axes: leave it to the order
@@ -463,11 +452,11 @@ class _Geo:
         when i or j is a yawed box or a cylinder."""
         if not level:
             return True
-        odd = self.sr is not None and self.sr.any(i, j)
+        odd = self.sr.any(i, j)
         for a in range(2):
             mu = level * int(self.half[i, a]) // 4
             ctr = 2 * int(self.c[i][a])
-            if odd and self.sr is not None:
+            if odd:
                 lo = 2 * int(self.c[j][a]) - int(self.sr.inner[j, a])
                 hi = 2 * int(self.c[j][a]) + int(self.sr.inner[j, a])
             else:
@@ -490,7 +479,7 @@ class _Geo:
         more than eps on x and y, and i's centre over j's inner box, the stability margin
         (or, after an unstable round, ``level`` quarters of i's half size) inside its
         edges; or, if j carries i in the input, their relative position kept."""
-        assert self.sr is not None and self.inner_v is not None
+        assert self.inner_v is not None
         m, eps, inner = self.m, self.inst.eps, self.inner_v
         lit = m.new_bool_var("")
         m.add(self.lo(i, 2) == self.hi(j, 2)).OnlyEnforceIf(lit)
@@ -522,7 +511,7 @@ class _Geo:
         a quarter or not, tolerance included, as before."""
         if (len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]
                 and all(k in self.free for k in parts)):  # a fixed member does not shift
-            turned = self.sr is not None and self.sr.any(*parts)
+            turned = self.sr.any(*parts)
             return [self.free[k] for k in parts if k in self.free] + [
                 t for k in parts if turned for t, _ in self.turn.get(k, ())]
         return [self.moved[k] for k in parts if k in self.moved]
