@@ -44,6 +44,7 @@ class Sol:
 
 def sub_layout(layout: Layout, parts: tuple[int, ...]) -> Layout:
     idx = np.asarray(parts, dtype=np.int64)
+    assert layout.yaw is not None  # Layout.__post_init__ fills None with zeros
     return Layout(ids=tuple(layout.ids[i] for i in parts),
                   types=tuple(layout.types[i] for i in parts), pos=np.array(layout.pos[idx]),
                   size=np.array(layout.size[idx]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -108,7 +108,7 @@ def build_model(structs: list[Struct], design: DesignSpec, site: Site, assume: b
         if not assume:
             return []
         if name not in guards:
-            lit = m.NewBoolVar(name)
+            lit = m.new_bool_var(name)
             guards[name] = lit
             lit_name[lit.Index()] = name
         return [guards[name]]
@@ -124,9 +124,9 @@ def build_model(structs: list[Struct], design: DesignSpec, site: Site, assume: b
     _spacing(m, structs, site.gap, assume, guard)
     weight = 10 ** 7 if obj else 1  # packing goals before anchor distance (L1, U)
     if not assume:
-        m.Minimize(weight * sum(primary) + sum(obj) if primary else sum(obj))
+        m.minimize(weight * sum(primary) + sum(obj) if primary else sum(obj))
     if assume:
-        m.AddAssumptions(list(guards.values()))
+        m.add_assumptions(list(guards.values()))
     return m, lit_name
 
 
@@ -141,15 +141,15 @@ def _template_vars(m: Any, st: Struct, cons: list[Any], site: Site, guard: Any,
         bx = (-((-ws_lo[0]) // 2), (ws_hi[0] - st.w) // 2)
         by = (-((-ws_lo[1]) // 2), (ws_hi[1] - st.d) // 2)
     st.dom = (bx[0], max(bx), by[0], max(by))
-    st.ax = m.NewIntVar(bx[0], max(bx), f"ax{st.idx}")
-    st.ay = m.NewIntVar(by[0], max(by), f"ay{st.idx}")
+    st.ax = m.new_int_var(bx[0], max(bx), f"ax{st.idx}")
+    st.ay = m.new_int_var(by[0], max(by), f"ay{st.idx}")
     X, Y = 2 * st.ax, 2 * st.ay  # the footprint's low corner (U, even)
     if "workspace" in rules:
         gl = guard(f"workspace ({st.name})")
-        m.Add(X >= ws_lo[0]).OnlyEnforceIf(gl)
-        m.Add(X + st.w <= ws_hi[0]).OnlyEnforceIf(gl)
-        m.Add(Y >= ws_lo[1]).OnlyEnforceIf(gl)
-        m.Add(Y + st.d <= ws_hi[1]).OnlyEnforceIf(gl)
+        m.add(X >= ws_lo[0]).OnlyEnforceIf(gl)
+        m.add(X + st.w <= ws_hi[0]).OnlyEnforceIf(gl)
+        m.add(Y >= ws_lo[1]).OnlyEnforceIf(gl)
+        m.add(Y + st.d <= ws_hi[1]).OnlyEnforceIf(gl)
     for c in cons:
         if isinstance(c, InsideConstraint):
             gl = guard(f"inside {where(c.source)} ({st.name})")
@@ -158,11 +158,11 @@ def _template_vars(m: Any, st: Struct, cons: list[Any], site: Site, guard: Any,
                 lo_u, hi_u = g.to_u(lo), g.to_u(hi)
                 if ai == 2:
                     if z0 < lo_u or z0 + st.h > hi_u:
-                        m.AddBoolOr([m.NewConstant(0)]).OnlyEnforceIf(gl)
+                        m.add_bool_or([m.new_constant(0)]).OnlyEnforceIf(gl)
                     continue
                 v, ext = (X, st.w) if ai == 0 else (Y, st.d)
-                m.Add(v >= int(np.ceil(float(lo_u)))).OnlyEnforceIf(gl)
-                m.Add(v + ext <= int(np.floor(float(hi_u)))).OnlyEnforceIf(gl)
+                m.add(v >= int(np.ceil(float(lo_u)))).OnlyEnforceIf(gl)
+                m.add(v + ext <= int(np.floor(float(hi_u)))).OnlyEnforceIf(gl)
     # keep-outs: per footprint column of parts
     cols: dict[tuple[int, int], list[int]] = {}
     for px, py, pz, _ in st.parts:
@@ -184,8 +184,8 @@ def _template_vars(m: Any, st: Struct, cons: list[Any], site: Site, guard: Any,
         tx = (ws_lo[0] + ws_hi[0]) // 2 - st.w // 2
         ty = (ws_lo[1] + ws_hi[1]) // 2 - st.d // 2
     for v, t in ((X, tx), (Y, ty)):
-        dv = m.NewIntVar(0, 4 * LIM, "")
-        m.AddAbsEquality(dv, v - t)
+        dv = m.new_int_var(0, 4 * LIM, "")
+        m.add_abs_equality(dv, v - t)
         obj.append(dv)
 
 
@@ -201,16 +201,16 @@ def _spacing(m: Any, structs: list[Struct], gap: int, assume: bool, guard: Any) 
         xs, ys = [], []
         for st in structs:
             if not st.packing:
-                xs.append(m.NewFixedSizeIntervalVar(2 * st.ax, st.w + gap, ""))
-                ys.append(m.NewFixedSizeIntervalVar(2 * st.ay, st.d + gap, ""))
+                xs.append(m.new_fixed_size_interval_var(2 * st.ax, st.w + gap, ""))
+                ys.append(m.new_fixed_size_interval_var(2 * st.ay, st.d + gap, ""))
                 continue
             for c, (cx, cy) in enumerate(st.cols):
                 u = st.used[c]
-                xs.append(m.NewOptionalFixedSizeIntervalVar(cx - st.s[0] // 2,
+                xs.append(m.new_optional_fixed_size_interval_var(cx - st.s[0] // 2,
                                                             st.s[0] + gap, u, ""))
-                ys.append(m.NewOptionalFixedSizeIntervalVar(cy - st.s[1] // 2,
+                ys.append(m.new_optional_fixed_size_interval_var(cy - st.s[1] // 2,
                                                             st.s[1] + gap, u, ""))
-        m.AddNoOverlap2D(xs, ys)
+        m.add_no_overlap_2d(xs, ys)
 
 
 def hint(m: Any, structs: list[Struct], site: Site, design: DesignSpec) -> None:
@@ -228,16 +228,19 @@ def hint(m: Any, structs: list[Struct], site: Site, design: DesignSpec) -> None:
         ys = np.arange(2 * dy[0], 2 * dy[-1] + 1, HINT_STEP, dtype=np.int64)
         if len(xs) == 0 or len(ys) == 0 or len(xs) * len(ys) > 4_000_000:
             continue
-        X, Y = np.meshgrid(xs, ys, indexing="ij")
-        X, Y = X.ravel(), Y.ravel()
+        gx, gy = np.meshgrid(xs, ys, indexing="ij")
+        X, Y = gx.ravel(), gy.ravel()
         ok = np.ones(len(X), dtype=bool)
         for c in constraints_of(design, st.spec):
             if isinstance(c, InsideConstraint):
                 for a, lo, hi in c.ranges:
+                    # cast: numpy's stubs do not type an int array compared with a
+                    # Fraction (compared exactly, element by element, at run time)
+                    lo_u, hi_u = cast(Any, g.to_u(lo)), cast(Any, g.to_u(hi))
                     if a == "x":
-                        ok &= (X >= g.to_u(lo)) & (X + st.w <= g.to_u(hi))
+                        ok &= (X >= lo_u) & (X + st.w <= hi_u)
                     elif a == "y":
-                        ok &= (Y >= g.to_u(lo)) & (Y + st.d <= g.to_u(hi))
+                        ok &= (Y >= lo_u) & (Y + st.d <= hi_u)
         cols: dict[tuple[int, int], list[int]] = {}
         for px, py, pz, _ in st.parts:
             cols.setdefault((px, py), []).append(pz)
@@ -261,8 +264,8 @@ def hint(m: Any, structs: list[Struct], site: Site, design: DesignSpec) -> None:
             ty = (ws_lo[1] + ws_hi[1]) // 2 - st.d // 2
         cost = np.where(ok, np.abs(X - tx) + np.abs(Y - ty), np.iinfo(np.int64).max)
         k = int(np.argmin(cost))
-        m.AddHint(st.ax, int(X[k]) // 2)
-        m.AddHint(st.ay, int(Y[k]) // 2)
+        m.add_hint(st.ax, int(X[k]) // 2)
+        m.add_hint(st.ay, int(Y[k]) // 2)
         placed.append((int(X[k]), int(Y[k]), st.w, st.d))
 
 
@@ -292,21 +295,21 @@ def avoid(m: Any, z: Any, lo: tuple[Any, Any, int], hi: tuple[Any, Any, int],
         opts = []
         for a in range(2):
             for expr, bound, le in ((hi[a], zl[a], True), (lo[a], zh[a], False)):
-                lit = m.NewBoolVar("")
+                lit = m.new_bool_var("")
                 if le:
-                    m.Add(expr <= int(np.floor(float(bound)))).OnlyEnforceIf(lit)
+                    m.add(expr <= int(np.floor(float(bound)))).OnlyEnforceIf(lit)
                 else:
-                    m.Add(expr >= int(np.ceil(float(bound)))).OnlyEnforceIf(lit)
+                    m.add(expr >= int(np.ceil(float(bound)))).OnlyEnforceIf(lit)
                 opts.append(lit)
-        m.AddBoolOr(opts).OnlyEnforceIf(gl)
+        m.add_bool_or(opts).OnlyEnforceIf(gl)
         return
     h = g.halfspace_u(z.coef, z.op, z.rhs)
     # the box's extreme value of coef . p must stay on the allowed side (touching is fine)
     least, most = g.lin_extremes(h.coef, lo, hi)
     if z.op in (">", ">="):
-        m.Add(most <= h.rhs).OnlyEnforceIf(gl)
+        m.add(most <= h.rhs).OnlyEnforceIf(gl)
     else:
-        m.Add(least >= h.rhs).OnlyEnforceIf(gl)
+        m.add(least >= h.rhs).OnlyEnforceIf(gl)
 
 
 def _region(st: Struct, cons: list[Any], site: Site) -> tuple[int, int, int, int, int]:
@@ -394,26 +397,26 @@ def packing_vars(m: Any, st: Struct, cons: list[Any], site: Site, primary: list[
                          f"max height counted), fewer than n={n}",
                          ("workspace", "spacing between structures"))
     for c, cap in enumerate(st.cap):
-        h = m.NewIntVar(0, cap, f"h{st.idx}_{c}")
-        u = m.NewBoolVar(f"u{st.idx}_{c}")
-        m.Add(h >= 1).OnlyEnforceIf(u)
-        m.Add(h == 0).OnlyEnforceIf(u.Not())
+        h = m.new_int_var(0, cap, f"h{st.idx}_{c}")
+        u = m.new_bool_var(f"u{st.idx}_{c}")
+        m.add(h >= 1).OnlyEnforceIf(u)
+        m.add(h == 0).OnlyEnforceIf(u.Not())
         st.hvar.append(h)
         st.used.append(u)
-    m.Add(sum(st.hvar) == n)
+    m.add(sum(st.hvar) == n)
     for c in cons:
         if isinstance(c, SymmetricConstraint):
             for a in (("x", "y") if c.axis is None else (c.axis,)):
                 for j in range(ny):
                     for i in range(nx):
                         i2, j2 = (nx - 1 - i, j) if a == "x" else (i, ny - 1 - j)
-                        m.Add(st.hvar[j * nx + i] == st.hvar[j2 * nx + i2])
+                        m.add(st.hvar[j * nx + i] == st.hvar[j2 * nx + i2])
         if isinstance(c, CountConstraint) and c in spec.constraints and not cmp_op(c.op, n, c.n):
             raise Infeasible(f"{label} has n={n} parts; count {c.op} {c.n} "
                              f"({where(c.source)})", ("count",))
-    hmax = m.NewIntVar(0, max(st.cap, default=0), f"H{st.idx}")
+    hmax = m.new_int_var(0, max(st.cap, default=0), f"H{st.idx}")
     for h in st.hvar:
-        m.Add(hmax >= h)
+        m.add(hmax >= h)
     nused = sum(st.used)
     ncols = len(st.cols) + 1
     if spec.minimize == "footprint":
@@ -445,12 +448,12 @@ def apart(m: Any, a: Struct, b: Struct, gap: int, gl: list[Any]) -> None:
                 if (ax1 + gap <= bx0 or bx1 + gap <= ax0 or ay1 + gap <= by0
                         or by1 + gap <= ay0):
                     continue
-                m.AddBoolOr([c.Not() for c in cond] or [m.NewConstant(0)]).OnlyEnforceIf(gl)
+                m.add_bool_or([c.Not() for c in cond] or [m.new_constant(0)]).OnlyEnforceIf(gl)
                 continue
             opts = []
             for lhs, rhs in ((ax1 + gap, bx0), (bx1 + gap, ax0), (ay1 + gap, by0),
                              (by1 + gap, ay0)):
-                lit = m.NewBoolVar("")
-                m.Add(lhs <= rhs).OnlyEnforceIf(lit)
+                lit = m.new_bool_var("")
+                m.add(lhs <= rhs).OnlyEnforceIf(lit)
                 opts.append(lit)
-            m.AddBoolOr(opts).OnlyEnforceIf([*cond, *gl])
+            m.add_bool_or(opts).OnlyEnforceIf([*cond, *gl])

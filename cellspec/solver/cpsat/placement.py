@@ -12,21 +12,12 @@ import numpy as np
 from cellspec.core import geometry as g
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
-from cellspec.solver.cpsat import exact
-from cellspec.solver.cpsat.moved_shapes import ShapeRules
+from cellspec.solver.cpsat.moved_shapes import rules_of
 from cellspec.solver.cpsat.rotate import PartTurns, add_turns, growth, odd_parts
 from cellspec.solver.instance import BoxU, build_instance
 
 SEED = 1
 GEOMETRY_RULES = ("workspace", "no_overlap", "gravity", "keepout")
-
-
-def _components(boxes: np.ndarray, eps: int) -> np.ndarray:
-    from cellspec.solver.graph import components
-
-    i, j = g.broad_phase(boxes, eps)
-    keep = g.contact(boxes[i], boxes[j], eps)
-    return components(len(boxes), i[keep], j[keep])
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,7 +85,7 @@ class _Geo:
         self._objective(turn_max)
         self._hints(mov_idx)
         if opts.assumptions:
-            self.m.AddAssumptions(list(self.guard.values()))
+            self.m.add_assumptions(list(self.guard.values()))
 
     def _setup(self, cell: Cell, layout: Layout, turns: dict[int, PartTurns]) -> None:
         """The instance, the rules modelled, the empty model, the parts' sizes and centres,
@@ -103,10 +94,9 @@ class _Geo:
         self.inst = inst
         # parts that may turn to a yaw not a multiple of 90 are seen as non-plain parts
         extra = odd_parts(turns, inst.n) if turns else None
-        # yawed boxes and cylinders (moved_shapes): None when every part is a plain box
-        # solver-specific: the CP-SAT model adds shape rules only when some part needs them
-        self.sr = (ShapeRules(inst, extra) if inst.shapes is not None
-                   or (extra is not None and extra.any()) else None)
+        # yawed boxes and cylinders (moved_shapes): the shape rules, or the box rules when
+        # every part is a plain box that stays one (chosen once, here)
+        self.sr = rules_of(inst, extra)
         b = inst.boxes
         names = {r.name for r in cell.rules if r.severity == "error"}
         from cellspec.solver.stability import DEFAULT_MARGIN
@@ -127,14 +117,14 @@ class _Geo:
         self.ws = ws
         self.span = [max(abs(ws.lo[k]), abs(ws.hi[k]), int(np.abs(b[:, 2 * k:2 * k + 2]).max()))
                      for k in range(3)]
-        self.comp = _components(b, inst.eps) if self.sr is None else exact.components(inst)
+        self.comp = self.sr.components()
 
     def _rule_guard(self, name: str) -> list:
         """The assumption literal of rule ``name`` as a list (empty without assumptions)."""
         if not self.opts.assumptions:
             return []
         if name not in self.guard:
-            lit = self.m.NewBoolVar(f"rule_{name}")
+            lit = self.m.new_bool_var(f"rule_{name}")
             self.guard[name] = lit
             self.lit_rule[lit.Index()] = name
         return [self.guard[name]]
@@ -157,11 +147,11 @@ class _Geo:
         self.shifted = {}
         for k in np.nonzero(mov_comp)[0].tolist():
             rk = reach[comp == k].max(axis=0)
-            self.shift[k] = [m.NewIntVar(-int(rk[a]), int(rk[a]), f"T{k}{a}") for a in range(3)]
-            sh = m.NewBoolVar(f"sh{k}")
+            self.shift[k] = [m.new_int_var(-int(rk[a]), int(rk[a]), f"T{k}{a}") for a in range(3)]
+            sh = m.new_bool_var(f"sh{k}")
             self.shifted[k] = sh
             for a in range(3):
-                m.Add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
+                m.add(self.shift[k][a] == 0).OnlyEnforceIf(sh.Not())
 
     def _centres(self, movable: np.ndarray, reach: np.ndarray) -> None:
         """Every part's centre (an int when fixed; the structure's shift plus a free move
@@ -176,31 +166,31 @@ class _Geo:
                 self.c.append([int(self.c0[i, a]) for a in range(3)])
                 continue
             k = int(self.comp[i])
-            fr = m.NewBoolVar(f"free{i}")
-            mv = m.NewBoolVar(f"mv{i}")
+            fr = m.new_bool_var(f"free{i}")
+            mv = m.new_bool_var(f"mv{i}")
             self.free[i] = fr
             self.moved[i] = mv
             ci = []
             for a in range(3):
                 r = int(reach[i, a])
                 c0 = int(self.c0[i, a])
-                f = m.NewIntVar(-2 * r, 2 * r, f"f{i}{a}")
-                m.Add(f == 0).OnlyEnforceIf(fr.Not())
-                v = m.NewIntVar(max(-span[a], c0 - r), min(span[a], c0 + r), f"c{i}{a}")
-                m.Add(v == c0 + self.shift[k][a] + f)
-                d = m.NewIntVar(0, r, f"d{i}{a}")
-                m.AddAbsEquality(d, v - int(self.c0[i, a]))
-                m.Add(d == 0).OnlyEnforceIf(mv.Not())
+                f = m.new_int_var(-2 * r, 2 * r, f"f{i}{a}")
+                m.add(f == 0).OnlyEnforceIf(fr.Not())
+                v = m.new_int_var(max(-span[a], c0 - r), min(span[a], c0 + r), f"c{i}{a}")
+                m.add(v == c0 + self.shift[k][a] + f)
+                d = m.new_int_var(0, r, f"d{i}{a}")
+                m.add_abs_equality(d, v - int(self.c0[i, a]))
+                m.add(d == 0).OnlyEnforceIf(mv.Not())
                 self.l1.append(d)
                 ci.append(v)
-            m.AddImplication(fr, mv)
+            m.add_implication(fr, mv)
             if opts.rigid_only:
-                m.Add(fr == 0)
+                m.add(fr == 0)
             if opts.free_only:
-                m.Add(fr == mv)
+                m.add(fr == mv)
                 for a in range(3):
-                    m.Add(self.shift[k][a] == 0)
-            m.AddImplication(self.shifted[k], mv)
+                    m.add(self.shift[k][a] == 0)
+            m.add_implication(self.shifted[k], mv)
             self.c.append(ci)
 
     def _turns(self, turns: dict[int, PartTurns]) -> int:
@@ -211,15 +201,14 @@ class _Geo:
         hv: list[list[Any]] = [[int(self.half[i, a]) for a in range(3)] for i in range(n)]
         self.hv = hv
         # inscribed half extents on x and y (support of non-plain parts): ints or expressions
-        self.inner_v = None if self.sr is None else [[int(self.sr.inner[i, a])
-                                                      for a in range(2)] for i in range(n)]
+        self.inner_v = self.sr.inner_exprs()
         turn_max = 0
         for i in sorted(turns):  # a turn costs its rank: never turned for nothing
             lits, cost, top = add_turns(m, i, turns[i], self.moved[i], hv[i],
                                         None if self.inner_v is None else self.inner_v[i])
             self.turn[i] = lits
             for t, _ in lits:  # a turn changes its structure's shape: a free move, as a
-                m.AddImplication(t, self.free[i])  # non-rigid move of one part is
+                m.add_implication(t, self.free[i])  # non-rigid move of one part is
             self.l1.extend(cost)
             turn_max += top
         return turn_max
@@ -236,13 +225,13 @@ class _Geo:
         """Every moved part inside the workspace."""
         m, sr, ws = self.m, self.sr, self.ws
         for i in mov_idx:
-            if sr is not None and sr.any(i):
+            if sr.any(i):
                 # the enclosing box inside, exactly, once it moves
                 on = self._rule_guard("workspace") + ([] if not sr.inside0(i, ws)
                                                       else [self.moved[i]])
                 for a in range(3):
-                    m.Add(ws.lo[a] - self.lo(i, a) <= 0).OnlyEnforceIf(on)
-                    m.Add(self.hi(i, a) - ws.hi[a] <= 0).OnlyEnforceIf(on)
+                    m.add(ws.lo[a] - self.lo(i, a) <= 0).OnlyEnforceIf(on)
+                    m.add(self.hi(i, a) - ws.hi[a] <= 0).OnlyEnforceIf(on)
                 continue
             for a in range(3):
                 self.tight(ws.lo[a] - self.lo(i, a), self._rule_guard("workspace"), (i,))
@@ -255,21 +244,21 @@ class _Geo:
             z = inst.zones[zname]
             gl = self._rule_guard(f"keepout {zname}")
             for i in mov_idx:
-                odd = sr is not None and sr.any(i)
-                clear0 = odd and sr is not None and sr.clear0(i, z)
+                odd = sr.any(i)
+                clear0 = odd and sr.clear0(i, z)
                 if isinstance(z, BoxU):
                     opts = []
                     for a in range(3):
                         for expr in (self.hi(i, a) - z.lo[a], z.hi[a] - self.lo(i, a)):
-                            lit = m.NewBoolVar("")
+                            lit = m.new_bool_var("")
                             if odd:  # the enclosing box apart, exactly
-                                m.Add(expr <= 0).OnlyEnforceIf(lit)
+                                m.add(expr <= 0).OnlyEnforceIf(lit)
                             else:
                                 self.tight(expr, [lit], (i,))
                             opts.append(lit)
                     if clear0:  # clear of it now: it may stay
                         opts.append(self.moved[i].Not())
-                    m.AddBoolOr(opts).OnlyEnforceIf(gl)
+                    m.add_bool_or(opts).OnlyEnforceIf(gl)
                 elif odd:
                     self._half(i, z, 0, gl + ([self.moved[i]] if clear0 else []))
                 else:
@@ -298,19 +287,19 @@ class _Geo:
         m, sr = self.m, self.sr
         gl = self._rule_guard("no_overlap")
         for i, j in pairs:
-            odd = sr is not None and sr.any(i, j)
+            odd = sr.any(i, j)
             opts = []
             for a in range(3):
                 for expr in (self.hi(i, a) - self.lo(j, a), self.hi(j, a) - self.lo(i, a)):
-                    lit = m.NewBoolVar("")
+                    lit = m.new_bool_var("")
                     if odd:  # the enclosing boxes apart, exactly
-                        m.Add(expr <= 0).OnlyEnforceIf(lit)
+                        m.add(expr <= 0).OnlyEnforceIf(lit)
                     else:
                         self.tight(expr, [lit], (i, j))
                     opts.append(lit)
-            if odd and sr is not None and sr.apart0(i, j):  # apart now: may stay so
+            if odd and sr.apart0(i, j):  # apart now: may stay so
                 opts.append(self.same((i, j)))
-            m.AddBoolOr(opts).OnlyEnforceIf(gl)
+            m.add_bool_or(opts).OnlyEnforceIf(gl)
 
     def _gravity(self, movable: np.ndarray, mov_idx: list[int],
                  pairs: list[tuple[int, int]]) -> None:
@@ -332,16 +321,16 @@ class _Geo:
             opts = []
             done = False
             for z in surf:
-                lit = m.NewBoolVar("")
+                lit = m.new_bool_var("")
                 self.tight(z - self.lo(i, 2), [lit], (i,))
                 self.tight(self.lo(i, 2) - z, [lit], (i,))
                 opts.append(lit)
             for j in np.nonzero(close[i])[0].tolist():
                 if j == i:
                     continue
-                odd = sr is not None and sr.any(i, j)
+                odd = sr.any(i, j)
                 if not movable[i] and not movable[j]:
-                    sup = sr.supports0(j, i) if odd and sr is not None else bool(
+                    sup = sr.supports0(j, i) if odd else bool(
                         g.supports(b[j], b[i], eps))
                     done = done or (sup and self._centred(i, j, tighten.get(i, 0)))
                     continue
@@ -351,28 +340,28 @@ class _Geo:
                 opts.append(self._box_support(i, j))
             if done:
                 continue
-            m.AddBoolOr(opts).OnlyEnforceIf(gl)
+            m.add_bool_or(opts).OnlyEnforceIf(gl)
 
     def _box_support(self, i: int, j: int) -> Any:
         """A literal for "plain box j carries plain box i": i's bottom on j's top, their
         footprints overlapping, i's centre over j (with the margins of a new or a
         tightened support)."""
         m, eps, stab_u, tighten = self.m, self.inst.eps, self.stab_u, self.tighten
-        lit = m.NewBoolVar("")
+        lit = m.new_bool_var("")
         self.tight(self.lo(i, 2) - self.hi(j, 2), [lit], (i, j))
         self.tight(self.hi(j, 2) - self.lo(i, 2), [lit], (i, j))
         for a in range(2):
-            m.Add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
-            m.Add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
+            m.add(self.hi(i, a) - self.lo(j, a) > eps).OnlyEnforceIf(lit)
+            m.add(self.hi(j, a) - self.lo(i, a) > eps).OnlyEnforceIf(lit)
             ctr = 2 * self.c[i][a]
             for t in self.changed((i, j)):  # a new support: centre over it,
                 # the stability margin inside its edges (every stage stands)
-                m.Add(ctr >= self.lo(j, a) + stab_u).OnlyEnforceIf([lit, t])
-                m.Add(ctr <= self.hi(j, a) - stab_u).OnlyEnforceIf([lit, t])
+                m.add(ctr >= self.lo(j, a) + stab_u).OnlyEnforceIf([lit, t])
+                m.add(ctr <= self.hi(j, a) - stab_u).OnlyEnforceIf([lit, t])
             if tighten.get(i):  # unstable before: centre well inside the support
                 mu = tighten[i] * int(self.half[i, a]) // 4
-                m.Add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
-                m.Add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
+                m.add(ctr >= self.lo(j, a) + mu).OnlyEnforceIf(lit)
+                m.add(ctr <= self.hi(j, a) - mu).OnlyEnforceIf(lit)
         return lit
 
     def _must_move(self) -> None:
@@ -381,9 +370,9 @@ class _Geo:
         for group in self.opts.must_move[-1:]:
             lits = [self.moved[i] for i in group if i in self.moved]
             if lits:
-                m.AddBoolOr(lits)
+                m.add_bool_or(lits)
             else:
-                m.AddBoolOr([m.NewConstant(0)])
+                m.add_bool_or([m.new_constant(0)])
 
     def _objective(self, turn_max: int) -> None:
         """Lexicographic objective: parts moved, then free (non-rigid) moves, then L1;
@@ -393,7 +382,7 @@ class _Geo:
         nf = len(self.free) + 1
         lo_w, hi_w = max_l1 + 1, (max_l1 + 1) * nf
         w_moved, w_free = (lo_w, hi_w) if self.opts.keep_shape else (hi_w, lo_w)
-        self.m.Minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
+        self.m.minimize(w_moved * sum(self.moved.values()) + w_free * sum(self.free.values())
                         + sum(self.l1))
 
     def _hints(self, mov_idx: list[int]) -> None:
@@ -401,11 +390,11 @@ class _Geo:
         m, hint = self.m, self.opts.hint
         for i in mov_idx:
             if hint and i in hint:
-                m.AddHint(self.moved[i], 1)
+                m.add_hint(self.moved[i], 1)
                 for a in range(3):
-                    m.AddHint(self.c[i][a], hint[i][a])
+                    m.add_hint(self.c[i][a], hint[i][a])
             else:
-                m.AddHint(self.moved[i], 0)
+                m.add_hint(self.moved[i], 0)
 
     def _grip_clear(self, movable: np.ndarray) -> None:
         """A sufficient, order-free condition for grip access: every moved part placed by
@@ -420,20 +409,20 @@ class _Geo:
         op0 = order_problem(inst)
         par = [gk == "parallel" for gk in inst.grippers]
         for p in range(n):
-            if not par[p] or (self.sr is not None and self.sr.any(p)):
+            if not par[p] or self.sr.any(p):
                 continue  # a yawed box or a cylinder: its grip is left to the order
             if not movable[p] and op0.block[p][0] and op0.block[p][1]:
                 continue  # fixed and already flanked on both axes: leave it to the order
             axes = []
             for a, ax in enumerate("xy"):
                 o = 1 - a
-                clear = m.NewBoolVar("")
+                clear = m.new_bool_var("")
                 axes.append(clear)
                 size_a = 2 * int(self.half[p, a])
                 for q in np.nonzero(self.close[p])[0].tolist():
                     if q == p or not (movable[p] or movable[q]):
                         if q != p and not movable[p] and q in op0.block[p][a]:
-                            m.Add(clear == 0)
+                            m.add(clear == 0)
                         continue
                     lits = []
                     exprs = [self.hi(q, o) - self.lo(p, o), self.hi(p, o) - self.lo(q, o),
@@ -443,19 +432,19 @@ class _Geo:
                     else:
                         exprs.append(self.hi(q, 2) - self.hi(p, 2) + inst.depth)
                     for e in exprs:
-                        lit = m.NewBoolVar("")
-                        m.Add(e <= eps).OnlyEnforceIf(lit)
+                        lit = m.new_bool_var("")
+                        m.add(e <= eps).OnlyEnforceIf(lit)
                         lits.append(lit)
                     for e in (self.lo(q, a) - self.hi(p, a), self.lo(p, a) - self.hi(q, a)):
-                        lit = m.NewBoolVar("")
+                        lit = m.new_bool_var("")
                         if inst.opening is None:
-                            m.Add(e > eps).OnlyEnforceIf(lit)
+                            m.add(e > eps).OnlyEnforceIf(lit)
                         else:
-                            m.Add(2 * e >= inst.opening - size_a).OnlyEnforceIf(lit)
+                            m.add(2 * e >= inst.opening - size_a).OnlyEnforceIf(lit)
                         lits.append(lit)
-                    m.AddBoolOr(lits).OnlyEnforceIf(clear)
+                    m.add_bool_or(lits).OnlyEnforceIf(clear)
                 del ax
-            m.AddBoolOr(axes)
+            m.add_bool_or(axes)
 
     def _centred(self, i: int, j: int, level: int) -> bool:
         """For fixed i on fixed j: i's centre lies over j's footprint shrunk by
@@ -463,11 +452,11 @@ class _Geo:
         when i or j is a yawed box or a cylinder."""
         if not level:
             return True
-        odd = self.sr is not None and self.sr.any(i, j)
+        odd = self.sr.any(i, j)
         for a in range(2):
             mu = level * int(self.half[i, a]) // 4
             ctr = 2 * int(self.c[i][a])
-            if odd and self.sr is not None:
+            if odd:
                 lo = 2 * int(self.c[j][a]) - int(self.sr.inner[j, a])
                 hi = 2 * int(self.c[j][a]) + int(self.sr.inner[j, a])
             else:
@@ -479,9 +468,9 @@ class _Geo:
     def same(self, parts: tuple[int, ...]) -> Any:
         """A literal that holds only if the relative position of ``parts`` is unchanged
         (then every exact relation between them is what it was)."""
-        lit = self.m.NewBoolVar("")
+        lit = self.m.new_bool_var("")
         for t in self.changed(parts):
-            self.m.AddImplication(lit, t.Not())
+            self.m.add_implication(lit, t.Not())
         return lit
 
     def _odd_support(self, i: int, j: int, stab_u: int, level: int) -> list:
@@ -490,18 +479,18 @@ class _Geo:
         more than eps on x and y, and i's centre over j's inner box, the stability margin
         (or, after an unstable round, ``level`` quarters of i's half size) inside its
         edges; or, if j carries i in the input, their relative position kept."""
-        assert self.sr is not None and self.inner_v is not None
+        assert self.inner_v is not None
         m, eps, inner = self.m, self.inst.eps, self.inner_v
-        lit = m.NewBoolVar("")
-        m.Add(self.lo(i, 2) == self.hi(j, 2)).OnlyEnforceIf(lit)
+        lit = m.new_bool_var("")
+        m.add(self.lo(i, 2) == self.hi(j, 2)).OnlyEnforceIf(lit)
         for a in range(2):
             ci, cj = 2 * self.c[i][a], 2 * self.c[j][a]
             ai, aj = inner[i][a], inner[j][a]  # expressions for a part that may turn
-            m.Add(ci + ai - (cj - aj) > eps).OnlyEnforceIf(lit)
-            m.Add(cj + aj - (ci - ai) > eps).OnlyEnforceIf(lit)
+            m.add(ci + ai - (cj - aj) > eps).OnlyEnforceIf(lit)
+            m.add(cj + aj - (ci - ai) > eps).OnlyEnforceIf(lit)
             mu = max(stab_u, level * int(self.half[i, a]) // 4)
-            m.Add(ci >= cj - aj + mu).OnlyEnforceIf(lit)
-            m.Add(ci <= cj + aj - mu).OnlyEnforceIf(lit)
+            m.add(ci >= cj - aj + mu).OnlyEnforceIf(lit)
+            m.add(ci <= cj + aj - mu).OnlyEnforceIf(lit)
         out = [lit]
         if not level and self.sr.supports0(j, i):
             out.append(self.same((i, j)))
@@ -510,9 +499,9 @@ class _Geo:
     def tight(self, expr: Any, lits: list, parts: tuple[int, ...]) -> None:
         """``expr <= eps`` holds under ``lits``; a moved part gets no tolerance: ``expr <= 0``
         (repairs put faces exactly together, inside, apart)."""
-        self.m.Add(expr <= self.inst.eps).OnlyEnforceIf(lits)
+        self.m.add(expr <= self.inst.eps).OnlyEnforceIf(lits)
         for t in self.changed(parts):
-            self.m.Add(expr <= 0).OnlyEnforceIf([*lits, t])
+            self.m.add(expr <= 0).OnlyEnforceIf([*lits, t])
 
     def changed(self, parts: tuple[int, ...]) -> list:
         """Literals any of which means the geometry of ``parts`` changed: a part moved, or,
@@ -522,7 +511,7 @@ class _Geo:
         a quarter or not, tolerance included, as before."""
         if (len(parts) == 2 and self.comp[parts[0]] == self.comp[parts[1]]
                 and all(k in self.free for k in parts)):  # a fixed member does not shift
-            turned = self.sr is not None and self.sr.any(*parts)
+            turned = self.sr.any(*parts)
             return [self.free[k] for k in parts if k in self.free] + [
                 t for k in parts if turned for t, _ in self.turn.get(k, ())]
         return [self.moved[k] for k in parts if k in self.moved]
@@ -532,9 +521,9 @@ class _Geo:
                                 [self.hi(i, a) for a in range(3)])
         slack = eps * sum(abs(c) for c in z.coef)
         if z.op in (">", ">="):
-            self.m.Add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
+            self.m.add(hi - slack <= z.rhs).OnlyEnforceIf(gl)
         else:
-            self.m.Add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
+            self.m.add(lo + slack >= z.rhs).OnlyEnforceIf(gl)
 
     def solve(self, time_limit: float, workers: int,
               det_limit: float | None = None, fast: bool = False) -> tuple[int, Any]:

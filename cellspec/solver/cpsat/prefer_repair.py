@@ -92,7 +92,7 @@ def _stage(cell: Cell, cell_b: Cell, layout: Layout, r: RepairResult, prefer: bo
     hint = {at[m.part]: [int(round(v * 10000)) for v in m.dst] for m in r.moves}
     geo = _Geo(cell_b, layout.with_order(None) if layout.order else layout,
                np.ones(n, dtype=bool), GeoOptions(assumptions=False, hint=hint))
-    if geo.sr is not None:
+    if geo.sr.some():
         return keep("preferences are not optimised for parts at an angle or cylinders")
     box = [[x for a in range(3) for x in (geo.lo(i, a), geo.hi(i, a))] for i in range(n)]
     pb = PartBoxes.of(cell, box, list(layout.types), list(layout.grippers))

@@ -53,13 +53,13 @@ class Construction:
     proof: str | None = None
 
 
-def _plain(inst: Instance) -> np.ndarray:
-    """Per part: an axis-aligned box (may carry a part on its top)."""
+def _stackable(inst: Instance) -> np.ndarray:
+    """Per part: the constructive step may put a part on its top, and may count its
+    enclosing box as the part itself (a box at a (near) quarter-turn yaw, not a cylinder)."""
     n = inst.n
-    # heuristic-specific: stacks only on tops of boxes at a (near) quarter-turn yaw
-    if inst.plain or inst.yaw_deg is None:
-        return np.ones(n, dtype=bool)
-    yaw = np.asarray(inst.yaw_deg, dtype=np.float64)
+    # a per-part capability of this heuristic, not the kernel's plain mask: np.isclose
+    # also admits a yaw a hair off a quarter turn (a yaw or cylinder row None: all 0 / none)
+    yaw = np.zeros(n) if inst.yaw_deg is None else np.asarray(inst.yaw_deg, dtype=np.float64)
     quarter = np.isclose(np.mod(yaw, 90.0), 0.0) | np.isclose(np.mod(yaw, 90.0), 90.0)
     cyl = np.zeros(n, dtype=bool) if inst.cyl is None else np.asarray(inst.cyl, dtype=bool)
     return quarter & ~cyl
@@ -169,7 +169,7 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
     up = _depends(inst)
     moving = must_move(inst, bad, up)
     kept = np.nonzero(~moving)[0]
-    plain = _plain(inst)
+    stackable = _stackable(inst)  # per part: may carry a part on its top
     ws = inst.zones["workspace"]
     assert isinstance(ws, BoxU)
     surfaces = sorted({z for z in inst.surfaces.values() if ws.lo[2] <= z <= ws.hi[2]})
@@ -200,7 +200,7 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
         for t, i in enumerate(kept.tolist()):
             on_top = ((np.abs(kb[:, 4] - b[i, 5]) <= eps) & g.footprint(kb, b[i], eps))
             on_top[t] = False
-            if not on_top.any() and plain[i] and i in grounded:
+            if not on_top.any() and stackable[i] and i in grounded:
                 carries.add(i)
     depth = inst.depth if inst.depth is not None else 0
     gaps = _gap_tiers(inst)
@@ -220,9 +220,9 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
     for i in todo:
         if i in done:
             continue
-        if stack and not rests[i] and plain[i]:  # a part that must move anyway holds it up?
+        if stack and not rests[i] and stackable[i]:  # a part that must move holds it up?
             pl = _pillar(i, [q for q in todo if q not in done and q != i and not rests[q]
-                             and plain[q]], b, c0, off_lo, off_hi, inst,
+                             and stackable[q]], b, c0, off_lo, off_hi, inst,
                          store[:count], surfaces)
             if pl is not None:
                 q, cq, carry = pl
@@ -247,7 +247,7 @@ def construct(inst: Instance, bad: np.ndarray, *, stack: bool = True,
         put(i, _box(c, off_lo[i], off_hi[i]))
         if on is not None:
             carries.discard(on)
-        if plain[i] and may_carry:
+        if stackable[i] and may_carry:
             carries.add(i)
     if unplaced:
         return Construction(False, centres, tuple(kept.tolist()), tuple(unplaced))
@@ -421,7 +421,7 @@ def room_proof(inst: Instance) -> str | None:
     keep-out boxes that cover the parts' whole height (disjoint ones only). Axis-aligned
     boxes only (a yawed box's or a cylinder's enclosing box is larger than it)."""
     n = inst.n
-    if n == 0 or not _plain(inst).all():  # exact shapes may overlap enclosing boxes
+    if n == 0 or not _stackable(inst).all():  # exact shapes may overlap enclosing boxes
         return None
     ws = inst.zones["workspace"]
     assert isinstance(ws, BoxU)

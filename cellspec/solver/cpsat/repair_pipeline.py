@@ -54,8 +54,8 @@ from cellspec.solver.cpsat.clusters import (
     structures,
 )
 from cellspec.solver.cpsat.clusters import decompose as decompose_clusters
-from cellspec.solver.cpsat.moved_shapes import kept_yaw
-from cellspec.solver.cpsat.placement import GEOMETRY_RULES, GeoOptions, _components, _Geo
+from cellspec.solver.cpsat.moved_shapes import box_components, kept_yaw
+from cellspec.solver.cpsat.placement import GEOMETRY_RULES, GeoOptions, _Geo
 from cellspec.solver.cpsat.results import ClusterInfo, Move, RepairResult
 from cellspec.solver.cpsat.rotate import PartTurns, growth, parse_rotate, part_turns
 from cellspec.solver.cpsat.sequence import order_rule_names, solve_order
@@ -80,7 +80,7 @@ def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
     becomes satisfiable), with the turns ``--allow-rotate`` allows. Empty when a limit is
     hit."""
     geo = _Geo(cell, layout, movable, GeoOptions(assumptions=True, turns=turns))
-    geo.m.ClearObjective()
+    geo.m.clear_objective()
     st, s = geo.solve(left(), 1)
     cp = geo.cp
     if st != cp.INFEASIBLE:
@@ -89,8 +89,8 @@ def _core(cell: Cell, layout: Layout, movable: np.ndarray, left: Any,
     lits = {lit.Index(): lit for lit in geo.guard.values()}
     for k in list(core):
         trial = [c for c in core if c != k]
-        geo.m.ClearAssumptions()
-        geo.m.AddAssumptions([lits[c] for c in trial])
+        geo.m.clear_assumptions()
+        geo.m.add_assumptions([lits[c] for c in trial])
         st, _ = geo.solve(left(), 1)
         if st == cp.INFEASIBLE:
             core = trial
@@ -107,7 +107,7 @@ def _unstable_groups(cell: Cell, layout: Layout, verdict: Any) -> tuple[tuple[in
     if not flagged:
         return ()
     inst = build_instance(cell, layout.with_order(None))
-    comp = _components(inst.boxes, inst.eps)
+    comp = box_components(inst.boxes, inst.eps)
     groups: dict[int, list[int]] = {}
     for i in flagged:
         groups.setdefault(int(comp[i]), []).append(i)

@@ -32,7 +32,7 @@ from cellspec.core.status import Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat.clusters import structures
-from cellspec.solver.cpsat.repair_construct import _clear, _in_zones, _plain
+from cellspec.solver.cpsat.repair_construct import _clear, _in_zones, _stackable
 from cellspec.solver.instance import Instance
 from cellspec.solver.result import Verdict
 from cellspec.solver.stability import DEFAULT_MARGIN
@@ -65,7 +65,7 @@ def restore(cell: Cell, layout: Layout, before: Verdict, inst: Instance,
             names.setdefault(p, set()).add(v.rule)
     index = {pid: i for i, pid in enumerate(layout.ids)}
     hanging = [index[p] for p, rs in names.items() if rs & set(HANGING_RULES)]
-    if not hanging or not _plain(inst).all():
+    if not hanging or not _stackable(inst).all():  # boxes only: their boxes are exact
         return None
     b = inst.boxes.astype(np.int64)
     eps = inst.eps

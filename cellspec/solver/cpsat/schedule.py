@@ -19,6 +19,7 @@ is deterministic (one worker, a fixed seed). The speedup is the best single arm'
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +108,7 @@ def _ticks(s: float) -> int:
     return max(1, int(round(s / RESOLUTION)))
 
 
-def schedule(jobs: list[Job], arms: list[str], precedences: list[tuple[str, str]] = (),
+def schedule(jobs: list[Job], arms: list[str], precedences: Sequence[tuple[str, str]] = (),
              *, time_limit: float = 10.0) -> ScheduleResult:
     """Allocate every job to an arm and schedule it; minimise the makespan."""
     from ortools.sat.python import cp_model
@@ -137,36 +138,37 @@ def schedule(jobs: list[Job], arms: list[str], precedences: list[tuple[str, str]
     shared_iv = []
     choice: dict[tuple[str, str], Any] = {}
     for j in jobs:
-        s = m.NewIntVar(0, horizon, f"s_{j.part}")
-        ps = m.NewIntVar(0, horizon, f"ps_{j.part}")
-        e = m.NewIntVar(0, horizon, f"e_{j.part}")
+        s = m.new_int_var(0, horizon, f"s_{j.part}")
+        ps = m.new_int_var(0, horizon, f"ps_{j.part}")
+        e = m.new_int_var(0, horizon, f"e_{j.part}")
         start[j.part], pstart[j.part], end[j.part] = s, ps, e
         lits = []
         for a in sorted(j.arms):
             t = j.arms[a]
-            x = m.NewBoolVar(f"x_{j.part}_{a}")
+            x = m.new_bool_var(f"x_{j.part}_{a}")
             choice[(j.part, a)] = x
             lits.append(x)
             dp, dq = _ticks(t.pick), _ticks(t.place)
-            m.Add(ps == s + dp).OnlyEnforceIf(x)
-            m.Add(e == ps + dq).OnlyEnforceIf(x)
-            arm_iv[a].append(m.NewOptionalIntervalVar(s, dp + dq, e, x, f"job_{j.part}_{a}"))
+            m.add(ps == s + dp).OnlyEnforceIf(x)
+            m.add(e == ps + dq).OnlyEnforceIf(x)
+            arm_iv[a].append(m.new_optional_interval_var(s, dp + dq, e, x, f"job_{j.part}_{a}"))
             if t.pick_shared:
-                shared_iv.append(m.NewOptionalFixedSizeIntervalVar(s, dp, x, f"zp_{j.part}_{a}"))
+                shared_iv.append(m.new_optional_fixed_size_interval_var(s, dp, x,
+                                                                        f"zp_{j.part}_{a}"))
             if t.place_shared:
-                shared_iv.append(m.NewOptionalFixedSizeIntervalVar(ps, dq, x,
-                                                                   f"zq_{j.part}_{a}"))
-        m.AddExactlyOne(lits)
+                shared_iv.append(m.new_optional_fixed_size_interval_var(ps, dq, x,
+                                                                        f"zq_{j.part}_{a}"))
+        m.add_exactly_one(lits)
     for a in arms:
         if arm_iv[a]:
-            m.AddNoOverlap(arm_iv[a])
+            m.add_no_overlap(arm_iv[a])
     if shared_iv:
-        m.AddNoOverlap(shared_iv)
+        m.add_no_overlap(shared_iv)
     for a, b in precedences:
-        m.Add(pstart[b] >= end[a])
-    mk = m.NewIntVar(0, horizon, "makespan")
-    m.AddMaxEquality(mk, list(end.values()))
-    m.Minimize(mk)
+        m.add(pstart[b] >= end[a])
+    mk = m.new_int_var(0, horizon, "makespan")
+    m.add_max_equality(mk, list(end.values()))
+    m.minimize(mk)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = SEED

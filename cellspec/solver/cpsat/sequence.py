@@ -180,29 +180,29 @@ def _cpsat(op: OrderProblem, part: list[int], time_limit: float, prefer: list[in
         m = cp_model.CpModel()
         sub = set(part)
         size = len(part)
-        rank = {p: m.NewIntVar(0, size - 1, f"r{p}") for p in part}
+        rank = {p: m.new_int_var(0, size - 1, f"r{p}") for p in part}
         lits = {}
         for p in part:
             for c in op.succ[p]:
                 if c in sub:
-                    m.Add(rank[p] + 1 <= rank[c])
+                    m.add(rank[p] + 1 <= rank[c])
         for p in part:
             if not op.parallel[p] or not (op.block[p][0] or op.block[p][1]):
                 continue
-            ax = m.NewBoolVar(f"ax{p}")
+            ax = m.new_bool_var(f"ax{p}")
             guard = []
             if with_assumptions:
-                lit = m.NewBoolVar(f"grip{p}")
+                lit = m.new_bool_var(f"grip{p}")
                 lits[lit.Index()] = p
                 guard = [lit]
             for q in op.block[p][0]:
-                m.Add(rank[p] + 1 <= rank[q]).OnlyEnforceIf([ax, *guard])
+                m.add(rank[p] + 1 <= rank[q]).OnlyEnforceIf([ax, *guard])
             for q in op.block[p][1]:
-                m.Add(rank[p] + 1 <= rank[q]).OnlyEnforceIf([ax.Not(), *guard])
+                m.add(rank[p] + 1 <= rank[q]).OnlyEnforceIf([ax.Not(), *guard])
             if with_assumptions:
-                m.AddAssumptions([guard[0]])
+                m.add_assumptions([guard[0]])
         for p in part:
-            m.AddHint(rank[p], min(prefer[p], size - 1))
+            m.add_hint(rank[p], min(prefer[p], size - 1))
         return m, rank, lits
 
     m, rank, _ = build(False)
@@ -258,6 +258,7 @@ def _solve_order(cell: Cell, inst: Instance, time_limit: float,
     t_start = time.perf_counter()
     names = {r.name for r in cell.rules}
     op = order_problem(inst, "support_order" in names, "grip_access" in names)
+    key: list[tuple[int, ...]]  # the greedy's order: (bottom, -blockers, part) or (rank, part)
     if prefer is None:
         nb = [len(op.block[p][0]) + len(op.block[p][1]) for p in range(op.n)]
         key = [(int(op.bottom[p]), -nb[p], p) for p in range(op.n)]
@@ -357,7 +358,7 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
         more = f" and {len(fallen) - 8} more" if len(fallen) > 8 else ""
         why = (f"the finished layout cannot stand ({shown}{more}): the last stage of every "
                "order is the whole layout, so no order stands; see `cellspec repair`")
-        return PlanResult(status=Status.INFEASIBLE, method=method,  # type: ignore[arg-type]
+        return PlanResult(status=Status.INFEASIBLE, method=method,
                           order_rules=orules, reason=why,
                           conflict=tuple(dict.fromkeys(p for x in fallen for p in x.parts)),
                           unstable=True, seconds=time.perf_counter() - t0)
