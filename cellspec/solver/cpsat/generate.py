@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from cellspec.core import geometry as g
 from cellspec.core.errors import CellspecError, Diagnostic
+from cellspec.core.severity import Severity
 from cellspec.core.status import Status
 from cellspec.dsl.design import (
     CountConstraint,
@@ -159,7 +160,7 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
     if big_ is not None:
         assert isinstance(big_, GenerateResult)
         big = big_
-        if big.layout is not None and any(r.severity == "preference" for r in cell.rules):
+        if big.layout is not None and any(r.severity == Severity.PREFERENCE for r in cell.rules):
             from cellspec.layout import layout_from_obj
             from cellspec.solver.cpsat.prefer_generate import final_score
 
@@ -187,7 +188,7 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
     # re-verification checks them too)
     extra = _keep_clear(cell, design)
     cell2 = with_blocked(cell, tuple(extra.values()))
-    rules = {r.name for r in cell.rules if r.severity == "error"}
+    rules = {r.name for r in cell.rules if r.severity == Severity.ERROR}
     if not cell.surfaces:
         raise CellspecError(Diagnostic(cell.source.file, cell.source.line, cell.source.col,
                                        "the cell has no surface to build on"))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from cellspec.core import geometry as g
+from cellspec.core.severity import Severity
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
 from cellspec.solver.cpsat.moved_shapes import rules_of
@@ -98,7 +99,7 @@ class _Geo:
         # every part is a plain box that stays one (chosen once, here)
         self.sr = rules_of(inst, extra)
         b = inst.boxes
-        names = {r.name for r in cell.rules if r.severity == "error"}
+        names = {r.name for r in cell.rules if r.severity == Severity.ERROR}
         from cellspec.solver.stability import DEFAULT_MARGIN
 
         stab_m = cell.stability_margin if cell.stability_margin is not None else DEFAULT_MARGIN

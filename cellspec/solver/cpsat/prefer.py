@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cellspec.core import ir
+from cellspec.core.severity import Severity
 from cellspec.dsl.model import Cell, Rule
 from cellspec.solver import pref_score
 from cellspec.solver.instance import BoxU, cell_u, lin_to_int
@@ -50,7 +51,7 @@ class Unencodable(Exception):
 
 def preference_rules(cell: Cell) -> list[Rule]:
     """The cell's preference rules, in the order written."""
-    return [r for r in cell.rules if r.severity == "preference"]
+    return [r for r in cell.rules if r.severity == Severity.PREFERENCE]
 
 
 @dataclass

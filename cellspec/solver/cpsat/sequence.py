@@ -34,6 +34,7 @@ import numpy as np
 
 from cellspec.core import geometry as g
 from cellspec.core import ir
+from cellspec.core.severity import Severity
 from cellspec.core.status import SolverLimit, Status
 from cellspec.dsl.model import Cell
 from cellspec.layout import Layout
@@ -350,7 +351,7 @@ def plan(cell: Cell, layout: Layout, *, time_limit: float = DEFAULT_TIME_LIMIT,
         return PlanResult(status=Status.UNKNOWN, method=method, order_rules=orules,
                           reason=f"re-verification hit a limit: {v.reason}",
                           seconds=time.perf_counter() - t0)
-    stand = {r.name for r in cell.rules if r.severity == "error"
+    stand = {r.name for r in cell.rules if r.severity == Severity.ERROR
              and ir.uses_relation(r.body, frozenset({"stable"}))}
     fallen = [x for x in v.violations if x.rule in stand]
     if fallen:  # the last stage of every order is the whole layout: no order stands
