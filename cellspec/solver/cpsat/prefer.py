@@ -162,15 +162,15 @@ class Reifier:
         self.budget[0] -= 1
         if self.budget[0] < 0:
             raise Unencodable(f"its grounding needs more than {MAX_LITERALS} literals")
-        return self.m.NewBoolVar("")
+        return self.m.new_bool_var("")
 
     def le(self, expr: Any, k: int) -> Any:
         """A literal equivalent to ``expr <= k`` (integers)."""
         if isinstance(expr, int):
             return expr <= k
         b = self._new()
-        self.m.Add(expr <= k).OnlyEnforceIf(b)
-        self.m.Add(expr >= k + 1).OnlyEnforceIf(b.Not())
+        self.m.add(expr <= k).OnlyEnforceIf(b)
+        self.m.add(expr >= k + 1).OnlyEnforceIf(b.Not())
         return b
 
     def ge(self, expr: Any, k: int) -> Any:
@@ -201,8 +201,8 @@ class Reifier:
             return rest[0]
         b = self._new()
         for lit in rest:
-            self.m.AddImplication(b, lit)
-        self.m.AddBoolOr([b, *(lit.Not() for lit in rest)])
+            self.m.add_implication(b, lit)
+        self.m.add_bool_or([b, *(lit.Not() for lit in rest)])
         return b
 
     def any_of(self, lits: list[Any]) -> Any:
@@ -400,7 +400,7 @@ def fixed_boxes(cell: Cell, inst: Any, m: Any = None) -> PartBoxes:
     """The boxes of a concrete instance: constants, or with a model ``m`` CP-SAT variables
     fixed to them (so every relation is reified by the solver, not folded here: the
     differential tests compare that score with the check backend's count)."""
-    box = [[int(v) if m is None else m.NewIntVar(int(v), int(v), "") for v in row]
+    box = [[int(v) if m is None else m.new_int_var(int(v), int(v), "") for v in row]
            for row in inst.boxes]
     return PartBoxes.of(cell, box, list(inst.types), list(inst.grippers))
 
@@ -411,7 +411,8 @@ def objective_of(m: Any) -> Any:
     obj = m.Proto().objective
     expr: Any = int(obj.offset)
     for v, c in zip(obj.vars, obj.coeffs, strict=True):
-        var = m.GetIntVarFromProtoIndex(v) if v >= 0 else m.GetIntVarFromProtoIndex(-v - 1).Not()
+        at = m.get_int_var_from_proto_index
+        var = at(v) if v >= 0 else at(-v - 1).Not()
         expr = expr + int(c) * var
     if obj.scaling_factor not in (0, 1):  # a maximisation stored negated
         expr = -expr
@@ -441,11 +442,11 @@ def lex_solve(m: Any, stages: list[tuple[Any, str]], make_solver: Any) -> LexRes
     ok = (cp_model.OPTIMAL, cp_model.FEASIBLE)
     best: LexResult | None = None
     for k, (expr, sense) in enumerate(stages):
-        m.ClearObjective()
+        m.clear_objective()
         if sense == "min":
-            m.Minimize(expr)
+            m.minimize(expr)
         else:
-            m.Maximize(expr)
+            m.maximize(expr)
         s = make_solver(k, len(stages))
         st = s.Solve(m)
         if st not in ok:
@@ -460,10 +461,11 @@ def lex_solve(m: Any, stages: list[tuple[Any, str]], make_solver: Any) -> LexRes
         best = LexResult(st if best is None or best.status == cp_model.OPTIMAL
                          else cp_model.FEASIBLE, s, values, proved)
         if k + 1 < len(stages):
-            m.Add(expr <= val if sense == "min" else expr >= val)
-            m.ClearHints()
+            m.add(expr <= val if sense == "min" else expr >= val)
+            m.clear_hints()
             for i in range(len(m.Proto().variables)):
-                m.AddHint(m.GetIntVarFromProtoIndex(i), s.Value(m.GetIntVarFromProtoIndex(i)))
+                var = m.get_int_var_from_proto_index(i)
+                m.add_hint(var, s.Value(var))
     assert best is not None
     if not all(best.proved):
         best.status = cp_model.FEASIBLE

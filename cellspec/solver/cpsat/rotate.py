@@ -220,8 +220,8 @@ def add_turns(m: Any, i: int, pt: PartTurns, moved: Any, half: list[Any],
     lits: list[tuple[Any, float]] = []
     cost: list[Any] = []
     for k, o in enumerate(pt.options):
-        t = m.NewBoolVar(f"turn{i}" if k == 0 else f"turn{i}_{k}")
-        m.AddImplication(t, moved)
+        t = m.new_bool_var(f"turn{i}" if k == 0 else f"turn{i}_{k}")
+        m.add_implication(t, moved)
         lits.append((t, o.yaw))
         cost.append(t if o.cost == 1 else o.cost * t)
         for a in range(2):
@@ -231,7 +231,7 @@ def add_turns(m: Any, i: int, pt: PartTurns, moved: Any, half: list[Any],
             if inner is not None and o.inner[a] != pt.inner0[a]:
                 inner[a] = inner[a] + (o.inner[a] - pt.inner0[a]) * t
     if len(lits) > 1:
-        m.AddAtMostOne([t for t, _ in lits])
+        m.add_at_most_one([t for t, _ in lits])
     return lits, cost, max(o.cost for o in pt.options)
 
 
