@@ -278,19 +278,25 @@ def test_a_lattice_too_fine_is_refused_before_any_position_is_listed(tmp_path: P
 
 
 def test_the_anchor_intent_ranks_before_preferences(tmp_path: Path) -> None:
-    # `at (0.034, 0.10)`: the intent holds within 5 mm, so the tower slides 4 mm to meet
-    # low_x (x <= 0.03) but never leaves the tolerance for high_y (y >= 0.15)
+    # `at (0.034, 0.10)`: the tower stands exactly where the command put it, although a
+    # 4 mm slide, inside the intent's 5 mm tolerance, would meet low_x (x <= 0.03): a
+    # preference never moves a structure from its anchor
     one = "design one {\n    tower(n=1) at (0.034, 0.10)\n}\n"
     out = _generate(tmp_path, CELL + one)
     (part,) = out["layout"]["parts"]
-    assert part["pos"][0] <= 0.03 and abs(part["pos"][1] - 0.10) <= 0.005
-    assert out["preferences"] == {"met": 3, "total": 5, "optimal": True}
-    # two towers at one anchor: one stands there, the other goes where the weight is
+    assert part["pos"][:2] == [0.034, 0.10]
+    assert out["preferences"] == {"met": 0, "total": 5, "optimal": True}
+    # two towers at one anchor: one stands there, the other as close to it as the spacing
+    # between structures allows (not where the weight is)
     two = "design two {\n    tower(n=1) at (0.15, 0.10)\n    tower(n=1) at (0.15, 0.10)\n}\n"
     out = _generate(tmp_path, CELL + two)
-    assert out["preferences"] == {"met": 5, "total": 10, "optimal": True}
+    assert out["preferences"] == {"met": 0, "total": 10, "optimal": True}
     pos = sorted(tuple(p["pos"][:2]) for p in out["layout"]["parts"])
-    assert pos[1] == pytest.approx((0.15, 0.10), abs=0.005)
+    assert pos[1] == (0.15, 0.10)
+    assert pos[0][0] == 0.15 and 0.05 < pos[0][1] < 0.06  # beside it, the clearance apart
+    # without an anchor the preferences place it: low x, high y
+    free = _generate(tmp_path, CELL + "design free {\n    tower(n=1)\n}\n")
+    assert free["preferences"] == {"met": 5, "total": 5, "optimal": True}
 
 
 def test_design_proves_the_preference_score_like_generate(tmp_path: Path) -> None:

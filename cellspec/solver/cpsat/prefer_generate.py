@@ -1,6 +1,7 @@
 """Preferences in ``generate``: the generated parts' boxes as expressions of the
 structures' position variables, the lexicographic solve (anchors within their intent
-tolerance, then the weight met, then the built-in objective) and the score of the result.
+tolerance, then as close to them as can be, then the weight met, then the built-in
+objective) and the score of the result.
 The reified literals themselves are :mod:`cellspec.solver.cpsat.prefer`."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cellspec.dsl.model import Cell
+from cellspec.solver.cpsat.generate_model import LIM
 from cellspec.solver.cpsat.prefer import (
     MAX_LITERALS,
     PartBoxes,
@@ -42,8 +44,8 @@ def generate_boxes(cell: Cell, structs: list[Any], z0: int) -> PartBoxes | str:
 def generate_solve(m: Any, cell: Cell, structs: list[Any], z0: int, make_solver: Any,
                    pref: dict[str, Any]) -> tuple[int, Any]:
     """generate's solve on a cell with preference rules: every hard constraint of ``m``
-    holds; the weight met is maximised first, then the model's own objective (anchor
-    distance, packing goals) under that weight (two solves, :func:`lex_solve`). ``pref``
+    holds; the command's anchors first (missed, then distance), then the weight met is
+    maximised, then the model's own objective under that weight (:func:`lex_solve`). ``pref``
     receives the weight met in the model, the encoded total, whether the weight is proved
     best and the notes (a rule not encoded, or the whole design)."""
     from ortools.sat.python import cp_model
@@ -56,14 +58,16 @@ def generate_solve(m: Any, cell: Cell, structs: list[Any], z0: int, make_solver:
         return s.Solve(m), s
     terms = encode(m, cell, pb)
     rest = objective_of(m)
-    stages = [(terms.met_expr(), "max"), (rest, "min")]
-    off = anchors_missed(m, structs, pb)
-    if off is not None:  # the intent first: each `at` within its tolerance where possible
-        stages.insert(0, (off, "min"))
+    # the request first: each `at` within its tolerance where possible, then as close to
+    # it as the hard rules allow (a preference never moves a structure from where the
+    # command put it), then the weight met, then the model's own objective
+    intent = [(e, "min") for e in (anchors_missed(m, structs, pb), anchor_distance(m, structs))
+              if e is not None]
+    stages = [*intent, (terms.met_expr(), "max"), (rest, "min")]
     res = lex_solve(m, stages, make_solver)
     pref.update(notes=terms.notes(), refused=bool(terms.refused))
     if res.status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        k = 0 if off is None else 1
+        k = len(intent)
         pref.update(model_met=terms.met_value(res.solver.BooleanValue),
                     proved=len(res.proved) > k and all(res.proved[:k + 1])
                     and not terms.refused)
@@ -93,6 +97,25 @@ def anchors_missed(m: Any, structs: list[Any], pb: PartBoxes) -> Any:
     return sum(missed) if missed else None
 
 
+def anchor_distance(m: Any, structs: list[Any]) -> Any:
+    """The L1 distance (U) of the structures with an ``at (x, y)`` from their anchors (their
+    footprint centre on x and y, as generate's own objective measures it): a linear
+    expression, or None when no structure has an anchor."""
+    from cellspec.core import geometry as g
+
+    dist: list[Any] = []
+    for st in structs:
+        if st.packing or st.spec.at is None:
+            continue
+        tx = g.to_u_int(st.spec.at[0]) - st.w // 2
+        ty = g.to_u_int(st.spec.at[1]) - st.d // 2
+        for v, target in ((2 * st.ax, tx), (2 * st.ay, ty)):
+            dv = m.new_int_var(0, 4 * LIM, "")
+            m.add_abs_equality(dv, v - target)
+            dist.append(dv)
+    return sum(dist) if dist else None
+
+
 def final_score(cell: Cell, layout: Any, pref: dict[str, Any], timeout: float
                 ) -> dict[str, Any]:
     """The ``preferences`` object of a generated layout: the weight met counted by clingo
@@ -111,4 +134,4 @@ def final_score(cell: Cell, layout: Any, pref: dict[str, Any], timeout: float
     return score_json(score, bool(pref.get("proved")) and agree, notes)
 
 
-__all__ = ["anchors_missed", "final_score", "generate_boxes", "generate_solve"]
+__all__ = ["anchor_distance", "anchors_missed", "final_score", "generate_boxes", "generate_solve"]
