@@ -88,7 +88,8 @@ def test_a_long_beam_fits_only_turned_45(which, request):
         assert r.status == "infeasible" and r.layout is None and not r.moves, (spec, r.reason)
     r = repair(cell, lay, time_limit=5, allow_rotate=parse_rotate("45"))
     out = _passes(cell, r)
-    assert r.status == "optimal"
+    # turned to 45: the model sees it through its enclosing box, so no proof of minimality
+    assert r.status == "feasible" and "not proved minimal" in r.reason
     (m,) = r.moves
     assert m.part == "b" and m.yaw == 45.0 and not m.yaw_kept and m.dst == m.src
     assert m.to_json()["yaw"] == 45.0 and "yaw_kept" not in m.to_json()

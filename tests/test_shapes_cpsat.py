@@ -71,7 +71,10 @@ def test_two_overlapping_yawed_boxes_one_is_moved_keeping_its_yaw(cell):
     obj = {"parts": [{"id": "a", "type": "slab", "pos": [0.5, 0.5, 0.01], "yaw": 30},
                      {"id": "b", "type": "slab", "pos": [0.52, 0.5, 0.01], "yaw": -20}]}
     r = repair(cell, layout_from_obj(obj), time_limit=5)
-    assert r.status == "optimal" and r.verdict.verdict == "pass" and len(r.moves) == 1
+    # minimal in the model, which sees the yawed boxes through their enclosing boxes: no
+    # proof of minimality (a move the model cannot see may be smaller), so `feasible`
+    assert r.status == "feasible" and r.verdict.verdict == "pass" and len(r.moves) == 1
+    assert "enclosing boxes (conservative)" in r.reason
     (m,) = r.moves
     assert m.yaw == {"a": 30.0, "b": -20.0}[m.part] and m.yaw_kept
     out = layout_from_obj(r.layout)

@@ -157,10 +157,10 @@ def run(a: argparse.Namespace) -> int:
                       + (f" ... ({len(order)} parts; the full order is in -o / --format json)"
                          if len(order) > 40 else ""))
             proof = ("minimal" if r.status == Status.OPTIMAL else
-                     "not proved minimal within the limits")
+                     r.reason or "not proved minimal within the limits")
             if r.clusters:
                 proof += (f"; {sum(c.proved for c in r.clusters)}/{len(r.clusters)} "
-                          "cluster(s) proved")
+                          "cluster(s) proved" + (" in that model" if r.reason else ""))
             print(f"repaired: {r.parts_moved} part(s) moved, L1 {r.displacement:.4f} m, "
                   f"re-verified pass, {proof} ({in_all(r.seconds)})"
                   + (f"; written to {a.output}" if a.output else ""))

@@ -414,14 +414,16 @@ def _on_top(q: np.ndarray, k: int, oc: list[int], lo_i: np.ndarray, hi_i: np.nda
 
 def room_proof(inst: Instance) -> str | None:
     """A proof that no layout of these parts satisfies workspace, no_overlap and gravity
-    together, or None: two parts that do not overlap are apart by at least -eps along some
-    axis, so the boxes shrunk by eps/2 on every face are disjoint and lie in the workspace
-    grown by eps/2. Their volume must fit; when no part can rest on another (two heights
-    exceed the workspace's) and there is one surface, so must their footprints, less the
-    keep-out boxes that cover the parts' whole height (disjoint ones only). Axis-aligned
-    boxes only (a yawed box's or a cylinder's enclosing box is larger than it)."""
+    together, or None. A part longer along an axis than the workspace (with eps) fits
+    nowhere: its extent does not change when it moves, for a yawed box or a cylinder too
+    (their enclosing boxes are rounded outward by less than 1 U a side, so 2 U are given
+    back). For axis-aligned boxes, two parts that do not overlap are apart by at least -eps
+    along some axis, so the boxes shrunk by eps/2 on every face are disjoint and lie in the
+    workspace grown by eps/2. Their volume must fit; when no part can rest on another (two
+    heights exceed the workspace's) and there is one surface, so must their footprints,
+    less the keep-out boxes that cover the parts' whole height (disjoint ones only)."""
     n = inst.n
-    if n == 0 or not _stackable(inst).all():  # exact shapes may overlap enclosing boxes
+    if n == 0:
         return None
     ws = inst.zones["workspace"]
     assert isinstance(ws, BoxU)
@@ -429,12 +431,19 @@ def room_proof(inst: Instance) -> str | None:
     b = inst.boxes.astype(np.int64)
     size = b[:, 1::2] - b[:, 0::2]
     room = [ws.hi[a] - ws.lo[a] + eps for a in range(3)]
+    kernel = inst.kernel()
+    slack = np.where(kernel.plain_mask(), 0, 2)  # outward rounding of an enclosing box
     for a, ax in enumerate("xyz"):
-        big = np.nonzero(size[:, a] - eps > room[a])[0]
+        big = np.nonzero(size[:, a] - (slack if a < 2 else 0) - eps > room[a])[0]
         if len(big):
             i = int(big[0])
             return (f"{inst.ids[i]} is {float(size[i, a] * g.U):.4f} m along {ax}; the "
                     f"workspace is {float((ws.hi[a] - ws.lo[a]) * g.U):.4f} m")
+    # the bounds below need the boxes to be the parts themselves: a yaw even a hair off a
+    # quarter turn has a larger (and outward-rounded) enclosing box, which would prove too
+    # much
+    if not kernel.boxes_are_parts:
+        return None
     shrunk = np.maximum(size - eps, 0)
     area = _area_proof(inst, size, shrunk, room)
     if area is not None:

@@ -70,6 +70,9 @@ WIDEN_DET = 1.0  # deterministic seconds per widening, over all its clusters
 # repaired by re-solving: an unstable structure (or construction stage) must change
 LOOP_RULES = ("stability", "stability_stages")
 MAX_STABILITY_ROUNDS = 8
+# why a repair of yawed boxes or cylinders is neither proved minimal nor proved impossible
+CONSERVATIVE = ("the repair model sees yawed boxes and cylinders through their enclosing "
+                "boxes (conservative)")
 HINTED_PARTS = 300  # with a repair in hand, larger clusters get no CP-SAT model
 
 
@@ -187,7 +190,9 @@ def pipeline(cell: Cell, layout: Layout, *,
     Yawed boxes and cylinders (docs/shapes.md) may be translated, keeping their yaw and
     radius: the model sees them through their enclosing boxes (apart, inside, clear of
     keep-outs: conservative) and inscribed boxes (support), :mod:`.moved_shapes`; clingo
-    re-verifies the exact shapes, and only a passing layout is reported.
+    re-verifies the exact shapes, and only a passing layout is reported: ``feasible`` at
+    best (minimal in a conservative model is no proof), and ``unknown``, never
+    ``infeasible``, when the model has no placement.
     ``allow_rotate`` (:func:`parse_rotate`: yaws, degrees): a moved box (plain or yawed)
     may also be turned to one of these yaws (:mod:`.rotate`); a cylinder never turns.
     ``start_hint``: the new centres (0.1 mm) of the parts a valid repair moves (the
@@ -237,11 +242,12 @@ class _Pipeline:
         """The answer, timed from the start of the call."""
         return RepairResult(before=self.before, seconds=time.perf_counter() - self.t0, **kw)
 
-    def finish(self, status: str) -> RepairResult:
+    def finish(self, status: str, reason: str | None = None) -> RepairResult:
         """The answer carrying the best verified repair."""
         b = self.best
         assert b is not None
-        return self.done(status=status, layout=b.got.layout.to_json(), moves=b.got.moves,
+        return self.done(status=status, reason=reason, layout=b.got.layout.to_json(),
+                         moves=b.got.moves,
                          reordered=b.got.reordered, verdict=b.got.verdict,
                          first_seconds=b.first, clusters=b.clusters,
                          proved_seconds=b.proved if status == Status.OPTIMAL else None,
@@ -259,8 +265,11 @@ class _Pipeline:
         if early is not None:
             return early
         proved = self.improve()
-        exact = not self.must_move and not self.grip_clear
+        exact = not self.must_move and not self.grip_clear and not self.conservative
         proved = self.widen(proved, exact)
+        if proved and self.conservative:  # minimal in the model, which is no proof
+            return self.finish(Status.FEASIBLE, reason=f"{CONSERVATIVE}: minimal among "
+                               "the placements it sees, not proved minimal")
         return self.finish(Status.OPTIMAL if proved and exact else Status.FEASIBLE)
 
     def check_input(self) -> RepairResult | None:
@@ -303,6 +312,10 @@ class _Pipeline:
             for p in v.parts:
                 self.why.setdefault(p, []).append(f"{v.rule}({', '.join(v.parts)})")
         inst0 = self.inst0 = build_instance(cell, layout.with_order(None))
+        # the model sees a yawed box or a cylinder (or a part it may turn to such a yaw)
+        # through its enclosing box: an answer it cannot find may still exist
+        self.conservative = (not inst0.kernel().boxes_are_parts
+                             or any(t.odd for t in self.turns.values()))
         self.c0 = ((inst0.boxes[:, 0::2] + inst0.boxes[:, 1::2]) // 2) // 2  # centres, 0.1 mm
         self.comp = structures(inst0)
         self.margin = g.relation_margin(inst0.boxes, inst0.eps, flanks=True,
@@ -466,6 +479,10 @@ class _Pipeline:
             core = _core(self.cell, self.layout, np.ones(n, dtype=bool), self.left, self.turns)
             rules_txt = ", ".join(core) if core else ", ".join(
                 r for r in GEOMETRY_RULES if any(x.name == r for x in self.cell.rules))
+            if self.conservative:  # no placement in the model is no proof
+                return self.done(status=Status.UNKNOWN, conflict=core, reason=(
+                    f"{CONSERVATIVE}, and none of those placements satisfies the rules "
+                    f"together: {rules_txt}; the exact shapes may still fit (not a proof)"))
             return self.done(status=Status.INFEASIBLE, conflict=core, reason="no placement of "
                              f"these parts satisfies the rules together: {rules_txt}")
         wid = [clusters[k] for k in bad if sols[k].infeasible]
