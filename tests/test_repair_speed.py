@@ -3,6 +3,7 @@ the same answer across processes, and bad limits refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -157,3 +158,40 @@ def test_impossible_repair_is_fast_and_names_rules(cli):
     assert p.returncode == 1 and d["status"] == "infeasible"
     assert {"gravity", "keepout blocked_1"} <= set(d["conflict"])
     assert d["seconds"] < 10
+
+
+def test_an_improvement_that_is_not_re_verified_is_dropped_from_the_proof(station,
+                                                                         monkeypatch):
+    # the first pass is the local repair (not proved); the improvement finds a better,
+    # proved cluster answer, but its re-verification does not happen (as when the time
+    # runs out): the layout returned is the first one, so neither the clusters' report nor
+    # the status may claim the proof that belongs to the other answer
+    from cellspec.solver.cpsat import repair_pipeline as rp
+
+    lay = layout_from_obj(json.loads((STATION.parent.parent / "layouts"
+                                      / "dense_block_12_overlap.json").read_text()))
+    plain = rp.pipeline(station, lay, time_limit=10)
+    assert plain.status == "optimal"  # unpatched: improved, re-verified, proved
+    orig_run, orig_assemble = rp._Pipeline.run, rp._Pipeline.assemble
+    improved: list[object] = []
+
+    def run(self, cl, w, det, hint=None, tag="first"):
+        s = orig_run(self, cl, w, det, hint, tag=tag)
+        if tag != "improve" or not s.ok:
+            return s
+        improved.append(s)  # a strictly better proved answer the first pass did not have
+        return dataclasses.replace(s, proved=True, moved=dict(s.moved),
+                                   key=(s.key[0], s.key[1], s.key[2] - 1))
+
+    def assemble(self, sols, grip_clear):
+        if improved:
+            return "timeout", "no time left to re-verify"
+        return orig_assemble(self, sols, grip_clear)
+
+    monkeypatch.setattr(rp._Pipeline, "run", run)
+    monkeypatch.setattr(rp._Pipeline, "assemble", assemble)
+    r = rp.pipeline(station, lay, time_limit=10)
+    assert improved  # the improvement ran
+    assert r.status == "feasible" and r.proved_seconds is None
+    assert not any(c.proved for c in r.clusters)
+    _verified(station, r)
