@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import write_cell
+from test_repair_shapes import CELL as SHAPES_CELL
 
 import cellspec
 from cellspec.layout import layout_from_obj
@@ -22,17 +23,7 @@ from cellspec.solver.cpsat.moved_shapes import (
 from cellspec.solver.cpsat.repair_construct import _stackable
 from cellspec.solver.instance import build_instance
 
-CELL = """\
-import physical
-cell c {
-    workspace x [0.3, 0.7] y [0.3, 0.7] z [0, 0.5]
-    surface table z 0
-    part cube size (0.05, 0.05, 0.05) mass 0.1
-    part slab size (0.10, 0.04, 0.02) mass 0.05
-    part can cylinder radius 0.03 height 0.1 mass 0.2
-    default gripper parallel opening 0.07 depth 0.02
-}
-"""
+CELL = SHAPES_CELL  # the repair tests' cell: cubes, slabs and cans
 
 PLAIN = {"parts": [{"id": "b", "type": "cube", "pos": [0.45, 0.45, 0.025]},
                    {"id": "t", "type": "cube", "pos": [0.45, 0.45, 0.075]},

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import write_cell
+from test_shapes_input import CELL  # cubes, slabs and cans
 
 import cellspec
 from cellspec.core.kernel import BoxKernel, ShapeKernel, kernel_of
@@ -14,21 +16,10 @@ from cellspec.layout import layout_from_obj
 from cellspec.solver.instance import build_instance
 from cellspec.solver.rounding import needs_analysis
 
-CELL = """\
-cell c {
-    workspace x [0, 1] y [0, 1] z [0, 1]
-    surface table z 0
-    part cube size (0.05, 0.05, 0.05) mass 0.1
-    part can cylinder radius 0.03 height 0.1 mass 0.2
-}
-"""
 
-
-@pytest.fixture()
-def cell(tmp_path):
-    f = tmp_path / "c.cell"
-    f.write_text(CELL)
-    return cellspec.load_cell(f)
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory):
+    return cellspec.load_cell(write_cell(tmp_path_factory, CELL))
 
 
 def _inst(cell, *parts: dict):
