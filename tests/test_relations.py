@@ -150,6 +150,26 @@ def test_every_backend_dispatches_every_family_it_declares(backend):
     assert set(table) <= set(relations.FAMILIES), backend
 
 
+def test_one_part_families_read_their_encoding_and_facts_from_the_entry():
+    """Z3 encodes every zone and surface relation it declares by the entry's ``z3``; the
+    stability LP's relations name their clingo complement and their LP; the clingo facts
+    have a case for every one-part family numpy decides."""
+    from cellspec.solver import reference
+    from cellspec.solver.asp import backend
+    from cellspec.solver.asp import compile as asp_compile
+
+    for r in R.values():
+        if r.family in ("zone", "surface") and r.smt:
+            assert r.z3 is not None, r.name
+        if r.lp:
+            assert r.complement and r.name in reference.STABILITY, r.name
+            assert asp_compile.COMPLEMENT[r.name] == r.complement
+        if r.family in ("zone", "surface", "robot"):
+            assert r.family in backend.PART_FACTS and r.grid is not None, r.name
+    assert R["inside"].complement == "outside" and not R["intersects"].complement
+    assert set(reference.STABILITY) == {r.name for r in R.values() if r.lp}
+
+
 def test_pair_relations_name_their_footprint_test():
     from cellspec.solver.smt.shapes import FOOTPRINT
 

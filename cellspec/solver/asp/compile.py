@@ -285,10 +285,12 @@ class _Compiler:
         self.needs(sel)
 
     def needs(self, sel: Selection) -> None:
-        """The broad-phase margin and column pairs a selection's relation needs."""
-        if sel.rel == "near" and sel.dist is not None:
+        """The broad-phase margin (a distance's, near's) and column pairs (a column
+        relation's, above's) a selection's relation needs."""
+        r = relations.get(sel.rel)
+        if r.param == "length" and sel.dist is not None:
             self.prog.margin = max(self.prog.margin, sel.dist)
-        if sel.rel == "above":
+        if r.family == "column":
             self.prog.columns = True
 
     def box_atom(self, v: str) -> str:
