@@ -56,7 +56,6 @@ class Relation:
     # near's distance, written against solver/smt/ground.py's BoxPair: ``E.i``, ``E.j`` the
     # corner rows (x0 x1 y0 y1 z0 z1), ``E.ge(a, b, k)`` a - b >= k, ``E.olap(axis, k)``
     # the overlap on an axis >= k, ``E.all(fs)`` the conjunction (flanks: its own encoding)
-    z3: Callable[[Any, int], Any] | None = None
     # a zone relation's ``z3(Z, d)`` is written against solver/smt's zone views, the same
     # function on boxes (smt/ground.BoxZone) and on shapes (smt/shapes.ShapeZone):
     # ``Z.within(d)`` the part lies in the zone grown by d, ``Z.enters(d)`` it enters the
@@ -64,6 +63,7 @@ class Relation:
     # against smt/ground.BoxSurface: ``S.i`` the part's corner row, ``S.z`` the surface's
     # height, ``S.ge(a, b, k)``, ``S.all(fs)`` (a robot relation has none: Z3 decides it by
     # ``grid`` at fixed positions and refuses a part that may move)
+    z3: Callable[[Any, int], Any] | None = None
     # a pair relation's exact footprint test for a part that is not a plain box
     # (solver/smt/shapes.py): "meets" (closed: within the distance), "covers" (open: by
     # more than it), None (the enclosing boxes decide it exactly)
