@@ -5,6 +5,7 @@ cannot import it (builtins.lp, docs/language.md) to it, and pin what is derived 
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
@@ -147,6 +148,26 @@ def test_every_backend_dispatches_every_family_it_declares(backend):
         if backend == "z3" and r.two_parts and r.param != "axis":
             assert r.z3 is not None, f"{r.name} has no Z3 encoding (Relation.z3)"
     assert set(table) <= set(relations.FAMILIES), backend
+
+
+def test_one_part_families_read_their_encoding_and_facts_from_the_entry():
+    """Z3 encodes every zone and surface relation it declares by the entry's ``z3``; the
+    stability LP's relations name their clingo complement and their LP; the clingo facts
+    have a case for every one-part family numpy decides."""
+    from cellspec.solver import reference
+    from cellspec.solver.asp import backend
+    from cellspec.solver.asp import compile as asp_compile
+
+    for r in R.values():
+        if r.family in ("zone", "surface") and r.smt:
+            assert r.z3 is not None, r.name
+        if r.lp:
+            assert r.complement and r.name in reference.STABILITY, r.name
+            assert asp_compile.COMPLEMENT[r.name] == r.complement
+        if r.family in ("zone", "surface", "robot"):
+            assert r.family in backend.PART_FACTS and r.grid is not None, r.name
+    assert R["inside"].complement == "outside" and not R["intersects"].complement
+    assert set(reference.STABILITY) == {r.name for r in R.values() if r.lp}
 
 
 def test_pair_relations_name_their_footprint_test():
@@ -304,3 +325,315 @@ def test_a_registered_relations_asp_part_means_its_grid_function():
     np.fill_diagonal(dense, False)
     assert atoms == set(zip(*np.nonzero(dense), strict=True)) and len(atoms) >= 2, atoms
     assert "left_of" not in R
+
+
+# --- a zone relation added at run time: its Relation entry ------------------------------
+
+CLEAR_OF_LP = """#program clear_of.
+% clear_of(P,K): P's box does not enter zone K by more than eps (not intersects)
+clear_enters(P,K) :- zuse(clear_of,K), part(P), zbox(K,KX0,KX1,KY0,KY1,KZ0,KZ1),
+    box(P,X0,X1,Y0,Y1,Z0,Z1),
+    X1-KX0 > eps, KX1-X0 > eps, X1-X0 > eps, KX1-KX0 > eps,
+    Y1-KY0 > eps, KY1-Y0 > eps, Y1-Y0 > eps, KY1-KY0 > eps,
+    Z1-KZ0 > eps, KZ1-Z0 > eps, Z1-Z0 > eps, KZ1-KZ0 > eps.
+clear_enters(P,K) :- zuse(clear_of,K), hext(P,K,_,H), zhalf(K,_,_,_,gt,R), hslack(K,S), H-S > R.
+clear_enters(P,K) :- zuse(clear_of,K), hext(P,K,L,_), zhalf(K,_,_,_,lt,R), hslack(K,S), L+S < R.
+clear_of(P,K) :- zuse(clear_of,K), part(P), not clear_enters(P,K).
+"""
+
+
+def _clear_of(z3: bool = True) -> relations.Relation:
+    """clear_of(p, z): p does not enter zone z by more than eps (the negation of
+    intersects, on boxes and on shapes, for a box zone and for a half-space)."""
+    from cellspec.core import geometry as g
+    from cellspec.core import shapes as sh
+
+    def grid(b, lo, hi, e):
+        return ~g.intersects_box(b, lo, hi, e)
+
+    def shape(s, idx, lo, hi, e):
+        return ~sh.intersects_box(s, idx, lo, hi, e)
+
+    def half_grid(b, h, e):
+        return ~g.intersects_half(b, h, e)
+
+    def half_shape(s, idx, h, e):
+        return ~sh.intersects_half(s, idx, h, e)
+
+    def enc(Z, d):
+        return Z.not_(Z.enters(d))
+
+    return relations.Relation(
+        "clear_of", ("part", "zone"), "clear_of(p, z): p does not enter zone z", "zone",
+        grid, shape, (half_grid, half_shape), asp="clear_of", asp_text=CLEAR_OF_LP,
+        pushdown=True, rounding=("intersects",), z3=enc if z3 else None)
+
+
+def _zone_rules(name: str = "clear_of"):
+    from cellspec.dsl.model import Rule, Source
+
+    p, k = ir.VarArg("p"), ir.VarArg("k")
+    src = Source(file="<test>", line=1, col=1)
+    low = ir.Cmp("<=", ir.Lin(((ir.Attr("p", "top"), Fraction(1)),), Fraction(-1, 25)))
+
+    def clear(zone: ir.Arg) -> ir.Rel:
+        return ir.Rel(name, (p, zone))
+
+    def forall_p(body: ir.Node) -> ir.Quant:
+        return ir.Quant("forall", ("p",), "part", False, body)
+
+    return [
+        Rule(name="clear_post", message="{p} enters the post", severity="error",
+             body=forall_p(clear(ir.NameArg("post"))), source=src),
+        Rule(name="in_corner", message="{p} stays out of the corner", severity="warning",
+             body=forall_p(ir.Or((ir.Not(clear(ir.NameArg("corner"))), low))), source=src),
+        # a zone variable: every keep-out, a box and a half-space
+        Rule(name="clear_all", message="{p} enters {k}", severity="error",
+             body=forall_p(ir.Quant("forall", ("k",), "keepout", False, clear(k))),
+             source=src),
+        Rule(name="clear_some", message="{p} is in every keep-out", severity="warning",
+             body=forall_p(ir.Quant("exists", ("k",), "keepout", False,
+                                    ir.And((clear(k), ir.Not(ir.Rel("inside", (p, k))))))),
+             source=src),
+    ]
+
+
+def _zone_layouts() -> list[dict]:
+    def part(i, t, x, y, z=0.025, yaw=None):
+        d = {"id": i, "type": t, "pos": [x, y, z]}
+        if yaw is not None:
+            d["yaw"] = yaw
+        return d
+
+    plain = [part("a", "cube", 0.62, 0.42),  # in the post
+             part("b", "cube", 0.58, 0.38),  # enters the post by 5 mm
+             part("c", "cube", 0.5745, 0.30),  # beside it, 0.5 mm in: within eps
+             part("d", "cube", 0.30, 0.45),  # enters the corner
+             part("e", "cube", 0.30, 0.20)]  # clear of both
+    shaped = [dict(plain[3]), dict(plain[4]),
+              # its enclosing box enters the post's corner, the square does not
+              part("f", "cube", 0.57, 0.37, yaw=45.0),
+              # so for a disc: 35 mm from the post's corner, radius 30 mm
+              part("g", "can", 0.575, 0.375, 0.03),
+              # the enclosing box enters the half-space, the square does not
+              part("h", "cube", 0.30, 0.41, yaw=45.0),
+              part("i", "can", 0.45, 0.38, 0.03)]  # x + 2y = 1.21 + r
+    return [{"units": "m", "parts": plain}, {"units": "m", "parts": shaped}]
+
+
+def _zone_verdicts(cell, rules, layouts):
+    from cellspec.layout import layout_from_obj
+    from cellspec.solver.instance import build_instance
+    from cellspec.solver.smt.backend import smt_violations
+
+    out = []
+    for obj in layouts:
+        inst = build_instance(cell, layout_from_obj(obj, "<test>"))
+        got = {name: sorted(checkers.get(name).violations(inst, tuple(rules), None).violations)
+               for name in ("reference", "clingo", "z3")}
+        got["z3 naive"] = smt_violations(inst, rules, prune=False)
+        out.append((inst, got))
+    return out
+
+
+def test_a_zone_relation_registered_at_run_time_is_decided_alike_by_every_backend(
+        shapes_cell):
+    """clear_of, one Relation entry (grid, shape and half-space functions, ASP part, and a
+    Z3 encoding composed of the zone views' ``enters`` and ``not_``): the reference, clingo
+    and Z3 agree on named and quantified zones, a box and a half-space, on plain, yawed and
+    cylinder parts, and it is the negation of intersects everywhere."""
+    rules = _zone_rules()
+    with relations.registered(_clear_of()):
+        found = _zone_verdicts(shapes_cell, rules, _zone_layouts())
+    assert "clear_of" not in R
+    with_intersects = _zone_verdicts(shapes_cell, _zone_rules("intersects"), _zone_layouts())
+    seen = set()
+    for (inst, got), (_, neg) in zip(found, with_intersects, strict=True):
+        assert got["clingo"] == got["reference"] == got["z3"] == got["z3 naive"], got
+        seen |= {k for k, _ in got["reference"]}
+        names = {k: sorted("".join(inst.ids[a] if isinstance(a, int) else a for a in args)
+                           for j, args in got["reference"] if j == k) for k in range(4)}
+        if "a" in inst.ids:
+            assert names[0] == ["a", "b"] and names[1] == ["e"], names
+            assert names[2] == ["acorner", "apost", "bcorner", "bpost", "ccorner", "dcorner"]
+        else:  # decided on the shapes: f and g clear of the post, h of the corner ...
+            assert names[0] == [] and names[1] == ["e", "h"], names
+            assert names[2] == ["dcorner", "fcorner", "gcorner", "icorner"], names
+            # ... where their enclosing boxes are not
+            box = R["intersects"].grid
+            half = R["intersects"].half
+            assert box is not None and half is not None
+            post, corner = inst.zones["post"], inst.zones["corner"]
+            fg = [inst.ids.index("f"), inst.ids.index("g")]
+            assert box(inst.boxes[fg], post.lo, post.hi, inst.eps).all()
+            assert half[0](inst.boxes[[inst.ids.index("h")]], corner, inst.eps).all()
+        # clear_of is not intersects: each rule's violations are the parts the other's
+        # (of the same rule text) are not, for every binding of a named zone
+        for k in (0, 1):
+            ours = {args for j, args in got["reference"] if j == k}
+            theirs = {args for j, args in neg["reference"] if j == k}
+            assert not ours & theirs, (k, ours, theirs)
+    assert seen == {0, 1, 2, 3}, seen
+
+
+def test_a_zone_relation_without_z3_encoding_is_refused_by_name(shapes_cell):
+    """A zone relation whose entry has no ``z3`` is refused by the Z3 backend naming it, on
+    boxes and on shapes, never encoded as another zone relation."""
+    from cellspec.core.errors import CellspecError
+    from cellspec.layout import layout_from_obj
+    from cellspec.solver.instance import build_instance
+    from cellspec.solver.smt.backend import smt_violations
+
+    rules = _zone_rules()
+    with relations.registered(_clear_of(z3=False)):
+        shaped = {"units": "m", "parts": _zone_layouts()[1]["parts"][2:]}  # no plain box
+        for obj in [*_zone_layouts(), shaped]:  # plain boxes; yawed boxes and cylinders
+            inst = build_instance(shapes_cell, layout_from_obj(obj, "<test>"))
+            for rule in rules:  # a named box zone and half-space, a zone variable
+                with pytest.raises(CellspecError, match=f"rule '{rule.name}': relation "
+                                                        "clear_of has no Z3 encoding"):
+                    smt_violations(inst, [rule], prune=False)
+    assert "clear_of" not in R
+
+
+def test_a_registered_zone_relations_asp_part_means_its_grid_function():
+    """clear_of's ASP part, grounded by clingo with builtins.lp's zones part (its
+    half-space extremes) on box/7, zbox/7 and zhalf/6 facts, holds exactly where its grid
+    and half-space functions do."""
+    import clingo
+    import numpy as np
+
+    from cellspec.core import geometry as g
+    from cellspec.solver.asp.backend import _builtins
+
+    rel = _clear_of()
+    boxes = np.array([[0, 100, 0, 100, 0, 100], [99, 200, 0, 100, 0, 100],
+                      [97, 150, 50, 150, 0, 100], [300, 400, 0, 100, 101, 200],
+                      [-100, 1, 99, 200, 100, 150]], dtype=np.int64)
+    eps = 2
+    box_zone = ((100, 0, 0), (300, 300, 300))
+    half = g.HalfSpaceU((1, 2, 0), ">", 400)
+    with relations.registered(rel):
+        text = _builtins()
+        assert CLEAR_OF_LP in text
+        facts = [f"#const eps={eps}.", f"part(0..{len(boxes) - 1})."]
+        facts += [f"box({k},{','.join(map(str, b))})." for k, b in enumerate(boxes.tolist())]
+        facts += ['zbox("b",100,300,0,300,0,300).', 'zhalf("h",1,2,0,gt,400).',
+                  'zuse(clear_of,"b").', 'zuse(clear_of,"h").']
+        ctl = clingo.Control()
+        ctl.add("base", [], text + "\n" + "\n".join(facts) + "\n#show clear_of/2.")
+        ctl.ground([("base", []), ("zones", []), ("clear_of", [])])
+        with ctl.solve(yield_=True) as h:
+            atoms = {(s.arguments[0].number, s.arguments[1].string)
+                     for s in next(iter(h)).symbols(shown=True)}
+    assert rel.grid is not None and rel.half is not None
+    want = {(k, "b") for k in np.nonzero(rel.grid(boxes, *box_zone, eps))[0].tolist()}
+    want |= {(k, "h") for k in np.nonzero(rel.half[0](boxes, half, eps))[0].tolist()}
+    assert atoms == want and {z for _, z in want} == {"b", "h"}, (atoms, want)
+    assert len(want) < 2 * len(boxes)
+
+
+# --- surface and robot relations added at run time: their Relation entries -------------
+
+SURFACE_CELL = """
+cell c {
+    units m
+    workspace x [-1, 1] y [-1, 1] z [0, 1]
+    surface table z 0
+    surface shelf z 0.1
+    part chip size (0.02, 0.02, 0.02)
+    robot arm model panda base (0, 0, 0.01) reach 0.5 gripper vacuum
+    robot boxed model panda base (0, 0, 0) gripper vacuum
+    reachable boxed x [0.1, 0.3] y [0.1, 0.4] z [0, 0.5]
+}
+"""
+
+LIFTED_LP = """#program lifted.
+% lifted(P,S): P's bottom is above surface S by more than eps
+lifted(P,S) :- part(P), surf(S,Z), box(P,_,_,_,_,Z0,_), Z0-Z > eps.
+"""
+
+
+def _surface_and_robot() -> list[relations.Relation]:
+    """lifted(p, s): p's bottom above surface s by more than eps; aloft(p): lifted over
+    some surface (the family's one-part form, as grounded is on's); out_of_reach(p, r):
+    not reachable (a robot relation, which Z3 decides by its grid function)."""
+    from cellspec.core import geometry as g
+
+    def grid(b, z, e):
+        return b[..., 4] - z > e
+
+    def shape(s, idx, z, e):
+        return s.box[idx, 4] - z > e
+
+    def z3(S, d):
+        return S.ge(S.i[4], S.z, d + 1)
+
+    def out_of_reach(b, reach):
+        return ~g.reachable(b, reach)
+
+    return [
+        relations.Relation("lifted", ("part", "surface_or_part"), "lifted(p, s): above s",
+                           "surface", grid, shape, asp="lifted", asp_text=LIFTED_LP,
+                           rounding=("on",), z3=z3),
+        relations.Relation("aloft", ("part",), "aloft(p): lifted over some surface",
+                           "surface", grid, shape, asp="lifted", rounding=("on",), z3=z3),
+        relations.Relation("out_of_reach", ("part", "robot"), "out_of_reach(p, r)", "robot",
+                           out_of_reach, moving="distance is not linear", rounding=("reachable",)),
+    ]
+
+
+def _surface_rules():
+    from cellspec.dsl.model import Rule, Source
+
+    p, r = ir.VarArg("p"), ir.VarArg("r")
+    src = Source(file="<test>", line=1, col=1)
+    tall = ir.Cmp(">", ir.Lin(((ir.Attr("p", "top"), Fraction(1)),), Fraction(-1, 10)))
+
+    def forall_p(body: ir.Node) -> ir.Quant:
+        return ir.Quant("forall", ("p",), "part", False, body)
+
+    out = ir.Rel("out_of_reach", (p, r))
+    return [
+        Rule(name="over_shelf", message="{p} is above the shelf", severity="error",
+             body=forall_p(ir.Not(ir.Rel("lifted", (p, ir.NameArg("shelf"))))), source=src),
+        Rule(name="low_aloft", message="{p} floats low", severity="error",
+             body=forall_p(ir.Or((ir.Not(ir.Rel("aloft", (p,))), tall))), source=src),
+        Rule(name="everyone", message="{r} cannot reach {p}", severity="warning",
+             body=ir.Quant("forall", ("r",), "robot", False, forall_p(ir.Not(out))),
+             source=src),
+        Rule(name="anyone", message="nobody reaches {p}", severity="error",
+             body=forall_p(ir.Quant("exists", ("r",), "robot", False, ir.Not(out))),
+             source=src),
+    ]
+
+
+def test_surface_and_robot_relations_registered_at_run_time_are_decided_alike(tmp_path):
+    """lifted, aloft (surface) and out_of_reach (robot), each one Relation entry and
+    nothing else: the reference, clingo and Z3 report the same violations."""
+    import cellspec
+    from cellspec.layout import layout_from_obj
+    from cellspec.solver.instance import build_instance
+    from cellspec.solver.smt.backend import smt_violations
+
+    f = tmp_path / "c.cell"
+    f.write_text(SURFACE_CELL)
+    cell = cellspec.load_cell(str(f))
+    parts = [{"id": "a", "type": "chip", "pos": [0.1, 0.1, 0.01]},  # on the table
+             {"id": "b", "type": "chip", "pos": [0.3, 0.4, 0.06]},  # low, past the arm
+             {"id": "c", "type": "chip", "pos": [0.2, 0.2, 0.11]},  # on the shelf
+             {"id": "d", "type": "chip", "pos": [0.6, 0.0, 0.2]}]  # above it, out of reach
+    rules = _surface_rules()
+    with ExitStack() as stack:
+        for rel in _surface_and_robot():
+            stack.enter_context(relations.registered(rel))
+        inst = build_instance(cell, layout_from_obj({"units": "m", "parts": parts}, "<t>"))
+        got = {name: sorted(checkers.get(name).violations(inst, tuple(rules), None).violations)
+               for name in ("reference", "clingo", "z3")}
+        got["z3 naive"] = smt_violations(inst, rules, prune=False)
+    assert not {"lifted", "aloft", "out_of_reach"} & set(R)
+    assert got["clingo"] == got["reference"] == got["z3"] == got["z3 naive"], got
+    named = sorted((k, tuple(inst.ids[a] if isinstance(a, int) else a for a in args))
+                   for k, args in got["reference"])
+    assert named == [(0, ("d",)), (1, ("b",)), (2, ("arm", "b")), (2, ("arm", "d")),
+                     (2, ("boxed", "d")), (3, ("d",))], named

@@ -56,11 +56,25 @@ class Relation:
     # near's distance, written against solver/smt/ground.py's BoxPair: ``E.i``, ``E.j`` the
     # corner rows (x0 x1 y0 y1 z0 z1), ``E.ge(a, b, k)`` a - b >= k, ``E.olap(axis, k)``
     # the overlap on an axis >= k, ``E.all(fs)`` the conjunction (flanks: its own encoding)
+    # a zone relation's ``z3(Z, d)`` is written against solver/smt's zone views, the same
+    # function on boxes (smt/ground.BoxZone) and on shapes (smt/shapes.ShapeZone):
+    # ``Z.within(d)`` the part lies in the zone grown by d, ``Z.enters(d)`` it enters the
+    # zone by more than d, ``Z.all(fs)``, ``Z.not_(f)``; a surface relation's ``z3(S, d)``
+    # against smt/ground.BoxSurface: ``S.i`` the part's corner row, ``S.z`` the surface's
+    # height, ``S.ge(a, b, k)``, ``S.all(fs)`` (a robot relation has none: Z3 decides it by
+    # ``grid`` at fixed positions and refuses a part that may move)
     z3: Callable[[Any, int], Any] | None = None
     # a pair relation's exact footprint test for a part that is not a plain box
     # (solver/smt/shapes.py): "meets" (closed: within the distance), "covers" (open: by
     # more than it), None (the enclosing boxes decide it exactly)
     footprint: str | None = None
+    # the clingo backend hands clingo the relation's exceptions under this predicate (its
+    # atoms are true of nearly every part): a literal reads ``not complement(..)``; a
+    # part relation's always, a zone relation's for a named zone ("": its own atoms)
+    complement: str = ""
+    # the ASP predicate of its atoms when it is not the relation's name (on(p, s) is
+    # on_surface/2 in builtins.lp)
+    asp_atom: str = ""
     lp: bool = False  # decided by the stability LP (solver/stability.py)
     symmetric: bool = False  # a pair relation with r(p, q) = r(q, p): one orientation decides
     reads_order: bool = False  # needs the layout's placement order
@@ -114,6 +128,21 @@ def _z3_above(E: Any, d: int) -> Any:
     """above(i, j): i.z0 >= j.z1 - d and the footprints overlap (geometry.above)."""
     return E.all((E.ge(E.i[4], E.j[5], -d), _z3_fp(E, d)))
 
+def _z3_inside(Z: Any, d: int) -> Any:
+    """inside: the part lies in the zone grown by d (geometry.inside_box, inside_half)."""
+    return Z.within(d)
+
+
+def _z3_intersects(Z: Any, d: int) -> Any:
+    """intersects: the part enters the zone by more than d (geometry.intersects_box, ...)."""
+    return Z.enters(d)
+
+
+def _z3_on_surface(S: Any, d: int) -> Any:
+    """on, grounded: the part's bottom within d of the surface (geometry.on_surface)."""
+    return S.all((S.ge(S.i[4], S.z, -d), S.ge(S.z, S.i[4], -d)))
+
+
 BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("contact", ("part", "part"),
              "boxes touch or overlap: on every axis the gap is at most eps",
@@ -135,7 +164,7 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("on", ("part", "surface_or_part"),
              "on(p, s): p's bottom is within eps of surface s; on(p, q) is supports(q, p)",
              "surface", g.on_surface, sh.on_surface, asp="surfaces", pushdown=True,
-             rounding=_STAB),
+             rounding=_STAB, z3=_z3_on_surface, asp_atom="on_surface"),
     Relation("near", ("part", "part", "length"),
              "near(p, q, d): on every axis the gap between the boxes is at most d",
              "pair", g.near, sh.near, asp="near", pushdown=True, symmetric=True,
@@ -143,12 +172,13 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("inside", ("part", "zone"),
              "inside(p, z): p's box lies in zone z (or the workspace), eps allowed",
              "zone", g.inside_box, sh.inside_box, (g.inside_half, sh.inside_half),
-             asp="zones", pushdown=True, rounding=("workspace", "inside")),
+             asp="zones", pushdown=True, rounding=("workspace", "inside"), z3=_z3_inside,
+             complement="outside"),
     Relation("intersects", ("part", "zone"),
              "intersects(p, z): p's box enters zone z by more than eps",
              "zone", g.intersects_box, sh.intersects_box,
              (g.intersects_half, sh.intersects_half), asp="zones", pushdown=True,
-             rounding=("intersects",)),
+             rounding=("intersects",), z3=_z3_intersects),
     Relation("before", ("part", "part"),
              "before(p, q): p comes before q in the layout's order",
              "order", reads_order=True),
@@ -159,7 +189,7 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
     Relation("grounded", ("part",),
              "grounded(p): p rests on one of the cell's surfaces",
              "surface", g.on_surface, sh.on_surface, asp="surfaces", pushdown=True,
-             rounding=("on",)),
+             rounding=("on",), z3=_z3_on_surface),
     Relation("stable", ("part",),
              "stable(p): p does not topple or slide off what carries it: contact forces, "
              "pushing only and within the cell's friction, balance the weight of p's "
@@ -167,11 +197,13 @@ BUILTINS: dict[str, Relation] = {r.name: r for r in (
              "any horizontal direction; touching side faces push without friction (they "
              "never clamp); a part resting on nothing is gravity's to report "
              "(cellspec/solver/stability.py)",
-             "part", pushdown=True, smt=False, lp=True, rounding=_STAB),
+             "part", pushdown=True, smt=False, lp=True, rounding=_STAB,
+             complement="not_stable"),
     Relation("placed_stable", ("part",),
              "placed_stable(p): when p is placed (the layout's order), the structure it "
              "joins stands as stable() defines, with the margin: every stage of construction",
-             "part", pushdown=True, smt=False, lp=True, reads_order=True, rounding=_STAB),
+             "part", pushdown=True, smt=False, lp=True, reads_order=True, rounding=_STAB,
+             complement="not_placed_stable"),
     Relation("reachable", ("part", "robot"),
              "reachable(p, r): p's grasp point (the centre of its top face) is within "
              "robot r's declared reach of its base (straight-line distance) and inside r's "

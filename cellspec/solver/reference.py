@@ -86,12 +86,15 @@ class ReferenceEvaluator:
             self._zone[key] = m
         return m
 
-    def reach(self, robot: str) -> np.ndarray:
-        """reachable(p, robot) for every part (the numpy kernel, cellspec/core/geometry.py)."""
-        key = ("reachable", robot)
+    def robot(self, name: str, robot: str) -> np.ndarray:
+        """A robot relation (reachable) of every part and one robot: the relation's grid
+        function (the numpy kernel, cellspec/core/geometry.py)."""
+        key = (name, robot)
         m = self._zone.get(key)
         if m is None:
-            m = g.reachable(self.B, (self.inst.reach or {})[robot])
+            fn = relations.get(name).grid
+            assert fn is not None, name
+            m = fn(self.B, (self.inst.reach or {})[robot])
             self._zone[key] = m
         return m
 
@@ -186,7 +189,7 @@ class ReferenceEvaluator:
     def _rel_robot(self, r: relations.Relation, args: list[Any]) -> bool:
         """robot: a part and a robot (a variable's robot name, or a named one)."""
         robot = args[1] if isinstance(args[1], str) else args[1].name
-        return bool(self.reach(robot)[args[0]])
+        return bool(self.robot(r.name, robot)[args[0]])
 
     def _rel_order(self, r: relations.Relation, args: list[Any]) -> bool:
         """order: the layout's placement order."""
@@ -247,6 +250,9 @@ FAMILY: dict[str, Callable[[ReferenceEvaluator, relations.Relation, list[Any]], 
     "robot": ReferenceEvaluator._rel_robot, "order": ReferenceEvaluator._rel_order,
     "part": ReferenceEvaluator._rel_part}
 
-# the one-part relations of the stability LP (relations ``lp``), per part
+# the one-part relations of the stability LP (relations ``lp``), per part: the one table
+# keyed by name of the part family (the LP lives in the solver layer, which the entries in
+# cellspec/core cannot name). In the order the clingo backend computes them: placed_stable
+# first, its report (stages too) is cached on the instance and answers stable as well
 STABILITY: dict[str, Callable[[Instance], BoolArray]] = {
-    "stable": stability.instance_stable, "placed_stable": stability.instance_placed_stable}
+    "placed_stable": stability.instance_placed_stable, "stable": stability.instance_stable}

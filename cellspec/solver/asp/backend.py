@@ -15,13 +15,13 @@ import numpy.typing as npt
 from cellspec.core import geometry as g
 from cellspec.core import relations
 from cellspec.core.status import BackendStatus, InternalError, Reason
-from cellspec.solver import stability
 from cellspec.solver.asp.clingo_log import clingo_logger
-from cellspec.solver.asp.compile import COMPLEMENT, OUTSIDE, CompiledProgram
+from cellspec.solver.asp.compile import FAMILY_PART, CompiledProgram
 from cellspec.solver.asp.decide import Kernel, pushed_facts
 from cellspec.solver.asp.decide import pairs_both as _pairs_both
 from cellspec.solver.asp.decide import rows_text as _rows
 from cellspec.solver.instance import BoxU, Instance
+from cellspec.solver.reference import STABILITY
 
 GROUND_LIMIT = 20_000_000  # bindings; beyond this a rule would not finish in time
 
@@ -57,7 +57,8 @@ def placement_permutation(inst: Instance) -> np.ndarray | None:
 # meaning) on the broad-phase candidates and handed to clingo as atoms: no join of box/7
 # facts to ground. Their ASP definitions in builtins.lp stay (and are differential-tested)
 # but are not grounded.
-DECIDED = (*sorted(relations.names(lambda r: r.two_parts)), "zones", "on", "grounded", "reach")
+DECIDED = (*sorted(relations.names(lambda r: r.two_parts)), *FAMILY_PART.values(),
+           *sorted(relations.names(lambda r: r.family == "surface")))
 IntArray = npt.NDArray[np.int64]
 
 
@@ -74,12 +75,13 @@ def decided_facts(inst: Instance, prog: CompiledProgram, boxes: np.ndarray, i: n
         r = relations.BUILTINS.get(name)
         if r is not None and r.two_parts:
             out.extend(_pair_facts(kern, r, part, i, j, cols))
-        elif name in PART_FACTS:
-            out.extend(PART_FACTS[name](kern, prog, boxes))
-    for zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
-        m = kern.zone("inside", zname)
-        out.append(f"#defined {OUTSIDE}/2.")
-        out.append("\n".join(f'{OUTSIDE}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
+        elif (fam := _part_family(name)) is not None:
+            out.extend(PART_FACTS[fam[0]](kern, prog, boxes, fam[1]))
+    for rel, zname in sorted(prog.outside):  # the complement of inside(P, zone): few facts
+        m = kern.zone(rel, zname)
+        pred = relations.get(rel).complement
+        out.append(f"#defined {pred}/2.")
+        out.append("\n".join(f'{pred}({k},"{zname}").' for k in np.nonzero(~m)[0].tolist()))
     return out
 
 
@@ -110,50 +112,77 @@ def _pair_facts(kern: Kernel, r: relations.Relation, part: tuple[str | int, ...]
     return out
 
 
-def _zone_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
-    """inside/2 and intersects/2 of the (relation, zone) pairs the rules ask about."""
-    zone_rels = sorted(relations.names(lambda r: r.family == "zone"))
-    out = [" ".join(f"#defined {rel}/2." for rel in zone_rels)]
+Rels = list[relations.Relation]
+
+
+def _zone_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray, rels: Rels) -> list[str]:
+    """The zone relations' atoms (their grid functions, the kernel's ``zone``) of the
+    (relation, zone) pairs the rules ask about."""
+    out = [" ".join(f"#defined {r.name}/2." for r in rels)]
     for rel, zname in _zone_uses(prog, kern.inst):
         out.append(_unary(f'{rel}({{}},"{zname}")', kern.zone(rel, zname)))
     return out
 
 
-def _reach_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
-    """reachable(p, r): the grasp point within the robot's reach."""
+def _robot_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray, rels: Rels
+                 ) -> list[str]:
+    """A robot relation's atoms (its grid function; reachable(p, r): the grasp point
+    within the robot's reach) of every robot."""
     inst = kern.inst
-    out = ["#defined reachable/2."]
-    for rname in inst.robots:
-        m = g.reachable(boxes, (inst.reach or {})[rname])
-        out.append(_unary(f'reachable({{}},"{rname}")', m))
+    out = []
+    for r in rels:
+        assert r.grid is not None, r.name
+        out.append(f"#defined {r.name}/2.")
+        for rname in inst.robots:
+            m = r.grid(boxes, (inst.reach or {})[rname])
+            out.append(_unary(f'{r.name}({{}},"{rname}")', m))
     return out
 
 
-def _on_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
-    """on_surface(p, s) of every surface."""
-    out = ["#defined on_surface/2."]
-    for sname, z in sorted(kern.inst.surfaces.items()):
-        out.append(_unary(f'on_surface({{}},"{sname}")', g.on_surface(boxes, z, kern.eps)))
+def _surface_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray, rels: Rels
+                   ) -> list[str]:
+    """A surface relation's atoms (its grid function, under its ``asp_atom``): of every
+    surface by name (``on_surface(p, s)``), or of any surface (``grounded(p)``)."""
+    out = []
+    for r in rels:
+        grid, pred, surfaces = r.grid, r.asp_atom or r.name, kern.inst.surfaces
+        assert grid is not None, r.name
+        if r.arity == 2:
+            out.append(f"#defined {pred}/2.")
+            for sname, z in sorted(surfaces.items()):
+                out.append(_unary(f'{pred}({{}},"{sname}")', grid(boxes, z, kern.eps)))
+        else:
+            out.extend((f"#defined {pred}/1.", _unary(f"{pred}({{}})", kern.grounded(r))))
     return out
 
 
-def _grounded_facts(kern: Kernel, prog: CompiledProgram, boxes: IntArray) -> list[str]:
-    """grounded(p): on some surface."""
-    return ["#defined grounded/1.", _unary("grounded({})", kern.grounded())]
+# the clingo facts of the one-part families whose atoms numpy decides, per family: a
+# family's shared program part (compile.FAMILY_PART: "zones", "reach") holds every
+# relation of the family, a surface relation's part (its name) the relation alone
+PART_FACTS: dict[str, Callable[[Kernel, CompiledProgram, IntArray, Rels], list[str]]] = {
+    "zone": _zone_facts, "robot": _robot_facts, "surface": _surface_facts}
 
 
-# the program parts of one-part relations whose atoms numpy decides (compile.py names
-# them: the zone family's "zones", the robot family's "reach", the surfaces' own names)
-PART_FACTS: dict[str, Callable[[Kernel, CompiledProgram, IntArray], list[str]]] = {
-    "zones": _zone_facts, "reach": _reach_facts, "on": _on_facts,
-    "grounded": _grounded_facts}
+def _part_family(name: str) -> tuple[str, Rels] | None:
+    """The family and the relations whose facts program part ``name`` holds (read from
+    the table at call time), or None: not a part :data:`PART_FACTS` writes."""
+    shared = {part: fam for fam, part in FAMILY_PART.items()}
+    if name in shared:
+        fam = shared[name]
+        return fam, [relations.BUILTINS[n] for n in sorted(relations.names(
+            lambda r: r.family == fam))]
+    r = relations.BUILTINS.get(name)
+    if r is not None and r.family in PART_FACTS and r.family not in FAMILY_PART:
+        return r.family, [r]
+    return None
 
 
 def decided(name: str) -> bool:
     """A program part whose atoms are facts already (:func:`decided_facts`): every pair
-    relation (read from the table at call time) and :data:`PART_FACTS`."""
+    relation's and the one-part families' (:data:`PART_FACTS`), read from the table at
+    call time."""
     r = relations.BUILTINS.get(name)
-    return name in PART_FACTS or (r is not None and r.two_parts)
+    return _part_family(name) is not None or (r is not None and r.two_parts)
 
 
 def _unary(atom: str, mask: np.ndarray) -> str:
@@ -244,19 +273,21 @@ def facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None = None
 
 def _stability_facts(inst: Instance, prog: CompiledProgram, perm: np.ndarray | None
                      ) -> list[str]:
-    """The exceptions of stable/1 and placed_stable/1 (cellspec/solver/stability.py).
-    placed_stable first: its report (stages too) is cached on the instance and answers
-    stable/1 as well, where the other order would build the structure twice."""
+    """The exceptions of the stability LP's relations the rules use (stable/1,
+    placed_stable/1: cellspec/solver/stability.py), under each entry's ``complement``, in
+    reference.STABILITY's order: placed_stable first, its report (stages too) is cached
+    on the instance and answers stable/1 as well, where the other order would build the
+    structure twice."""
     out: list[str] = []
-    for used, pred, fn in ((prog.placed_stable, "placed_stable", stability.instance_placed_stable),
-                           (prog.stable, "stable", stability.instance_stable)):
-        if not used:
+    for name, fn in STABILITY.items():
+        if name not in prog.lp:
             continue
         mask = fn(inst)
         if perm is not None:
             mask = mask[perm]
-        out.append(f"#defined {COMPLEMENT[pred]}/1.")  # the exceptions only
-        out.append(_rows(COMPLEMENT[pred], np.nonzero(~mask)[0][:, None]))
+        pred = relations.get(name).complement
+        out.append(f"#defined {pred}/1.")  # the exceptions only
+        out.append(_rows(pred, np.nonzero(~mask)[0][:, None]))
     return out
 
 

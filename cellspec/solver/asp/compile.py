@@ -28,12 +28,16 @@ from cellspec.solver.reference import free_vars
 
 MAX_DISJUNCTS = 256
 
-# unary relations true of nearly every part in a real cell: the backend hands clingo
-# their complement (the exceptions), and a literal reads it (``stable(p)`` is
-# ``not not_stable(p)``), so clingo never grounds one atom per part for them
-COMPLEMENT = {"stable": "not_stable", "placed_stable": "not_placed_stable"}
-OUTSIDE = "outside"  # outside(P, Zone): the complement of inside(P, Zone) for a named zone
-ZONE_COMPLEMENT = {"inside": OUTSIDE}  # a named zone's relation read through its complement
+# unary relations true of nearly every part in a real cell (the entries' ``complement``):
+# the backend hands clingo their complement (the exceptions), and a literal reads it
+# (``stable(p)`` is ``not not_stable(p)``), so clingo never grounds one atom per part for
+# them. The part family's, read from the table (the compiler reads the entry itself)
+COMPLEMENT = {r.name: r.complement for r in relations.BUILTINS.values()
+              if r.family == "part" and r.complement}
+
+# the program part a family's relations share, whose facts the backend writes for all of
+# them (asp/backend.PART_FACTS); a surface relation's part is its own name
+FAMILY_PART = {"zone": "zones", "robot": "reach"}
 
 # a literal as ASP text: (text, variables it binds, variables needing box/7, extra)
 LitText = tuple[str, set[str], set[str], list[str]]
@@ -69,10 +73,12 @@ class CompiledProgram:
     default_gripper: str = "parallel"
     flanks: bool = False
     zone_uses: set[str] = field(default_factory=set)  # zuse/2 rules: which zone relations
-    stable: bool = False  # a rule uses stable/1: the backend adds its facts
-    placed_stable: bool = False  # a rule uses placed_stable/1 (every stage of the order)
+    # the stability LP's relations the rules use (stable, placed_stable: every stage of
+    # the order): the backend adds their facts
+    lp: set[str] = field(default_factory=set)
     needs_box: bool = False  # some rule body joins box/7 (a comparison left to clingo)
-    outside: set[str] = field(default_factory=set)  # zones whose outside/2 facts are read
+    # (relation, zone) whose complement facts are read (inside's outside/2, a named zone)
+    outside: set[tuple[str, str]] = field(default_factory=set)
     selections: dict[str, Selection] = field(default_factory=dict)  # pushdown.Selection
     projections: dict[str, pd.Projection] = field(default_factory=dict)  # decided aux sets
     shown_projections: set[str] = field(default_factory=set)  # read by some rule's text
@@ -198,8 +204,8 @@ class _Compiler:
         u = pd.one_part(lits, used, extra, self.domains, self.prog.projections,
                         f"usel_{self.index}_{next(self.uid)}", self.var)
         for _, atom in u.terms if u is not None else ():
-            if atom[:2] in (("rel", "stable"), ("rel", "placed_stable")):
-                setattr(self.prog, atom[1], True)  # the backend computes the report
+            if atom[0] == "rel" and relations.get(atom[1]).lp:
+                self.prog.lp.add(atom[1])  # the backend computes the report
         return u
 
     def distinct(self, q: ir.Quant | ir.CountCmp, outer: list[str] | tuple[str, ...]) -> list[str]:
@@ -279,10 +285,12 @@ class _Compiler:
         self.needs(sel)
 
     def needs(self, sel: Selection) -> None:
-        """The broad-phase margin and column pairs a selection's relation needs."""
-        if sel.rel == "near" and sel.dist is not None:
+        """The broad-phase margin (a distance's, near's) and column pairs (a column
+        relation's, above's) a selection's relation needs."""
+        r = relations.get(sel.rel)
+        if r.param == "length" and sel.dist is not None:
             self.prog.margin = max(self.prog.margin, sel.dist)
-        if sel.rel == "above":
+        if r.family == "column":
             self.prog.columns = True
 
     def box_atom(self, v: str) -> str:
@@ -385,16 +393,16 @@ class _Compiler:
     def _text_zone(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
                    names: set[str]) -> LitText:
         """zone: a zone variable's atoms for every keep-out; a named zone's, or the few
-        facts of its complement (:data:`ZONE_COMPLEMENT`)."""
-        self.prog.parts.add(("zones",))
+        facts of its complement (the entry's ``complement``)."""
+        self.prog.parts.add((FAMILY_PART[rel.family],))
         z = r.args[1]
         if isinstance(z, ir.VarArg):
             zt = vs[1]
             self.prog.zone_uses.add(f"zuse({rel.name},K) :- keepout(K).")
-        elif rel.name in ZONE_COMPLEMENT:  # a named zone: its few complement facts instead
+        elif rel.complement:  # a named zone: its few complement facts instead
             zt = f'"{_name(z)}"'
-            self.prog.outside.add(_name(z))
-            return _complement(ZONE_COMPLEMENT[rel.name], f"{vs[0]},{zt}", not neg, r.args[0])
+            self.prog.outside.add((rel.name, _name(z)))
+            return _complement(rel.complement, f"{vs[0]},{zt}", not neg, r.args[0])
         else:
             zt = f'"{_name(z)}"'
             self.prog.zone_uses.add(f"zuse({rel.name},{zt}).")
@@ -402,16 +410,18 @@ class _Compiler:
 
     def _text_surface(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
                       names: set[str]) -> LitText:
-        """surface: on a named surface (on_surface/2), or on any (the relation's /1)."""
+        """surface: on a named surface (/2), or on any (/1); the predicate is the entry's
+        ``asp_atom`` or its name (on(p, s) is on_surface/2)."""
         self.prog.parts.add((rel.name,))
+        pred = rel.asp_atom or rel.name
         if rel.arity == 2:
-            return f'{neg}on_surface({vs[0]},"{_name(r.args[1])}")', names, set(), []
-        return f"{neg}{rel.name}({vs[0]})", names, set(), []
+            return f'{neg}{pred}({vs[0]},"{_name(r.args[1])}")', names, set(), []
+        return f"{neg}{pred}({vs[0]})", names, set(), []
 
     def _text_robot(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
                     names: set[str]) -> LitText:
         """robot: facts decided by the numpy kernel (geometry.reachable)."""
-        self.prog.parts.add(("reach",))
+        self.prog.parts.add((FAMILY_PART[rel.family],))
         rob = r.args[1]
         rt = vs[1] if isinstance(rob, ir.VarArg) else f'"{_name(rob)}"'
         return f"{neg}{rel.name}({vs[0]},{rt})", names, set(), []
@@ -419,9 +429,12 @@ class _Compiler:
     def _text_part(self, rel: relations.Relation, r: ir.Rel, vs: list[str], neg: str,
                    names: set[str]) -> LitText:
         """part: facts computed by cellspec/solver/stability.py, read through their
-        complement (:data:`COMPLEMENT`); the backend computes the report."""
-        setattr(self.prog, rel.name, True)
-        return _complement(COMPLEMENT[rel.name], vs[0], not neg, r.args[0])
+        complement (the entry's ``complement``); the backend computes the report."""
+        if not rel.complement:
+            raise CompileError(f"rule '{self.rule.name}': relation {rel.name} names no "
+                               "complement predicate (Relation.complement)")
+        self.prog.lp.add(rel.name)
+        return _complement(rel.complement, vs[0], not neg, r.args[0])
 
     def count_text(self, c: ir.CountCmp, op: str) -> str:
         for v in c.vars:

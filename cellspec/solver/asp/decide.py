@@ -86,11 +86,13 @@ class Kernel:
             self._proj[proj.name] = m
         return self._proj[proj.name]
 
-    def grounded(self) -> np.ndarray:
-        """grounded(p): on some surface within eps."""
+    def grounded(self, r: relations.Relation) -> np.ndarray:
+        """A surface relation of any surface (grounded(p): on some surface within eps), by
+        its grid function."""
+        assert r.grid is not None, r.name
         m = np.zeros(len(self.boxes), dtype=bool)
         for z in self.inst.surfaces.values():
-            m |= g.on_surface(self.boxes, z, self.eps)
+            m |= r.grid(self.boxes, z, self.eps)
         return m
 
     def zone(self, rel: str, zname: str) -> np.ndarray:
@@ -119,12 +121,13 @@ class Kernel:
         if r.family == "part":  # the stability LP's, per part
             return self._permuted(STABILITY[r.name](self.inst))
         if r.family == "surface" and r.arity == 1:  # on any surface
-            return self.grounded()
+            return self.grounded(r)
         if r.family == "surface":  # on the named one
             z = self.inst.surfaces.get(atom[2])
             if z is None:
                 return np.zeros(len(self.boxes), dtype=bool)
-            return g.on_surface(self.boxes, z, self.eps)
+            assert r.grid is not None, r.name
+            return r.grid(self.boxes, z, self.eps)
         return self.zone(r.name, atom[2])
 
     def unary(self, u: Unary, projections: dict[str, Projection]) -> np.ndarray:

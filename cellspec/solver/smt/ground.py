@@ -151,10 +151,15 @@ class Grounder:
         r = relations.get(name)
         if r.param == "axis":  # flanks(q=i, p=j, axis)
             return self.flanks(i, j, str(extra))
-        if r.z3 is None:
-            raise NotInFragment(f"relation {name} has no Z3 encoding")
         d = int(extra) if r.param == "length" and extra is not None else self.p.eps
-        return r.z3(BoxPair(self, i, j), d)
+        return self.encoding(r)(BoxPair(self, i, j), d)
+
+    def encoding(self, r: relations.Relation) -> Callable[[Any, int], Formula]:
+        """The relation's own ``z3`` encoding (cellspec/core/relations.py), or a refusal
+        naming it: a relation without one is never encoded as another."""
+        if r.z3 is None:
+            raise NotInFragment(f"relation {r.name} has no Z3 encoding")
+        return r.z3
 
     def flanks(self, q: int, p: int, axis: str) -> Formula:
         """q blocks a parallel grip of p along ``axis`` (geometry.flanks; on shapes,
@@ -187,50 +192,17 @@ class Grounder:
         return b.and_((lat, zo, gap))
 
     def zone_rel(self, name: str, i: int, zone: str) -> Formula:
-        """inside / intersects of part i and a named zone, in the encoding of its shape."""
+        """A zone relation of part i and a named zone, in the encoding of its shape."""
         return self.enc.zone(self, name, i, self.p.zones[zone])
 
-    def box_zone_rel(self, name: str, i: int, z):
-        """inside / intersects of a box (the part's, or its enclosing box)."""
-        b, e = self.b, self.p.eps
-        c = self.p.corners[i]
-        if isinstance(z, BoxU):
-            out = []
-            for k in range(3):
-                lo, hi = c[2 * k], c[2 * k + 1]
-                if name == "inside":
-                    out.append(b.ge(lo, const(z.lo[k]), -e))
-                    out.append(b.ge(const(z.hi[k]), hi, -e))
-                else:
-                    zl, zh = const(z.lo[k]), const(z.hi[k])
-                    out.extend((b.gt(hi, lo, e), b.gt(hi, zl, e), b.gt(zh, lo, e),
-                                b.gt(zh, zl, e)))
-            return b.and_(out)
-        lo_e, hi_e = g.lin_extremes(z.coef, c[0::2], c[1::2], zero=const(0), axpy=add)
-        slack = e * sum(abs(k) for k in z.coef)
-        gt_side = z.op in (">", ">=")
-        if name == "intersects":
-            if gt_side:  # hi - slack > rhs
-                return b.cmp(add(hi_e, const(-slack - z.rhs)), ">")
-            return b.cmp(add(lo_e, const(slack - z.rhs)), "<")
-        if gt_side:  # lo + slack >= rhs
-            return b.cmp(add(lo_e, const(slack - z.rhs)), ">=")
-        return b.cmp(add(hi_e, const(-slack - z.rhs)), "<=")
+    def box_zone_rel(self, name: str, i: int, z: Any) -> Formula:
+        """A zone relation of a box (the part's, or its enclosing box): the relation's own
+        ``z3`` encoding read on :class:`BoxZone`."""
+        return self.encoding(relations.get(name))(self.box_zone(i, z), self.p.eps)
 
-    def reachable(self, i: int, robot: str):
-        """reachable(p, r) of a part at a fixed position, decided by the numpy kernel; a
-        part that may move (robust, lint) is refused: the distance is not linear."""
-        c = self.p.corners[i]
-        if any(x[1] for x in c):
-            raise NotInFragment("relation reachable needs fixed positions (its distance to "
-                                "the robot's base is not linear in a displacement)")
-        box = np.array([[x[0] for x in c]], dtype=np.int64)
-        return bool(g.reachable(box, (self.p.reach or {})[robot])[0])
-
-    def on_surface(self, i: int, z: int):
-        b, e = self.b, self.p.eps
-        c0 = self.p.corners[i][4]
-        return b.and_((b.ge(c0, const(z), -e), b.ge(const(z), c0, -e)))
+    def box_zone(self, i: int, z: Any) -> BoxZone:
+        """Part i's (enclosing) box and zone z, as a zone relation's encoding reads them."""
+        return BoxZone(self, i, z)
 
     # evaluation --------------------------------------------------------------------------
     def holds(self, node: ir.Node, env: dict):
@@ -311,14 +283,25 @@ class Grounder:
                              else args[1].name)
 
     def _rel_surface(self, r: relations.Relation, args: list[Any]) -> Formula:
-        """surface: on the named surface (``on(p, s)``), or on any (``grounded(p)``)."""
+        """surface: the relation's ``z3`` on the named surface (``on(p, s)``), or on any
+        (``grounded(p)``), read on :class:`BoxSurface` (shapes do not change z)."""
+        enc, e = self.encoding(r), self.p.eps
         if r.arity == 2:
-            return self.on_surface(args[0], self.p.surfaces[args[1].name])
-        return self.b.or_(self.on_surface(args[0], z) for z in self.p.surfaces.values())
+            return enc(BoxSurface(self, args[0], self.p.surfaces[args[1].name]), e)
+        return self.b.or_(enc(BoxSurface(self, args[0], z), e) for z in self.p.surfaces.values())
 
     def _rel_robot(self, r: relations.Relation, args: list[Any]) -> Formula:
-        """robot: a part and a robot (fixed positions only)."""
-        return self.reachable(args[0], args[1] if isinstance(args[1], str) else args[1].name)
+        """robot: the relation's grid function (the numpy kernel) of a part at a fixed
+        position; a part that may move (robust, lint) is refused: the distance is not
+        linear."""
+        robot = args[1] if isinstance(args[1], str) else args[1].name
+        c = self.p.corners[args[0]]
+        if any(x[1] for x in c):
+            raise NotInFragment(f"relation {r.name} needs fixed positions (its distance to "
+                                "the robot's base is not linear in a displacement)")
+        assert r.grid is not None, r.name
+        box = np.array([[x[0] for x in c]], dtype=np.int64)
+        return bool(r.grid(box, (self.p.reach or {})[robot])[0])
 
     def _rel_order(self, r: relations.Relation, args: list[Any]) -> Formula:
         """order: the placement order of two parts."""
@@ -554,6 +537,77 @@ class BoxPair:
     def olap(self, ax: int, k: int) -> Formula:
         """The two boxes' overlap on axis ``ax`` (0, 1, 2) is at least k."""
         return self.gr.olap_ge(self.a, self.b, ax, k)
+
+    def all(self, fs: Iterable[Formula]) -> Formula:
+        """The conjunction."""
+        return self.gr.b.and_(fs)
+
+
+class BoxZone:
+    """A part's (enclosing) box and a zone (a box or a half-space) as a zone relation's
+    ``z3`` encoding reads them (cellspec/core/relations.py); smt/shapes.ShapeZone is the
+    same view on a part that is not a plain box."""
+
+    def __init__(self, gr: Grounder, i: int, z: Any):
+        self.gr, self.z = gr, z
+        self.c = gr.p.corners[i]
+
+    def _extremes(self) -> tuple[Lin, Lin]:
+        """A half-space's linear form's least and greatest value over the box."""
+        c = self.c
+        return g.lin_extremes(self.z.coef, c[0::2], c[1::2], zero=const(0), axpy=add)
+
+    def within(self, d: int) -> Formula:
+        """The box lies in the zone grown by d (geometry.inside_box, inside_half)."""
+        b, c, z = self.gr.b, self.c, self.z
+        if isinstance(z, BoxU):
+            out = []
+            for k in range(3):
+                out.append(b.ge(c[2 * k], const(z.lo[k]), -d))
+                out.append(b.ge(const(z.hi[k]), c[2 * k + 1], -d))
+            return b.and_(out)
+        lo_e, hi_e = self._extremes()
+        slack = d * sum(abs(k) for k in z.coef)
+        if z.op in (">", ">="):  # lo + slack >= rhs
+            return b.cmp(add(lo_e, const(slack - z.rhs)), ">=")
+        return b.cmp(add(hi_e, const(-slack - z.rhs)), "<=")
+
+    def enters(self, d: int) -> Formula:
+        """The box enters the zone by more than d (geometry.intersects_box, ..._half)."""
+        b, c, z = self.gr.b, self.c, self.z
+        if isinstance(z, BoxU):
+            out: list[Formula] = []
+            for k in range(3):
+                lo, hi = c[2 * k], c[2 * k + 1]
+                zl, zh = const(z.lo[k]), const(z.hi[k])
+                out.extend((b.gt(hi, lo, d), b.gt(hi, zl, d), b.gt(zh, lo, d), b.gt(zh, zl, d)))
+            return b.and_(out)
+        lo_e, hi_e = self._extremes()
+        slack = d * sum(abs(k) for k in z.coef)
+        if z.op in (">", ">="):  # hi - slack > rhs
+            return b.cmp(add(hi_e, const(-slack - z.rhs)), ">")
+        return b.cmp(add(lo_e, const(slack - z.rhs)), "<")
+
+    def all(self, fs: Iterable[Formula]) -> Formula:
+        """The conjunction."""
+        return self.gr.b.and_(fs)
+
+    def not_(self, f: Formula) -> Formula:
+        """The negation."""
+        return self.gr.b.not_(f)
+
+
+class BoxSurface:
+    """A part's (enclosing) box and a surface's height as a surface relation's ``z3``
+    encoding reads them (cellspec/core/relations.py): corner row ``i``, height ``z``."""
+
+    def __init__(self, gr: Grounder, i: int, z: int):
+        self.gr = gr
+        self.i, self.z = gr.p.corners[i], const(z)
+
+    def ge(self, x: Lin, y: Lin, k: int) -> Formula:
+        """x - y >= k."""
+        return self.gr.b.ge(x, y, k)
 
     def all(self, fs: Iterable[Formula]) -> Formula:
         """The conjunction."""

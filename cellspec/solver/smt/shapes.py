@@ -298,20 +298,43 @@ def half(b: Builder, L: LinShapes, k: int, coef: tuple[int, int, int], op: str, 
     return b.and_((box, le0(b, (-K0 - h, {v: -x for v, x in Kt.items()}), strict=True)))
 
 
-def zone(b: Builder, L: LinShapes, name: str, k: int, z: Any, corners: list, eps: int,
-         box_rel: Any) -> Any:
-    """inside / intersects of part k and a box zone or a half-space (``corners``: its
-    enclosing box as affine rows, whose z never moves; ``box_rel()``: the enclosing-box
-    formula)."""
-    if isinstance(z, BoxU):
-        if name == "inside":
-            zok = b.and_((b.ge(corners[4], const(z.lo[2]), -eps),
-                          b.ge(const(z.hi[2]), corners[5], -eps)))
-            return inside_box(b, L, k, z.lo, z.hi, eps, zok)
-        return intersects_box(b, L, k, z.lo, z.hi, eps, box_rel())
-    z0, z1 = corners[4][0], corners[5][0]
-    return half(b, L, k, z.coef, z.op, z.rhs, eps, (z0 + z1) // 2, (z1 - z0) // 2,
-                name == "inside", None if name == "inside" else box_rel())
+class ShapeZone:
+    """Part k (not a plain box) and a zone as a zone relation's ``z3`` encoding reads them
+    (cellspec/core/relations.py), the view smt/ground.BoxZone gives of a box: the exact
+    footprint formulas (``box``: that BoxZone of k's enclosing box, whose z never moves)."""
+
+    def __init__(self, b: Builder, L: LinShapes, k: int, z: Any, corners: list, box: Any):
+        self.b, self.L, self.k, self.z, self.corners, self.box = b, L, k, z, corners, box
+
+    def within(self, d: int) -> Any:
+        """Every point of the part lies in the zone grown by d (linear for a disc too)."""
+        b, z, c = self.b, self.z, self.corners
+        if isinstance(z, BoxU):
+            zok = b.and_((b.ge(c[4], const(z.lo[2]), -d), b.ge(const(z.hi[2]), c[5], -d)))
+            return inside_box(b, self.L, self.k, z.lo, z.hi, d, zok)
+        return self._half(d, True, None)
+
+    def enters(self, d: int) -> Any:
+        """The part enters the zone by more than d: the enclosing box's formula and the
+        exact footprint's (a disc's: the kernel at fixed positions)."""
+        z = self.z
+        if isinstance(z, BoxU):
+            return intersects_box(self.b, self.L, self.k, z.lo, z.hi, d, self.box.enters(d))
+        return self._half(d, False, self.box.enters(d))
+
+    def _half(self, d: int, inside: bool, box: Any) -> Any:
+        z, c = self.z, self.corners
+        z0, z1 = c[4][0], c[5][0]
+        return half(self.b, self.L, self.k, z.coef, z.op, z.rhs, d, (z0 + z1) // 2,
+                    (z1 - z0) // 2, inside, box)
+
+    def all(self, fs: Any) -> Any:
+        """The conjunction."""
+        return self.b.and_(fs)
+
+    def not_(self, f: Any) -> Any:
+        """The negation."""
+        return self.b.not_(f)
 
 
 # a relation's footprint test (cellspec/core/relations.py ``footprint``)
@@ -331,7 +354,7 @@ class BoxEncoding:
         return gr.box_flanks(q, p, axis, lat, zo)
 
     def zone(self, gr: Any, name: str, k: int, z: Any) -> Any:
-        """inside / intersects of part k and zone z."""
+        """A zone relation of part k and zone z."""
         return gr.box_zone_rel(name, k, z)
 
 
@@ -366,8 +389,9 @@ class ShapeEncoding(BoxEncoding):
         """A shaped part adds its exact-footprint formula."""
         if self.L.plain[k]:  # per part: see the class docstring
             return gr.box_zone_rel(name, k, z)
-        return zone(gr.b, self.L, name, k, z, gr.p.corners[k], gr.p.eps,
-                    lambda: gr.box_zone_rel(name, k, z))
+        enc = gr.encoding(relations.get(name))  # the relation's z3, on the shape
+        return enc(ShapeZone(gr.b, self.L, k, z, gr.p.corners[k], gr.box_zone(k, z)),
+                   gr.p.eps)
 
 
 def encoding(L: LinShapes | None) -> BoxEncoding:
