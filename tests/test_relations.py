@@ -637,3 +637,23 @@ def test_surface_and_robot_relations_registered_at_run_time_are_decided_alike(tm
                    for k, args in got["reference"])
     assert named == [(0, ("d",)), (1, ("b",)), (2, ("arm", "b")), (2, ("arm", "d")),
                      (2, ("boxed", "d")), (3, ("d",))], named
+
+
+def test_diff_compares_the_surfaces_and_robots_a_registered_relation_reads(tmp_path):
+    """formal/diff's 'the cells agree on what a rule reads' goes by the relation's family, so
+    a new surface or robot relation compares surfaces or robots (not only on/reachable)."""
+    import cellspec
+    from cellspec.solver.formal.diff import _Same
+
+    f = tmp_path / "c.cell"
+    f.write_text(SURFACE_CELL)
+    g = tmp_path / "d.cell"
+    g.write_text(SURFACE_CELL.replace("surface shelf z 0.1", "surface shelf z 0.12"))
+    old, new = cellspec.load_cell(str(f)), cellspec.load_cell(str(g))
+    rules = _surface_rules()
+    with ExitStack() as stack:
+        for rel in _surface_and_robot():
+            stack.enter_context(relations.registered(rel))
+        same = _Same(old, new)
+        assert not same(rules[0]) and not same(rules[1])  # they read the shelf
+        assert same(rules[2]) and same(rules[3])  # robots only: the same in both cells

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from cellspec.core import geometry as g
-from cellspec.core import ir
+from cellspec.core import ir, relations
 from cellspec.core.errors import CellspecError
 from cellspec.core.severity import Severity
 from cellspec.core.status import Status
@@ -317,11 +317,15 @@ class _Same:
         """True if ``r`` reads nothing on which the cells differ."""
         keys = ["eps", "opening", "depth"]
         doms = {n.domain for n in ir.walk(r.body) if isinstance(n, ir.Quant)}
-        if ir.uses_relation(r.body, {"inside", "intersects"}) or "keepout" in doms:
+
+        def reads(*families: str) -> bool:  # by the table: a new relation is covered too
+            return ir.uses_relation(r.body, relations.names(lambda x: x.family in families))
+
+        if reads("zone") or "keepout" in doms:
             keys += ["zones", "keepouts"]
-        if ir.uses_relation(r.body, {"grounded", "on", *STABILITY_RELATIONS}):
+        if reads("surface") or ir.uses_relation(r.body, STABILITY_RELATIONS):
             keys.append("surfaces")
-        if ir.uses_relation(r.body, FIXED_ONLY_RELATIONS) or "robot" in doms:
+        if reads("robot") or ir.uses_relation(r.body, FIXED_ONLY_RELATIONS) or "robot" in doms:
             keys += ["robots", "reach"]
         o, n = self.old, self.new
         if any(self.a[k] != self.b[k] for k in keys) or o.default_gripper != n.default_gripper:
