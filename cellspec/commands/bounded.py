@@ -247,8 +247,11 @@ def run_bounded(fn: Callable[[], Any], *, time_limit: float | None,
     try:
         if meanwhile is not None:
             meanwhile()
-        left = remaining(time_limit, started)
-        ready = recv.poll(None if left is None else left + GRACE_S)
+        # wait until the deadline plus the grace for a result that arrives at it; a budget
+        # spent before the worker started (a limit shorter than the start-up) waits for
+        # nothing, so the verdict does not depend on how fast the worker happens to be
+        left = None if time_limit is None else time_limit - (time.monotonic() - started)
+        ready = recv.poll(None if left is None else max(0.0, left + GRACE_S))
         if ready:
             try:
                 data = recv.recv_bytes()
