@@ -57,7 +57,7 @@ class Relation:
     # corner rows (x0 x1 y0 y1 z0 z1), ``E.ge(a, b, k)`` a - b >= k, ``E.olap(axis, k)``
     # the overlap on an axis >= k, ``E.all(fs)`` the conjunction (flanks: its own encoding)
     # a zone relation's ``z3(Z, d)`` is written against solver/smt's zone views, the same
-    # function on boxes (smt/ground.BoxZone) and on shapes (smt/shapes.ShapeZone):
+    # function on boxes (smt/ground.BoxZoneView) and on shapes (smt/shapes.ShapeZone):
     # ``Z.within(d)`` the part lies in the zone grown by d, ``Z.enters(d)`` it enters the
     # zone by more than d, ``Z.all(fs)``, ``Z.not_(f)``; a surface relation's ``z3(S, d)``
     # against smt/ground.BoxSurface: ``S.i`` the part's corner row, ``S.z`` the surface's

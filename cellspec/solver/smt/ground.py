@@ -197,12 +197,12 @@ class Grounder:
 
     def box_zone_rel(self, name: str, i: int, z: Any) -> Formula:
         """A zone relation of a box (the part's, or its enclosing box): the relation's own
-        ``z3`` encoding read on :class:`BoxZone`."""
+        ``z3`` encoding read on :class:`BoxZoneView`."""
         return self.encoding(relations.get(name))(self.box_zone(i, z), self.p.eps)
 
-    def box_zone(self, i: int, z: Any) -> BoxZone:
+    def box_zone(self, i: int, z: Any) -> BoxZoneView:
         """Part i's (enclosing) box and zone z, as a zone relation's encoding reads them."""
-        return BoxZone(self, i, z)
+        return BoxZoneView(self, i, z)
 
     # evaluation --------------------------------------------------------------------------
     def holds(self, node: ir.Node, env: dict):
@@ -543,7 +543,7 @@ class BoxPair:
         return self.gr.b.and_(fs)
 
 
-class BoxZone:
+class BoxZoneView:
     """A part's (enclosing) box and a zone (a box or a half-space) as a zone relation's
     ``z3`` encoding reads them (cellspec/core/relations.py); smt/shapes.ShapeZone is the
     same view on a part that is not a plain box."""

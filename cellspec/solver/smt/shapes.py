@@ -300,8 +300,8 @@ def half(b: Builder, L: LinShapes, k: int, coef: tuple[int, int, int], op: str, 
 
 class ShapeZone:
     """Part k (not a plain box) and a zone as a zone relation's ``z3`` encoding reads them
-    (cellspec/core/relations.py), the view smt/ground.BoxZone gives of a box: the exact
-    footprint formulas (``box``: that BoxZone of k's enclosing box, whose z never moves)."""
+    (cellspec/core/relations.py), the view smt/ground.BoxZoneView gives of a box: the exact
+    footprint formulas (``box``: that BoxZoneView of k's enclosing box, whose z never moves)."""
 
     def __init__(self, b: Builder, L: LinShapes, k: int, z: Any, corners: list, box: Any):
         self.b, self.L, self.k, self.z, self.corners, self.box = b, L, k, z, corners, box
