@@ -12,7 +12,9 @@ planner making RoCo's typical mistakes in a round's first plan, rate 0.5); with
 ``--base-url URL`` also ``openai``: a real model speaking for the robots (e.g. the bundled
 Qwen2.5-Coder-0.5B, docs/models.md), with ``--rounds``, ``--replans`` and
 ``--max-calls-per-round`` to keep an episode affordable on a slow server; an episode the
-server fails (time-out, HTTP error) counts as ``error``.
+server fails (time-out, HTTP error) counts as ``error``. ``openai`` asks for a JSON plan
+bound by the scene's schema (a grammar on llama.cpp), turned into RoCo's text in code;
+``openai-text`` is RoCo's unconstrained text answer, the peer.
 
     python bench/dialog.py [--episodes N] [--quick] [--fault-rate P]
     python bench/dialog.py --base-url URL --model M --episodes 3 --rounds 2 --adapters openai
@@ -40,6 +42,8 @@ from cellspec.robots.roco_check import RocoChecker  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SORT = REPO / "rules" / "cells" / "sort_cubes.cell"
+# the model's adapters -> their plan format: a schema-bound JSON plan (the default), RoCo's text
+OPENAI = {"openai": "json", "openai-text": "text"}
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -54,7 +58,7 @@ def run(episodes: int, fault_rate: float, adapters: tuple[str, ...] = ("offline"
     quiet_pybullet()
     cell = load_cell(SORT)
     out: dict = {"bench": "dialog", "episodes": episodes, "cell": "rules/cells/sort_cubes.cell",
-                 "real_model_measured": "openai" in adapters, "adapters": {}}
+                 "real_model_measured": any(a in OPENAI for a in adapters), "adapters": {}}
     if llm is not None:
         out["model"] = {"model": llm.model, "base_url": llm.base_url, "rounds": llm.rounds,
                         "replans": llm.replans, "max_calls_per_round": llm.max_calls}
@@ -67,12 +71,15 @@ def run(episodes: int, fault_rate: float, adapters: tuple[str, ...] = ("offline"
             errors = 0
             t0 = time.perf_counter()
             for ep in range(episodes):
-                if name == "openai":
+                if name in OPENAI:
                     from cellspec.agent.dialog_agents import OpenAIAgents
 
                     assert llm is not None
+                    rec_path = (f"{llm.record}.{name}.jsonl" if llm.record and ep == 0
+                                else None)  # a small cassette: the first episode
                     ad = OpenAIAgents(llm.model, base_url=llm.base_url, timeout=llm.timeout,
-                                      max_retries=0)
+                                      max_retries=0, record=rec_path,
+                                      plan_format=OPENAI[name])
                     kw = {"rounds": llm.rounds, "replans": llm.replans,
                           "max_calls": llm.max_calls}
                 else:
@@ -85,7 +92,7 @@ def run(episodes: int, fault_rate: float, adapters: tuple[str, ...] = ("offline"
                     errors += 1
                     print(f"  {name} episode {ep}: {exc}", file=sys.stderr, flush=True)
                     continue
-                if name == "openai":
+                if name in OPENAI:
                     print(f"  {name} episode {ep}: {rec['outcome']}, "
                           f"{rec['metrics']['replans']} re-plans, "
                           f"{rec['metrics']['llm_calls']} calls", file=sys.stderr, flush=True)
@@ -110,7 +117,10 @@ def run(episodes: int, fault_rate: float, adapters: tuple[str, ...] = ("offline"
             for _, c, _ in rows:
                 for k, v in c.items():
                     fails[k] = fails.get(k, 0) + v
+            parse_fails = sum(1 for _, c, _ in rows for k in c if k == "roco:parse")
             out["adapters"][name] = {
+                "episodes_with_parse_failure": parse_fails,
+                "llm_calls_total": sum(m["llm_calls"] for m, _, _ in rows),
                 "success_rate": round(len(succ) / done, 3), "episodes_run": len(rows),
                 "server_errors": errors,
                 "env_steps_mean_success": _mean([m["env_steps"] for m in succ]),
@@ -134,13 +144,17 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="5 episodes per adapter")
     ap.add_argument("--fault-rate", type=float, default=0.5)
     ap.add_argument("--adapters", default=None, help="comma-separated: offline, faulty, openai "
-                    "(default offline,faulty; with --base-url also openai)")
+                    "(a JSON plan bound by the scene's schema), openai-text (RoCo's text "
+                    "plan, unconstrained) (default offline,faulty; with --base-url also "
+                    "openai)")
     ap.add_argument("--base-url", help="a model server for the openai adapter")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--timeout", type=float, default=300.0, help="per model call (s)")
     ap.add_argument("--rounds", type=int, default=10, help="openai: rounds per episode")
     ap.add_argument("--replans", type=int, default=5, help="openai: re-plans per round")
     ap.add_argument("--max-calls", type=int, default=10, help="openai: calls per dialog")
+    ap.add_argument("--record", metavar="PREFIX", help="openai: record the first episode's "
+                    "exchanges to PREFIX.<adapter>.jsonl (a replayable cassette)")
     a = ap.parse_args()
     n = 5 if a.quick else a.episodes
     names = tuple((a.adapters or ("offline,faulty,openai" if a.base_url else

@@ -109,7 +109,8 @@ def test_openai_agents_through_the_real_client_then_replay(cell, checker, server
     for who in ("Alice", "Bob"):
         _say(server, f"[Reasons] I am {who}.\n[Proposal] WAIT\n[Decision] PROCEED")
     _say(server, PLAN)
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", record=tape,
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text", record=tape,
                       max_retries=0)
     rec = run_episode(cell, ad, rounds=1, checker=checker)
     assert rec["log"][0]["executed"] and rec["log"][0]["attempts"][0]["verdict"] == "pass"
@@ -130,7 +131,8 @@ def test_llm_failures_become_feedback_and_replans(cell, checker, server):
     server.script.append((200, completion("no", refusal="I can't help"), 0))
     for _ in range(3):  # the re-plan: one call suffices (EXECUTE at once in a re-plan)
         _say(server, PLAN)
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", max_retries=0)
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text", max_retries=0)
     rec = run_episode(cell, ad, rounds=1, checker=checker)
     tries = rec["log"][0]["attempts"]
     errors = [c["error"] for c in tries[0]["calls"]]
@@ -145,7 +147,8 @@ def test_a_server_error_ends_the_dialog_as_the_environment(cell, checker, server
     from cellspec.agent.base import LLMUnavailable
 
     server.script.append((500, {"error": {"message": "boom"}}, 0))
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", max_retries=0)
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text", max_retries=0)
     with pytest.raises(LLMUnavailable, match="HTTP 500: boom"):
         run_episode(cell, ad, rounds=1, checker=checker)
 
@@ -154,6 +157,7 @@ def test_budget_ends_the_episode(cell, checker, server):
     for _ in range(3):
         _say(server, "[Proposal] WAIT\n[Decision] PROCEED")
     ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text",
                       budget=Budget(max_calls=2), max_retries=0)
     rec = run_episode(cell, ad, rounds=3, checker=checker)
     assert rec["outcome"] == "budget" and "budget exceeded: 2 LLM calls" in rec["note"]
@@ -195,14 +199,16 @@ def test_timeouts_and_429_in_one_dialog(cell, checker, server):
     server.script.append((429, {"error": {"message": "slow down"}}, 0))  # Alice: rate limit
     for _ in range(3):
         server.script.append((200, completion(PLAN), 0))
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=5,
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text", timeout=5,
                       max_retries=1)
     rec = run_episode(cell, ad, rounds=1, replans=1, max_calls=1, checker=checker)
     calls = rec["log"][0]["attempts"][0]["calls"]
     assert [c["error"] for c in calls] == [None] * len(calls)
     assert rec["log"][0]["attempts"][0]["verdict"] == "pass" and rec["log"][0]["executed"]
     server.script.append((200, completion(PLAN), 1.5))  # stalls past the time-out
-    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", timeout=0.3,
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy",
+                      plan_format="text", timeout=0.3,
                       max_retries=0)
     t0 = time.perf_counter()
     with pytest.raises(LLMUnavailable, match="timed out"):

@@ -16,6 +16,12 @@ whole prompt, the answer's text used as is). Adapters:
 * ``OpenAIAgents``: the real ``openai`` client (any OpenAI-compatible server), per-call
   timeout and retries, the design adapter's budget, record to a JSONL cassette;
   ``ReplayAgents`` answers from such a cassette byte-identically, without the network.
+  By default (``plan_format="json"``) the model answers with a JSON plan bound by the
+  scene's schema (:func:`plan_schema`: the robots, objects and locations by name, PICK ...
+  PLACE ... or WAIT; ``json_object`` with the schema, a grammar on llama.cpp), which
+  :func:`plan_text` writes as RoCo's text before RoCo's checks and cellspec's judge it; a
+  JSON plan that cannot be read is a ``PlanJSONError`` naming why (feedback, a re-plan).
+  ``plan_format="text"``: RoCo's own unconstrained text answer.
 
 Every LLM failure (timeout, HTTP 429/500 after retries, refusal, truncation, an empty
 answer) raises ``CellspecError`` (``BudgetExceeded`` for the budget); the dialog loop
@@ -24,8 +30,10 @@ turns it into feedback and a re-plan, as ``design`` does.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +53,7 @@ from cellspec.agent.openai_adapter import (
     server_url,
     stale_cassette,
 )
-from cellspec.agent.structured import is_loopback
+from cellspec.agent.structured import DictSchema, is_loopback, json_text, with_mode
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
 from cellspec.core.limits import check_llm_limits, check_output
@@ -55,6 +63,9 @@ if TYPE_CHECKING:
     from cellspec.dsl.model import Cell
 
 MAX_RESPONSE_TOKENS = 512  # RoCo's DialogPrompter max_tokens
+PLAN_FORMATS = ("json", "text")  # the openai agents' answer: a schema-bound JSON plan, RoCo's text
+PLAN_SCHEMA = "roco_plan"  # the JSON plan's schema name (request, cassette key)
+MAX_REASONS = 200  # characters of the JSON plan's free text
 FAULTS = ("missing_action", "wrong_goal", "out_of_reach", "all_wait", "path_after_place",
           "no_execute")
 
@@ -242,6 +253,109 @@ class FaultyAgents(OfflineAgents):
         return head + "EXECUTE\n" + "\n".join(lines) + "\n"
 
 
+# -- the JSON plan (constrained decoding) ---------------------------------------------------
+def plan_schema(task: SortTask, execute_only: bool = False) -> dict[str, Any]:
+    """The JSON schema of one dialog turn for the scene: short reasons, the decision
+    (EXECUTE only on the last call) and exactly one action per robot (the robots as the
+    plan's keys, objects and locations as enums, RoCo's actions PICK ... PLACE ... and WAIT),
+    so a grammar-bound answer is a well-formed plan by construction."""
+    pick = {"type": "object", "properties": {
+        "action": {"const": "PICK"}, "object": {"enum": sorted(task.objects)},
+        "place": {"enum": list(task.panels)}},
+        "required": ["action", "object", "place"], "additionalProperties": False}
+    wait = {"type": "object", "properties": {"action": {"const": "WAIT"}},
+            "required": ["action"], "additionalProperties": False}
+    act = {"anyOf": [pick, wait]}
+    return {"type": "object", "properties": {
+        "reasons": {"type": "string", "maxLength": MAX_REASONS},
+        "decision": {"enum": ["EXECUTE"] if execute_only else ["PROCEED", "EXECUTE"]},
+        "plan": {"type": "object", "properties": {a: act for a in task.agents},
+                 "required": list(task.agents), "additionalProperties": False}},
+        "required": ["reasons", "decision", "plan"], "additionalProperties": False}
+
+
+PLAN_HINT = ("\n[JSON Answer]\nAnswer with ONE JSON object and nothing else: \"reasons\" "
+             "(one short sentence to the others), \"decision\" (\"PROCEED\" or \"EXECUTE\") "
+             "and \"plan\": one action for every robot ({robots}), each "
+             "{{\"action\": \"PICK\", \"object\": OBJECT, \"place\": LOCATION}} or "
+             "{{\"action\": \"WAIT\"}}; objects: {objects}; locations: {places}. The plan "
+             "is written in the [Action Output Instruction] format for you.\n")
+
+
+class PlanJSONError(ProposalError):
+    """A JSON plan that cannot be turned into RoCo's text (not JSON, wrong shape, a name
+    not in the scene): the message goes into the dialog, then the re-plan's feedback."""
+
+
+_KEYWORDS = re.compile(r"EXECUTE|PROCEED|NAME|ACTION")
+
+
+def _action_text(task: SortTask, robot: str, a: Any) -> str:
+    if not isinstance(a, dict):
+        raise PlanJSONError(f"the JSON plan's action for {robot} is not an object")
+    verb = a.get("action")
+    if verb == "WAIT":
+        return "WAIT"
+    if verb != "PICK":
+        raise PlanJSONError(f"the JSON plan's action for {robot} must be PICK or WAIT, "
+                            f"not {str(verb)[:40]!r}")
+    obj, place = a.get("object"), a.get("place")
+    if obj not in task.objects:
+        raise PlanJSONError(f"{robot}'s PICK names {str(obj)[:40]!r}, not an object of the "
+                            f"scene ({', '.join(sorted(task.objects))})")
+    if place not in task.panels:
+        raise PlanJSONError(f"{robot}'s PLACE names {str(place)[:40]!r}, not a location of "
+                            f"the scene ({', '.join(task.panels)})")
+    return f"PICK {obj} PLACE {place}"
+
+
+def plan_text(task: SortTask, agent: str, content: str) -> str:
+    """A JSON plan answer as RoCo's response text ([Reasons] / [Proposal] / [Decision],
+    then ``EXECUTE`` and one ``NAME ROBOT ACTION ...`` line per robot when the decision
+    is EXECUTE); PlanJSONError, naming what is wrong, for anything else."""
+    try:
+        data = json.loads(json_text(content))
+    except ValueError as exc:
+        raise PlanJSONError(f"the answer is not a JSON plan ({exc.__class__.__name__}: "
+                            f"{str(exc)[:80]}): {content.strip()[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise PlanJSONError("the JSON plan is not an object")
+    decision, plan = data.get("decision"), data.get("plan")
+    if decision not in ("PROCEED", "EXECUTE"):
+        raise PlanJSONError(f"the JSON plan's decision must be PROCEED or EXECUTE, not "
+                            f"{str(decision)[:40]!r}")
+    if not isinstance(plan, dict):
+        raise PlanJSONError("the JSON plan has no \"plan\" object (one action per robot)")
+    extra = [str(k)[:40] for k in plan if k not in task.agents]
+    if extra:
+        raise PlanJSONError(f"the JSON plan names unknown robot(s) {', '.join(extra)} "
+                            f"(robots: {', '.join(task.agents)})")
+    missing = [a for a in task.agents if a not in plan]
+    if missing:
+        raise PlanJSONError(f"the JSON plan has no action for {', '.join(missing)}")
+    acts = {a: _action_text(task, a, plan[a]) for a in task.agents}
+    reasons = " ".join(str(data.get("reasons") or "").split())[:MAX_REASONS]
+    reasons = _KEYWORDS.sub(lambda m: m.group(0).lower(), reasons)
+    text = (f"[Reasons] {reasons}\n[Proposal] {acts.get(agent, 'WAIT')}\n"
+            f"[Decision] {decision}\n")
+    if decision == "EXECUTE":
+        text += "".join(f"NAME {a} ACTION {acts[a]}\n" for a in task.agents)
+    return text
+
+
+def _json_request(view: AgentView) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The JSON plan's messages (RoCo's prompt, then the answer's shape) and its
+    ``response_format`` (``json_object`` with the schema: llama.cpp's grammar)."""
+    t = view.task
+    hint = PLAN_HINT.format(robots=", ".join(t.agents), objects=", ".join(sorted(t.objects)),
+                            places=", ".join(t.panels))
+    msgs = [{"role": "system", "content": view.system + hint + view.user}]
+    out, rf = with_mode("json_object", msgs,
+                        DictSchema(PLAN_SCHEMA, plan_schema(t, view.last_call)))
+    assert rf is not None  # json_object mode always has a response_format
+    return out, rf
+
+
 # -- LLM-backed agents --------------------------------------------------------------------
 def _messages(view: AgentView) -> list[dict[str, Any]]:
     """RoCo's one-message request: system prompt and user prompt joined."""
@@ -256,9 +370,12 @@ class OpenAIAgents(DialogAgents):
     def __init__(self, model: str = DEFAULT_MODEL, *, base_url: str | None = None,
                  api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  max_retries: int = 2, temperature: float = 0.0, seed: int | None = 0,
-                 budget: Budget | None = None, record: str | os.PathLike[str] | None = None
-                 ) -> None:
+                 budget: Budget | None = None, record: str | os.PathLike[str] | None = None,
+                 plan_format: str = "json") -> None:
         super().__init__(budget)
+        if plan_format not in PLAN_FORMATS:
+            raise CellspecError(f"the plan format must be one of {', '.join(PLAN_FORMATS)}")
+        self.plan_format = plan_format
         require("openai", extra="llm")  # the llm extra; says so when missing
         check_llm_limits(timeout, max_retries, temperature)
         url = server_url(base_url)
@@ -283,8 +400,11 @@ class OpenAIAgents(DialogAgents):
         LLMUnavailable: the environment, exit 2, never a turn without a plan)."""
         self.check_budget()
         t0 = time.perf_counter()
-        messages = _messages(view)
+        messages, schema = _messages(view), "dialog"
         kw: dict[str, Any] = {"temperature": self.temperature}
+        if self.plan_format == "json":
+            messages, kw["response_format"] = _json_request(view)
+            schema = PLAN_SCHEMA
         if self.seed is not None:
             kw["seed"] = self.seed
         try:
@@ -303,9 +423,10 @@ class OpenAIAgents(DialogAgents):
             self.record("dialog", t0, error=str(exc))
             raise
         if self.record_path is not None:
-            record_exchange(self.record_path, request_hash(self.model, messages, "dialog", None),
+            record_exchange(self.record_path, request_hash(self.model, messages, schema, None),
                             self.model, messages, resp)
-        return _text(self, resp, t0)
+        text = _text(self, resp, t0)
+        return plan_text(view.task, view.agent, text) if schema == PLAN_SCHEMA else text
 
 
 def _text(ad: DialogAgents, resp: dict[str, Any], t0: float) -> str:
@@ -340,6 +461,10 @@ class ReplayAgents(DialogAgents):
     def respond(self, view: AgentView) -> str:
         self.check_budget()
         t0 = time.perf_counter()
+        # a cassette of JSON plans or of RoCo's text (recorded with either plan format)
+        h = request_hash(self.model, _json_request(view)[0], PLAN_SCHEMA, None)
+        if h in self.entries:
+            return plan_text(view.task, view.agent, _text(self, self.entries[h], t0))
         h = request_hash(self.model, _messages(view), "dialog", None)
         if h not in self.entries:
             raise LLMUnavailable(stale_cassette(Path(self.path), "dialog", h))
