@@ -170,3 +170,18 @@ def test_the_real_models_json_plans_replay(cell, checker):
     assert [t["failures"][0]["check"] for t in tries] == ["task", "task"]
     assert all(t["plan"].count("NAME ") == 3 for t in tries)
     assert rec["metrics"]["llm_calls"] == 4 and rec["outcome"] == "failed"
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_the_cli_passes_the_plan_format(server, fmt, monkeypatch, capsys):
+    from cellspec.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    answer = _plan(Bob=BOB) if fmt == "json" else "garbage, not a plan"
+    server.script.append((200, completion(answer), 0))
+    rc = main(["dialog", str(SORT), "--adapter", "openai", "--base-url", server.url,
+               "--retries", "0", "--rounds", "1", "--max-calls", "1", "--plan-format", fmt,
+               "--format", "json"])
+    capsys.readouterr()
+    assert rc in (0, 1)
+    assert ("response_format" in server.requests[0]) == (fmt == "json")

@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--base-url", help="an OpenAI-compatible server (default OPENAI_BASE_URL)")
     c.add_argument("--cassette", metavar="JSONL", help="replay: the cassette to answer from")
     c.add_argument("--record", metavar="JSONL", help="openai: append every exchange here")
+    c.add_argument("--plan-format", choices=("json", "text"), default="json",
+                   help="openai: json (default) asks for a JSON plan bound by the scene's "
+                   "schema, written as RoCo's text in code (never a parse failure); text "
+                   "asks for RoCo's own text answer")
     c.add_argument("--max-calls", type=int, metavar="N", help="LLM calls allowed in all")
     c.add_argument("--max-tokens", type=int, metavar="N", help="LLM tokens allowed in all")
     c.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per LLM call")
@@ -98,7 +102,7 @@ def make_agents(a: argparse.Namespace):
         return ReplayAgents(a.cassette, a.model or DEFAULT_MODEL, budget)
     return OpenAIAgents(a.model or DEFAULT_MODEL, base_url=a.base_url, timeout=a.timeout,
                         max_retries=a.retries, temperature=a.temperature, seed=a.seed,
-                        budget=budget, record=a.record)
+                        budget=budget, record=a.record, plan_format=a.plan_format)
 
 
 def run(a: argparse.Namespace) -> int:
