@@ -106,7 +106,7 @@ def _pretty(a: argparse.Namespace, r: GenerateResult) -> str:
             p = pos[st.part]
             say(f"{k:4d}  {st.part}  ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})  {grip}")
         proof = "placement optimal" if r.status == Status.OPTIMAL else \
-            "placement not proved optimal within the search budget"
+            (r.reason or "placement not proved optimal within the search budget")
         say(f"generated: design {r.design}, {len(r.steps)} parts, re-verified pass, "
             f"{proof} ({in_all(r.seconds)})" + (f"; written to {a.output}" if a.output else ""))
         if r.preferences is not None:

@@ -172,6 +172,11 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
     try:
         return _generate(cell, design, left, workers, done, time_limit)
     except Infeasible as exc:
+        if exc.squares and _discs(cell, design):
+            # a lattice or area bound on bounding squares: discs pack tighter
+            return done(status=Status.UNKNOWN, conflict=exc.conflict,
+                        reason=f"{exc.reason} ({SQUARES}: discs pack tighter than their "
+                        "squares, so this is not a proof)")
         if "spacing between structures" in exc.conflict:
             # relies on the generator's own spacing between structures: not a proof
             return done(status=Status.UNKNOWN, conflict=exc.conflict,
@@ -179,6 +184,16 @@ def generate(cell: Cell, design: DesignSpec, *, time_limit: float = DEFAULT_TIME
                         "clearance apart; placements where they touch are not searched, so "
                         "this is not a proof)")
         return done(status=Status.INFEASIBLE, reason=exc.reason, conflict=exc.conflict)
+
+
+SQUARES = "the generator sees cylinders through their bounding squares (conservative)"
+
+
+def _discs(cell: Cell, design: DesignSpec) -> bool:
+    """Does the design build with a cylinder part type (which the generator places as
+    its bounding square: its infeasibility and optimality are then no proof)?"""
+    return any(cell.part_types[st.ptype].shape == "cylinder"
+               for st in _structures(cell, design))
 
 
 def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any,
@@ -241,8 +256,12 @@ def _generate(cell: Cell, design: DesignSpec, left: Any, workers: int, done: Any
         from cellspec.solver.cpsat.prefer_generate import final_score
 
         prefs = final_score(cell, final, pref, left())
+    reason = None
+    if status == Status.OPTIMAL and _discs(cell, design):  # optimal in the model only
+        status, reason = Status.FEASIBLE, (f"{SQUARES}: best among the placements it sees, "
+                                           "not proved optimal")
     return done(status=status, layout=final.to_json(), structures=tuple(placed),
-                steps=pr.steps, verdict=pr.verdict, preferences=prefs)
+                steps=pr.steps, verdict=pr.verdict, preferences=prefs, reason=reason)
 
 
 def _keep_clear(cell: Cell, design: DesignSpec) -> dict[str, Any]:
@@ -355,7 +374,7 @@ def _floor_bounds(structs: list[Struct], site: Site) -> None:
                 f"at least {to_m(a0):.4g} x {to_m(b0):.4g} m need "
                 f"{to_m(need0) * float(g.U):.4g} m2 of floor even touching each other; at "
                 f"most {fit0} fit and the workspace has {to_m(W0 * D0) * float(g.U):.4g} m2",
-                ("workspace",))
+                ("workspace",), squares=True)
     # every structure's footprint grown by the gap is disjoint from the others' and
     # lies in the workspace grown by the gap: their areas must fit
     tmpl = [st for st in structs if not st.packing]
@@ -411,16 +430,20 @@ def _solve(structs: list[Struct], design: DesignSpec, site: Site, left: Any, wor
         solver = make()
         st_ = solver.Solve(m)
     if st_ == cp_model.INFEASIBLE:
-        return _core(structs, design, site, left, done)
+        return _core(structs, design, site, left, done,
+                     cell is not None and _discs(cell, design))
     if st_ not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return done(status=Status.UNKNOWN, reason="time limit hit before a placement was found")
     return solver, (Status.OPTIMAL if st_ == cp_model.OPTIMAL else Status.FEASIBLE)
 
 
-def _core(structs: list[Struct], design: DesignSpec, site: Site, left: Any, done: Any
-          ) -> GenerateResult:
+def _core(structs: list[Struct], design: DesignSpec, site: Site, left: Any, done: Any,
+          discs: bool = False) -> GenerateResult:
     """No placement: the rules that conflict (the unsat core of the guarded model); not a
-    proof when the generator's own spacing is among them."""
+    proof when the generator's own spacing is among them, nor (``discs``: the design has
+    cylinders, seen through their bounding squares) when anything but the workspace and
+    ``inside`` boxes is (a square in a box is exact, a square near a zone or another
+    part is not)."""
     m2, names = build_model(structs, design, site, True)
     s2 = cp_model.CpSolver()
     s2.parameters.max_time_in_seconds = left()
@@ -440,6 +463,10 @@ def _core(structs: list[Struct], design: DesignSpec, site: Site, left: Any, done
                     f"apart ({why}); placements where structures touch are not searched "
                     "by the generator, so this is not a proof")
     why = "; ".join(core)
+    if discs and not all(c.startswith(("workspace (", "inside ")) for c in core):
+        return done(status=Status.UNKNOWN, conflict=core,
+                    reason=f"no placement found that satisfies: {why} ({SQUARES}, and a "
+                    "disc may fit where its square does not, so this is not a proof)")
     return done(status=Status.INFEASIBLE, conflict=core,
                 reason=f"no placement of the design in the cell satisfies: {why}")
 

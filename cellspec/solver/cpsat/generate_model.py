@@ -389,7 +389,7 @@ def packing_vars(m: Any, st: Struct, cons: list[Any], site: Site, primary: list[
     if dense < n:
         raise Infeasible(f"{label}: even touching, the region holds at most {dense} parts "
                          f"of type {st.ptype} (up to {levels} high), fewer than n={n}",
-                         ("workspace",))
+                         ("workspace",), squares=True)
     if cap_total < n:
         raise Infeasible(f"{label}: the region holds at most {cap_total} parts of type "
                          f"{st.ptype} ({nx} x {ny} columns {to_m(px):.4g} m apart so the "

@@ -21,12 +21,16 @@ Size = tuple[int, int, int]
 
 
 class Infeasible(Exception):
-    """A spec that provably cannot be built (arithmetic on the shape, no search needed)."""
+    """A spec that provably cannot be built (arithmetic on the shape, no search needed).
 
-    def __init__(self, reason: str, conflict: tuple[str, ...] = ()):
+    ``squares``: the bound counts the parts' bounding squares on a lattice (or their
+    areas), a proof for boxes only: discs pack tighter than their squares."""
+
+    def __init__(self, reason: str, conflict: tuple[str, ...] = (), squares: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.conflict = conflict
+        self.squares = squares
 
 
 def even(v: float | int | Fraction) -> int:
