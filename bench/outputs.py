@@ -33,8 +33,8 @@ def runs(repo: Path) -> list[list[str]]:
     def rel(pattern: str) -> list[str]:
         return sorted(os.path.relpath(p, repo) for p in glob.glob(str(repo / pattern)))
 
-    layouts = (rel("rules/layouts/*.json") + rel("rules/layouts/sequencing/*.json")
-               + ["rules/examples/tower3.json", "rules/examples/tower3_broken.json"])
+    layouts = sorted(rel("rules/layouts/*.json") + rel("rules/layouts/sequencing/*.json")
+                     + ["rules/examples/tower3.json", "rules/examples/tower3_broken.json"])
     out: list[list[str]] = []
     for lay in layouts:
         out += [["check", STATION, lay], ["plan", STATION, lay],
