@@ -18,31 +18,10 @@ from cellspec.agent.dialog_agents import (
     plan_text,
 )
 from cellspec.core.errors import CellspecError
-from cellspec.dsl.parser import load_cell
 from cellspec.robots.roco import parse_plan
-from cellspec.robots.roco_check import RocoChecker
 from tests.conftest import REPO
-from tests.test_llm_openai import FakeServer, completion
-
-SORT = REPO / "rules" / "cells" / "sort_cubes.cell"
-
-
-@pytest.fixture(scope="module")
-def cell():
-    return load_cell(SORT)
-
-
-@pytest.fixture(scope="module")
-def checker(cell):
-    with RocoChecker(cell) as ch:
-        yield ch
-
-
-@pytest.fixture
-def server():
-    s = FakeServer()
-    yield s
-    s.close()
+from tests.test_dialog import SORT, cell, checker, server  # noqa: F401 (fixtures)
+from tests.test_llm_openai import completion
 
 
 def _plan(decision="EXECUTE", **acts):
