@@ -90,15 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--execute", action="store_true",
                    help="run the assembly in the pybullet twin (cellspec.robots.sim) when "
                    "it is available; otherwise the Execute phase says so")
-    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
-                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
-                   "most preference weight any layout of the design's parts can meet with "
-                   "their centres on a lattice STEP metres apart (as generate "
-                   "--prove-preferences: small cells only, unknown beyond the size limit or "
-                   "when it would not finish in half the time left of --time-limit, 30 s "
-                   "without one); error rules clingo does not encode there are left out and "
-                   "named, and so are the intent clauses (where the command puts the "
-                   "structures)")
+    preferences.add_prove_option(c, "the design's parts", ", 30 s without one",
+                                 "(and the intent clauses: where the command puts the "
+                                 "structures) ")
     c.add_argument("--world", metavar="DB", help="a world database: the model's prompts get "
                    "the task-relevant subgraph of --world-action (cellspec world context)")
     c.add_argument("--world-action", metavar="ID", help="with --world: the task node "

@@ -43,13 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("spec", help="the .cell file holding the design(s) (may be CELL itself)")
     c.add_argument("--design", metavar="NAME", help="the design to build (needed when the "
                    "file holds several)")
-    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
-                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
-                   "most preference weight any layout of the generated parts can meet with "
-                   "their centres on a lattice STEP metres apart (small cells only: unknown "
-                   "beyond the size limit or when it would not finish in half the time left of "
-                   "--time-limit); error rules clingo does not encode there (order, "
-                   "stability, grip) are left out and named")
+    preferences.add_prove_option(c, "the generated parts",
+                                 left_out="(order, stability, grip) ")
     c.set_defaults(func=run)
 
 

@@ -13,6 +13,17 @@ if TYPE_CHECKING:  # a type only: the verbs load the cell model lazily (CLI star
     from cellspec.dsl.model import Cell
 
 
+def add_prove_option(c: Any, parts: str, without_limit: str = "", left_out: str = "") -> None:
+    """``--prove-preferences STEP`` on a verb's parser (generate, design): one help text."""
+    c.add_argument("--prove-preferences", type=float, default=None, metavar="STEP",
+                   help="on a cell with preference rules, also ask clingo (#minimize) for the "
+                   f"most preference weight any layout of {parts} can meet with their "
+                   "centres on a lattice STEP metres apart (small cells only: unknown beyond "
+                   "the size limit or when it would not finish in half the time left of "
+                   f"--time-limit{without_limit}); error rules clingo does not encode there "
+                   f"{left_out}are left out and named")
+
+
 def check_step(step: float | None) -> None:
     """``--prove-preferences STEP``: a positive, finite lattice step (CellspecError, exit 2)."""
     if step is not None and not 0 < step < float("inf"):

@@ -206,6 +206,17 @@ def attrs_used(node: Node) -> set[Attr]:
     return out
 
 
+def var_domains(node: Node) -> dict[str, str]:
+    """Every quantified variable of the tree (forall, exists, count) mapped to its domain;
+    a name bound twice keeps the later (inner) binding's, pre-order."""
+    out: dict[str, str] = {}
+    for n in walk(node):
+        if isinstance(n, Quant | CountCmp):
+            for v in n.vars:
+                out[v] = n.domain
+    return out
+
+
 def top_foralls(node: Node) -> tuple[list[Quant], Node]:
     """The chain of directly nested outer foralls and the body beneath them.
 

@@ -225,10 +225,7 @@ class ReferenceEvaluator:
         return out
 
     def _mark_domains(self, node: ir.Node) -> None:
-        for n in ir.walk(node):
-            if isinstance(n, ir.Quant | ir.CountCmp):
-                for v in n.vars:
-                    self.domains[v] = n.domain
+        self.domains.update(ir.var_domains(node))
 
 
 def _part(x: object) -> int:

@@ -295,11 +295,7 @@ class _Asp:
         from cellspec.core import ir
 
         chain, body = ir.top_foralls(r.body)
-        self.domains = {}
-        for n_ in ir.walk(r.body):
-            if isinstance(n_, ir.Quant | ir.CountCmp):
-                for v in n_.vars:
-                    self.domains[v] = n_.domain
+        self.domains = ir.var_domains(r.body)
         lits: list[str] = []
         seen: list[str] = []
         for q in chain:

@@ -214,11 +214,7 @@ class Reifier:
         """One literal per binding of the outer forall chain (the reference evaluator's
         order), true when the body holds."""
         chain, body = ir.top_foralls(rule.body)
-        self.domains = {}
-        for n_ in ir.walk(rule.body):
-            if isinstance(n_, ir.Quant | ir.CountCmp):
-                for v in n_.vars:
-                    self.domains[v] = n_.domain
+        self.domains = ir.var_domains(rule.body)
         out: list[Any] = []
 
         def rec(k: int, env: dict[str, Any]) -> None:
