@@ -164,3 +164,35 @@ def test_the_cli_passes_the_plan_format(server, fmt, monkeypatch, capsys):
     capsys.readouterr()
     assert rc in (0, 1)
     assert ("response_format" in server.requests[0]) == (fmt == "json")
+
+
+def test_a_server_that_refuses_response_format_gets_the_schema_in_the_prompt(
+        cell, checker, server, tmp_path):
+    # json_schema is never sent (llama.cpp refuses it); a server that also refuses
+    # json_object with a schema gets plain text with the schema in the prompt, once per run
+    refusal = {"error": {"message": "response_format is not supported"}}
+    server.script.append((400, refusal, 0))
+    for _ in range(3):  # one turn of each robot, the plan in prose
+        server.script.append((200, completion("Here: " + _plan(Bob=BOB)), 0))
+    tape = tmp_path / "text.jsonl"
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", max_retries=0,
+                      record=tape)
+    rec = run_episode(cell, ad, rounds=1, max_calls=1, checker=checker)
+    assert rec["log"][0]["attempts"][0]["verdict"] == "pass" and rec["log"][0]["executed"]
+    first, *rest = server.requests
+    assert first["response_format"]["type"] == "json_object" and len(rest) == 3
+    assert not any("response_format" in r for r in rest) and ad.json_mode == "text"
+    assert all("matching this JSON schema" in r["messages"][0]["content"] for r in rest)
+    again = run_episode(cell, ReplayAgents(tape, "fake-model"), rounds=1, max_calls=1,
+                        checker=checker)  # a text-mode cassette replays too
+    assert json.dumps(again["log"]) == json.dumps(rec["log"])
+
+
+def test_a_refusal_in_the_last_mode_is_the_server(cell, checker, server):
+    from cellspec.agent.base import LLMUnavailable
+
+    refusal = {"error": {"message": "response_format is not supported"}}
+    server.script += [(400, refusal, 0), (400, {"error": {"message": "bad request"}}, 0)]
+    ad = OpenAIAgents("fake-model", base_url=server.url, api_key="dummy", max_retries=0)
+    with pytest.raises(LLMUnavailable, match="HTTP 400"):
+        run_episode(cell, ad, rounds=1, max_calls=1, checker=checker)

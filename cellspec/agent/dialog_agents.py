@@ -53,7 +53,13 @@ from cellspec.agent.openai_adapter import (
     server_url,
     stale_cassette,
 )
-from cellspec.agent.structured import DictSchema, is_loopback, json_text, with_mode
+from cellspec.agent.structured import (
+    DictSchema,
+    is_loopback,
+    json_text,
+    names_response_format,
+    with_mode,
+)
 from cellspec.core.errors import CellspecError
 from cellspec.core.extras import require
 from cellspec.core.limits import check_llm_limits, check_output
@@ -343,17 +349,22 @@ def plan_text(task: SortTask, agent: str, content: str) -> str:
     return text
 
 
-def _json_request(view: AgentView) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+# the JSON plan's structured-output modes, in order: json_object with the schema (llama.cpp
+# turns it into a grammar; no json_schema, which that server refuses), then plain text
+# with the schema in the prompt (a server that refuses response_format; the answer's JSON
+# is taken out of it and checked all the same)
+JSON_MODES = ("json_object", "text")
+
+
+def _json_request(view: AgentView, mode: str = "json_object"
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The JSON plan's messages (RoCo's prompt, then the answer's shape) and its
-    ``response_format`` (``json_object`` with the schema: llama.cpp's grammar)."""
+    ``response_format`` in ``mode`` (:data:`JSON_MODES`; None in text mode)."""
     t = view.task
     hint = PLAN_HINT.format(robots=", ".join(t.agents), objects=", ".join(sorted(t.objects)),
                             places=", ".join(t.panels))
     msgs = [{"role": "system", "content": view.system + hint + view.user}]
-    out, rf = with_mode("json_object", msgs,
-                        DictSchema(PLAN_SCHEMA, plan_schema(t, view.last_call)))
-    assert rf is not None  # json_object mode always has a response_format
-    return out, rf
+    return with_mode(mode, msgs, DictSchema(PLAN_SCHEMA, plan_schema(t, view.last_call)))
 
 
 # -- LLM-backed agents --------------------------------------------------------------------
@@ -376,6 +387,7 @@ class OpenAIAgents(DialogAgents):
         if plan_format not in PLAN_FORMATS:
             raise CellspecError(f"the plan format must be one of {', '.join(PLAN_FORMATS)}")
         self.plan_format = plan_format
+        self.json_mode = JSON_MODES[0]  # the structured-output mode the server takes
         require("openai", extra="llm")  # the llm extra; says so when missing
         check_llm_limits(timeout, max_retries, temperature)
         url = server_url(base_url)
@@ -394,6 +406,42 @@ class OpenAIAgents(DialogAgents):
         self.temperature, self.seed = temperature, seed
         self.record_path = Path(record) if record else None
 
+    def _post(self, messages: list[dict[str, Any]], kw: dict[str, Any],
+              no_retry: Any = None) -> dict[str, Any]:
+        """One chat completion; an HTTP error is LLMUnavailable (``no_retry``'s refusals
+        are raised as they are, for the caller's next mode)."""
+        try:
+            return post_chat(self.base_url, self.api_key,
+                             {"model": self.model, "messages": messages,
+                              "max_tokens": MAX_RESPONSE_TOKENS, **kw},
+                             timeout=self.timeout, max_retries=self.max_retries,
+                             no_retry=no_retry)
+        except HTTPStatus as exc:
+            if no_retry is not None and no_retry(exc):
+                raise
+            raise LLMUnavailable(f"the LLM server answered HTTP {exc.status}: "
+                                 f"{exc.message[:200]}") from None
+
+    def _post_json(self, view: AgentView, kw: dict[str, Any]
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The JSON plan's request in the first of :data:`JSON_MODES` the server takes
+        (kept for the run): a refusal of ``response_format`` moves to the next mode."""
+        for i in range(JSON_MODES.index(self.json_mode), len(JSON_MODES)):
+            mode = JSON_MODES[i]
+            messages, rf = _json_request(view, mode)
+
+            def refusal(exc: HTTPStatus, last: bool = i + 1 == len(JSON_MODES)) -> bool:
+                return exc.status in (400, 422, 500) and names_response_format(exc) \
+                    and not last
+            try:
+                obj = self._post(messages, {**kw, **({"response_format": rf} if rf else {})},
+                                 no_retry=refusal)
+            except HTTPStatus:
+                continue  # the server refuses this response_format: the next mode
+            self.json_mode = mode
+            return messages, obj
+        raise AssertionError("the last mode is never a refusal")  # pragma: no cover
+
     def respond(self, view: AgentView) -> str:
         """One dialog turn (:func:`http_chat.post_chat`: the whole call bounded by the
         timeout; a server error, time-out or a body that is not a chat completion is
@@ -402,20 +450,14 @@ class OpenAIAgents(DialogAgents):
         t0 = time.perf_counter()
         messages, schema = _messages(view), "dialog"
         kw: dict[str, Any] = {"temperature": self.temperature}
-        if self.plan_format == "json":
-            messages, kw["response_format"] = _json_request(view)
-            schema = PLAN_SCHEMA
         if self.seed is not None:
             kw["seed"] = self.seed
         try:
-            try:
-                obj = post_chat(self.base_url, self.api_key,
-                                {"model": self.model, "messages": messages,
-                                 "max_tokens": MAX_RESPONSE_TOKENS, **kw},
-                                timeout=self.timeout, max_retries=self.max_retries)
-            except HTTPStatus as exc:
-                raise LLMUnavailable(f"the LLM server answered HTTP {exc.status}: "
-                                     f"{exc.message[:200]}") from None
+            if self.plan_format == "json":
+                messages, obj = self._post_json(view, kw)
+                schema = PLAN_SCHEMA
+            else:
+                obj = self._post(messages, kw)
             resp = message_of(obj)
             if resp.pop("no_choices", False):
                 raise ProposalError("the model returned no choices")
@@ -462,9 +504,10 @@ class ReplayAgents(DialogAgents):
         self.check_budget()
         t0 = time.perf_counter()
         # a cassette of JSON plans or of RoCo's text (recorded with either plan format)
-        h = request_hash(self.model, _json_request(view)[0], PLAN_SCHEMA, None)
-        if h in self.entries:
-            return plan_text(view.task, view.agent, _text(self, self.entries[h], t0))
+        for mode in JSON_MODES:
+            h = request_hash(self.model, _json_request(view, mode)[0], PLAN_SCHEMA, None)
+            if h in self.entries:
+                return plan_text(view.task, view.agent, _text(self, self.entries[h], t0))
         h = request_hash(self.model, _messages(view), "dialog", None)
         if h not in self.entries:
             raise LLMUnavailable(stale_cassette(Path(self.path), "dialog", h))
